@@ -1,0 +1,117 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Rate is Limit units per Window.
+type Rate struct {
+	// Limit is the number of units allowed per window, in 1..MaxLimit.
+	Limit int64
+	// Window is the window length, a positive whole number of ticks no
+	// longer than MaxWindow.
+	Window time.Duration
+}
+
+// ParseRate parses the SPEC's rate syntax: "N/second|minute|hour|day", the
+// short units "s m h d", and "N/<duration>" such as "5/10s" or "1000/1h30m".
+// N and the window must be positive.
+func ParseRate(s string) (Rate, error) {
+	n, unit, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok {
+		return Rate{}, fmt.Errorf("rate %q: want N/window, e.g. \"10/second\"", s)
+	}
+	limit, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
+	if err != nil {
+		return Rate{}, fmt.Errorf("rate %q: count %q is not an integer", s, n)
+	}
+	unit = strings.TrimSpace(unit)
+	var w time.Duration
+	switch unit {
+	case "second", "s", "sec":
+		w = time.Second
+	case "minute", "m", "min":
+		w = time.Minute
+	case "hour", "h":
+		w = time.Hour
+	case "day", "d":
+		w = 24 * time.Hour
+	default:
+		w, err = parseWindow(unit)
+		if err != nil {
+			return Rate{}, fmt.Errorf("rate %q: %w", s, err)
+		}
+	}
+	r := Rate{Limit: limit, Window: w}
+	if err := r.Validate(); err != nil {
+		return Rate{}, fmt.Errorf("rate %q: %w", s, err)
+	}
+	return r, nil
+}
+
+// parseWindow parses a Go duration that may also use "d" for days, e.g.
+// "10s", "1h30m", "2d".
+func parseWindow(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, errors.New("missing window")
+	}
+	var days time.Duration
+	if i := strings.IndexByte(s, 'd'); i >= 0 {
+		n, err := strconv.ParseInt(s[:i], 10, 64)
+		if err != nil || n < 0 || n > int64(MaxWindow/(24*time.Hour)) {
+			return 0, fmt.Errorf("unknown window %q (use second, minute, hour, day or a duration like 10s, 1h30m)", s)
+		}
+		days = time.Duration(n) * 24 * time.Hour
+		s = s[i+1:]
+		if s == "" {
+			return days, nil
+		}
+	}
+	if s[0] < '0' || s[0] > '9' {
+		return 0, fmt.Errorf("unknown window %q (use second, minute, hour, day or a duration like 10s, 1h30m)", s)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("unknown window %q (use second, minute, hour, day or a duration like 10s, 1h30m)", s)
+	}
+	return days + d, nil
+}
+
+// Validate reports whether r is usable: 1 ≤ Limit ≤ MaxLimit and
+// 0 < Window ≤ MaxWindow in whole ticks.
+func (r Rate) Validate() error {
+	if r.Limit <= 0 {
+		return fmt.Errorf("count must be positive, got %d", r.Limit)
+	}
+	if r.Limit > MaxLimit {
+		return fmt.Errorf("count %d exceeds 2^53", r.Limit)
+	}
+	if r.Window <= 0 {
+		return fmt.Errorf("window must be positive, got %s", r.Window)
+	}
+	if r.Window > MaxWindow {
+		return fmt.Errorf("window %s exceeds %s", r.Window, MaxWindow)
+	}
+	if r.Window%Tick != 0 {
+		return fmt.Errorf("window %s is not a whole number of microseconds", r.Window)
+	}
+	return nil
+}
+
+// String formats r as "N/<window>", e.g. "10/1s"; ParseRate accepts it.
+func (r Rate) String() string {
+	return strconv.FormatInt(r.Limit, 10) + "/" + r.Window.String()
+}
+
+// Seconds returns the window in whole seconds, rounded up (at least 1).
+func (r Rate) Seconds() int64 {
+	s := int64((r.Window + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return s
+}

@@ -1,0 +1,288 @@
+// Package ratelimit holds Tollgate's rate-limiting domain: rates, limit
+// definitions, the algorithms' pure math, decisions, and the Store interface
+// that every counter backend implements.
+//
+// The package knows nothing of HTTP and imports only the standard library.
+// Time is always a parameter: the math takes "now" as a tick count (see
+// Tick) and never reads the clock itself.
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"time"
+)
+
+// Tick is the unit of time in which every algorithm computes: one
+// microsecond. Instants are ticks since the Unix epoch (time.Time.UnixMicro),
+// durations are tick counts. The Redis store uses the same unit so that both
+// stores make bit-identical decisions.
+const Tick = time.Microsecond
+
+// MaxLimit is the largest limit, burst, cost or max_in_flight accepted: 2^53,
+// the largest integer every store (including Lua's doubles) holds exactly.
+const MaxLimit = int64(1) << 53
+
+// MaxWindow is the longest window accepted (366 days), so that window
+// arithmetic in ticks never overflows even when multiplied by small factors.
+const MaxWindow = 366 * 24 * time.Hour
+
+// Algorithm names one rate-limiting algorithm. The zero value is invalid.
+type Algorithm uint8
+
+// The algorithms of SPEC §3.
+const (
+	// FixedWindow allows at most L units per aligned window floor(now/W).
+	FixedWindow Algorithm = iota + 1
+	// FixedWindowElastic is a fixed window whose end moves to now+W on every
+	// allowed hit: a penalty box for clients that keep hammering.
+	FixedWindowElastic
+	// SlidingWindowLog is exact: never more than L units in any half-open
+	// interval of length W. State: at most L timestamps.
+	SlidingWindowLog
+	// SlidingWindowCounter weighs the previous window (or the oldest
+	// sub-bucket when Precision < W) by its overlap with the sliding window.
+	SlidingWindowCounter
+	// TokenBucket refills L tokens per W up to Burst.
+	TokenBucket
+	// GCRA is the generic cell rate algorithm: token-bucket behaviour with
+	// Burst, one timestamp of state.
+	GCRA
+	// Concurrency allows at most MaxInFlight units in flight at once.
+	Concurrency
+)
+
+var algorithmNames = [...]string{
+	FixedWindow:          "fixed_window",
+	FixedWindowElastic:   "fixed_window_elastic",
+	SlidingWindowLog:     "sliding_window_log",
+	SlidingWindowCounter: "sliding_window_counter",
+	TokenBucket:          "token_bucket",
+	GCRA:                 "gcra",
+	Concurrency:          "concurrency",
+}
+
+// String returns the configuration name of a, e.g. "sliding_window_log".
+func (a Algorithm) String() string {
+	if a == 0 || int(a) >= len(algorithmNames) {
+		return "Algorithm(" + strconv.Itoa(int(a)) + ")"
+	}
+	return algorithmNames[a]
+}
+
+// ParseAlgorithm maps a configuration name to its Algorithm.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for a, name := range algorithmNames {
+		if a != 0 && name == s {
+			return Algorithm(a), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown algorithm %q", s)
+}
+
+// Algorithms lists every algorithm in SPEC order.
+func Algorithms() []Algorithm {
+	return []Algorithm{FixedWindow, FixedWindowElastic, SlidingWindowLog,
+		SlidingWindowCounter, TokenBucket, GCRA, Concurrency}
+}
+
+// Exact reports whether a is exact (its decisions follow its definition to
+// the tick) rather than an approximation of a sliding window.
+func (a Algorithm) Exact() bool { return a != SlidingWindowCounter }
+
+// Limit is one compiled, immutable limit definition. Limits are shared by
+// every request that uses them and must not be modified after compilation.
+type Limit struct {
+	// Name is the configured name, used in headers, metrics and logs.
+	Name string
+	// Algorithm decides how the windows are counted.
+	Algorithm Algorithm
+	// Rates are the windows, all enforced. Empty for Concurrency.
+	Rates []Rate
+	// Burst is the bucket capacity for TokenBucket and GCRA; 0 means the
+	// rate's limit. Only valid with a single rate.
+	Burst int64
+	// Precision is the sub-bucket width for SlidingWindowCounter; 0 means
+	// the window itself (the classic two-counter estimate). W must be a
+	// multiple of it.
+	Precision time.Duration
+	// MaxInFlight is the Concurrency capacity.
+	MaxInFlight int64
+	// Shadow marks a limit that counts and reports but never denies.
+	Shadow bool
+	// ID identifies the definition (algorithm and windows, not the name's
+	// mode or the keys): a reload that leaves a definition unchanged keeps
+	// the same ID, so its counters survive. Set by Finish.
+	ID string
+}
+
+// Finish validates l and computes its ID. It must be called once after the
+// fields are set and before the limit is used.
+func (l *Limit) Finish() error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s|%s|%d|%d|%d", l.Name, l.Algorithm, l.Burst, l.Precision, l.MaxInFlight)
+	for _, r := range l.Rates {
+		fmt.Fprintf(h, "|%d/%d", r.Limit, r.Window)
+	}
+	l.ID = strconv.FormatUint(h.Sum64(), 36)
+	return nil
+}
+
+// Validate reports the first problem with l's definition.
+func (l *Limit) Validate() error {
+	if l.Algorithm == 0 || int(l.Algorithm) >= len(algorithmNames) {
+		return fmt.Errorf("unknown algorithm %d", l.Algorithm)
+	}
+	if l.Algorithm == Concurrency {
+		if len(l.Rates) != 0 {
+			return errors.New("concurrency takes max_in_flight, not rates")
+		}
+		if l.MaxInFlight <= 0 || l.MaxInFlight > MaxLimit {
+			return fmt.Errorf("max_in_flight must be in 1..2^53, got %d", l.MaxInFlight)
+		}
+		return nil
+	}
+	if l.MaxInFlight != 0 {
+		return errors.New("max_in_flight applies only to the concurrency algorithm")
+	}
+	if len(l.Rates) == 0 {
+		return errors.New("at least one rate is required")
+	}
+	for _, r := range l.Rates {
+		if err := r.Validate(); err != nil {
+			return err
+		}
+	}
+	if l.Burst != 0 {
+		if l.Algorithm != TokenBucket && l.Algorithm != GCRA {
+			return errors.New("burst applies only to token_bucket and gcra")
+		}
+		if len(l.Rates) != 1 {
+			return errors.New("burst requires exactly one rate")
+		}
+		if l.Burst < 0 || l.Burst > MaxLimit {
+			return fmt.Errorf("burst must be in 1..2^53, got %d", l.Burst)
+		}
+	}
+	if l.Precision != 0 {
+		if l.Algorithm != SlidingWindowCounter {
+			return errors.New("precision applies only to sliding_window_counter")
+		}
+		if l.Precision < 0 || l.Precision%Tick != 0 {
+			return fmt.Errorf("precision must be a positive whole number of microseconds, got %s", l.Precision)
+		}
+		for _, r := range l.Rates {
+			if r.Window%l.Precision != 0 {
+				return fmt.Errorf("precision %s does not divide window %s", l.Precision, r.Window)
+			}
+			if r.Window/l.Precision > 3600 {
+				return fmt.Errorf("precision %s splits window %s into more than 3600 buckets", l.Precision, r.Window)
+			}
+		}
+	}
+	return nil
+}
+
+// Capacity returns the most units one request may ever be granted by the
+// window at index i: the burst for bucket algorithms, the limit otherwise,
+// MaxInFlight for Concurrency (i ignored).
+func (l *Limit) Capacity(i int) int64 {
+	switch {
+	case l.Algorithm == Concurrency:
+		return l.MaxInFlight
+	case (l.Algorithm == TokenBucket || l.Algorithm == GCRA) && l.Burst > 0:
+		return l.Burst
+	default:
+		return l.Rates[i].Limit
+	}
+}
+
+// Hit is one limit applied to one request.
+type Hit struct {
+	// Limit is the definition; it must have been Finished.
+	Limit *Limit
+	// Key identifies the counter within the limit: an opaque, already-hashed
+	// string built by the caller. If it contains a Redis hash tag "{...}",
+	// stores that shard by key keep every key with the same tag together.
+	Key string
+	// Cost is the number of units the request needs, ≥ 1.
+	Cost int64
+}
+
+// Decision is the outcome of one Hit.
+type Decision struct {
+	// Allowed reports whether this hit's limit would admit the request.
+	// For a shadow limit it is what the limit would have decided.
+	Allowed bool
+	// Counted reports whether the hit consumed units (the request as a whole
+	// was allowed and, for a shadow limit, the limit itself allowed it).
+	Counted bool
+	// Window is the index in Limit.Rates of the window reported: the
+	// denying window with the longest RetryAfter, or, when allowed, the
+	// window with the lowest remaining fraction.
+	Window int
+	// Limit is the capacity of the reported window (L, or the burst).
+	Limit int64
+	// Remaining is how many units that window has left after this decision.
+	Remaining int64
+	// Reset is how long until Remaining next increases if nothing else
+	// happens (0 when the window is full). Never longer than RetryAfter
+	// for a denied hit.
+	Reset time.Duration
+	// RetryAfter is, for a denied hit, the earliest wait after which the
+	// same request (same cost) would be allowed by this limit if nothing
+	// else happened. 0 when allowed, when unknown (Concurrency), or when
+	// Never is set.
+	RetryAfter time.Duration
+	// Never is set when the cost exceeds the capacity: no wait helps.
+	Never bool
+}
+
+// Store decides hits against counters it owns. Implementations must be safe
+// for concurrent use.
+type Store interface {
+	// Decide decides every hit of one request at once and writes one
+	// Decision per hit into out (len(out) ≥ len(hits)). The request is
+	// allowed only if every non-shadow hit allows it; only then are hits
+	// counted — enforced hits all, shadow hits only where their own limit
+	// allowed. A denied request changes no counter. now is the caller's
+	// clock; a store configured to use its own clock ignores it.
+	// err is non-nil only when the store failed; being limited is not an
+	// error.
+	Decide(ctx context.Context, now time.Time, hits []Hit, out []Decision) (allowed bool, err error)
+	// Release gives back the units that an allowed request took from its
+	// Concurrency hits; other hits are ignored. Call it exactly once per
+	// allowed request that had Concurrency hits, with the same hits.
+	Release(ctx context.Context, hits []Hit) error
+	// Usage reports the current state of every window of limit for key
+	// without changing it.
+	Usage(ctx context.Context, now time.Time, limit *Limit, key string) ([]WindowUsage, error)
+	// Reset deletes the counters of limit for key.
+	Reset(ctx context.Context, limit *Limit, key string) error
+	// Close releases the store's resources.
+	Close() error
+}
+
+// WindowUsage is the state of one window of one key, as the admin API
+// reports it.
+type WindowUsage struct {
+	// Rate is the window's rate (zero for Concurrency).
+	Rate Rate
+	// Used is the number of units counted in the window now (for the
+	// sliding counter, the weighted estimate rounded up).
+	Used int64
+	// Remaining is the capacity left.
+	Remaining int64
+	// Reset is how long until Remaining next increases.
+	Reset time.Duration
+}
+
+// ErrStore wraps every error a Store returns for a failing backend, so that
+// callers can tell store failures from their own bugs with errors.Is.
+var ErrStore = errors.New("rate-limit store failure")
