@@ -1,0 +1,321 @@
+package keys
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config configures an Extractor. The zero value is usable: every zero
+// field means the SPEC default noted beside it.
+type Config struct {
+	// Sources are tried in order; the first that yields a value is the
+	// client. Default: api_key, user, ip.
+	Sources []Source
+	// APIKeyHeader carries the API key; default "X-API-Key".
+	APIKeyHeader string
+	// APIKeyQuery names a query parameter that carries the API key when the
+	// header is absent; "" (the default) disables it.
+	APIKeyQuery string
+	// UserHeader names a header that carries the user; "" (the default)
+	// disables it. It is believed only when the immediate peer is in
+	// TrustedProxies.
+	UserHeader string
+	// TrustedProxies are the peers whose X-Forwarded-For (and UserHeader)
+	// are believed. Default: none.
+	TrustedProxies []netip.Prefix
+	// IPv6Prefix is the number of leading bits of an IPv6 client address
+	// that keys keep (1..128); default 64. IPv4 clients, including
+	// IPv4-mapped IPv6 addresses (unmapped first), are keyed per address.
+	IPv6Prefix int
+	// MaxValueLen bounds identity values (API key, user); a longer value is
+	// not an identity. Default 1024.
+	MaxValueLen int
+	// JWT, when not nil, makes the claim of a verified bearer token a user
+	// (when UserHeader yields none).
+	JWT *JWTConfig
+}
+
+// Extractor resolves request identities. It is immutable after NewExtractor
+// and safe for concurrent use.
+type Extractor struct {
+	sources     []Source
+	apiHeader   string
+	apiQuery    string
+	userHeader  string
+	trusted     []netip.Prefix
+	v6bits      int
+	maxValueLen int
+	jwt         *jwtVerifier
+}
+
+// NewExtractor validates cfg, applies its defaults and returns an Extractor.
+// Every problem is reported, joined, with the name of its field.
+func NewExtractor(cfg Config) (*Extractor, error) {
+	var errs []error
+	e := &Extractor{
+		apiHeader:   cfg.APIKeyHeader,
+		apiQuery:    cfg.APIKeyQuery,
+		userHeader:  cfg.UserHeader,
+		v6bits:      cfg.IPv6Prefix,
+		maxValueLen: cfg.MaxValueLen,
+	}
+	e.sources = append([]Source(nil), cfg.Sources...)
+	if len(e.sources) == 0 {
+		e.sources = []Source{SourceAPIKey, SourceUser, SourceIP}
+	}
+	seen := map[Source]bool{}
+	for i, s := range e.sources {
+		if s < SourceAPIKey || s > SourceIP {
+			errs = append(errs, fmt.Errorf("sources[%d]: invalid source %s", i, s))
+		} else if seen[s] {
+			errs = append(errs, fmt.Errorf("sources[%d]: duplicate source %s", i, s))
+		}
+		seen[s] = true
+	}
+	if e.apiHeader == "" {
+		e.apiHeader = "X-API-Key"
+	}
+	if !validHeaderName(e.apiHeader) {
+		errs = append(errs, fmt.Errorf("api_key_header: invalid header name %q", e.apiHeader))
+	}
+	e.apiHeader = canonicalHeader(e.apiHeader)
+	if e.userHeader != "" {
+		if !validHeaderName(e.userHeader) {
+			errs = append(errs, fmt.Errorf("user_header: invalid header name %q", e.userHeader))
+		}
+		e.userHeader = canonicalHeader(e.userHeader)
+		if len(cfg.TrustedProxies) == 0 {
+			errs = append(errs, errors.New("user_header: set, but no trusted_proxies: it would never be believed"))
+		}
+	}
+	for i, p := range cfg.TrustedProxies {
+		if !p.IsValid() {
+			errs = append(errs, fmt.Errorf("trusted_proxies[%d]: invalid prefix", i))
+			continue
+		}
+		e.trusted = append(e.trusted, normalizePrefix(p))
+	}
+	switch {
+	case e.v6bits == 0:
+		e.v6bits = 64
+	case e.v6bits < 1 || e.v6bits > 128:
+		errs = append(errs, fmt.Errorf("ipv6_prefix: must be in 1..128, got %d", e.v6bits))
+	}
+	switch {
+	case e.maxValueLen == 0:
+		e.maxValueLen = 1024
+	case e.maxValueLen < 0:
+		errs = append(errs, fmt.Errorf("max_value_len: must be > 0, got %d", e.maxValueLen))
+	}
+	if cfg.JWT != nil {
+		v, err := newJWTVerifier(cfg.JWT)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		e.jwt = v
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("identity: %w", errors.Join(errs...))
+	}
+	return e, nil
+}
+
+// normalizePrefix masks p and rewrites an IPv4-mapped IPv6 prefix
+// (::ffff:a.b.c.d/n, n ≥ 96) as the IPv4 prefix it denotes, because client
+// addresses are unmapped before they are compared with it.
+func normalizePrefix(p netip.Prefix) netip.Prefix {
+	a := p.Addr().WithZone("")
+	if a.Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(a.Unmap(), p.Bits()-96).Masked()
+	}
+	return netip.PrefixFrom(a, p.Bits()).Masked()
+}
+
+// Identity is who a request comes from, resolved once per request by
+// Identify. Raw values are kept here only for the request's lifetime; keys
+// built from them are hashes.
+type Identity struct {
+	// Client is the value of the first source that yielded: the API key,
+	// the user, or the client IP's text (unmasked). Raw: it is hashed only
+	// when keys are built.
+	Client string
+	// ClientKind is the source of Client.
+	ClientKind Source
+	// IP is the client IP (X-Forwarded-For resolved when the peer is
+	// trusted), unmasked, zone stripped, IPv4-mapped addresses unmapped.
+	// Invalid when RemoteAddr could not be parsed.
+	IP netip.Addr
+	// IPFallback reports that the selected X-Forwarded-For entry was not a
+	// valid address and the peer was used instead.
+	IPFallback bool
+	// APIKey is the API key, "" if none.
+	APIKey string
+	// User is the user, "" if none.
+	User string
+	// Peer is the request's RemoteAddr text; keys use it (under its own
+	// kind) only when IP is invalid.
+	Peer string
+	// IPv6Prefix is the number of bits of an IPv6 IP kept in keys; 0 means 64.
+	IPv6Prefix int
+	// Oversize reports that a value (API key, user) was longer than
+	// MaxValueLen and therefore ignored.
+	Oversize bool
+	// TokenRejected reports that a bearer token was presented but failed
+	// verification (bad signature or algorithm, expired, not yet valid,
+	// wrong audience or issuer, malformed, no user claim).
+	TokenRejected bool
+}
+
+// Identify resolves the identity of r. now is the instant against which JWT
+// "exp" and "nbf" are checked.
+func (e *Extractor) Identify(r *http.Request, now time.Time) Identity {
+	id := Identity{Peer: r.RemoteAddr, IPv6Prefix: e.v6bits}
+	peer, _ := ParseIP(r.RemoteAddr)
+	id.IP, id.IPFallback = clientIP(peer, r.Header[xffHeader], e.trusted)
+	id.APIKey = e.apiKey(r, &id)
+	id.User = e.user(r, peer, now, &id)
+	for _, s := range e.sources {
+		switch s {
+		case SourceAPIKey:
+			id.Client = id.APIKey
+		case SourceUser:
+			id.Client = id.User
+		case SourceIP:
+			if id.IP.IsValid() {
+				id.Client = id.IP.String()
+			} else {
+				id.Client, s = r.RemoteAddr, SourceRemoteAddr
+			}
+			id.ClientKind = s
+			return id
+		}
+		if id.Client != "" {
+			id.ClientKind = s
+			return id
+		}
+	}
+	// No configured source yielded: the client is the IP all the same, so
+	// that a key is never empty nor shared by every anonymous client.
+	if id.IP.IsValid() {
+		id.Client, id.ClientKind = id.IP.String(), SourceIP
+	} else {
+		id.Client, id.ClientKind = r.RemoteAddr, SourceRemoteAddr
+	}
+	return id
+}
+
+// ClientIP returns the client IP of r as Identify resolves it, and whether
+// the peer was used because the selected X-Forwarded-For entry was invalid.
+func (e *Extractor) ClientIP(r *http.Request) (ip netip.Addr, fallback bool) {
+	peer, _ := ParseIP(r.RemoteAddr)
+	return clientIP(peer, r.Header[xffHeader], e.trusted)
+}
+
+// value accepts v as an identity value if it is not empty and not too long.
+func (e *Extractor) value(v string, id *Identity) string {
+	if len(v) > e.maxValueLen {
+		id.Oversize = true
+		return ""
+	}
+	return v
+}
+
+func (e *Extractor) apiKey(r *http.Request, id *Identity) string {
+	if v := firstHeader(r.Header, e.apiHeader); v != "" {
+		return e.value(v, id)
+	}
+	if e.apiQuery == "" || r.URL == nil {
+		return ""
+	}
+	return e.value(queryValue(r.URL.RawQuery, e.apiQuery, e.maxValueLen), id)
+}
+
+func (e *Extractor) user(r *http.Request, peer netip.Addr, now time.Time, id *Identity) string {
+	if e.userHeader != "" && peer.IsValid() && trusted(peer, e.trusted) {
+		if v := firstHeader(r.Header, e.userHeader); v != "" {
+			return e.value(v, id)
+		}
+	}
+	if e.jwt == nil {
+		return ""
+	}
+	h := firstHeader(r.Header, e.jwt.header)
+	if h == "" {
+		return ""
+	}
+	tok, ok := e.jwt.token(h)
+	if !ok {
+		return ""
+	}
+	u, err := e.jwt.verify(tok, now)
+	if err != nil {
+		id.TokenRejected = true
+		return ""
+	}
+	return e.value(u, id)
+}
+
+// firstHeader returns the first value of the canonical header name, with
+// surrounding spaces trimmed.
+func firstHeader(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return strings.TrimSpace(v[0])
+	}
+	return ""
+}
+
+// queryValue returns the unescaped value of the first parameter named name
+// in the raw query q, or "" if there is none or it cannot be unescaped.
+// Values whose escaped form is longer than 3·maxLen are skipped unescaped.
+func queryValue(q, name string, maxLen int) string {
+	for q != "" {
+		var kv string
+		kv, q, _ = strings.Cut(q, "&")
+		k, v, _ := strings.Cut(kv, "=")
+		if k != name {
+			if !strings.ContainsAny(k, "%+") {
+				continue
+			}
+			uk, err := url.QueryUnescape(k)
+			if err != nil || uk != name {
+				continue
+			}
+		}
+		if len(v) > 3*maxLen+3 {
+			return v // too long either way; the caller rejects it
+		}
+		if !strings.ContainsAny(v, "%+") {
+			return v
+		}
+		uv, err := url.QueryUnescape(v)
+		if err != nil {
+			return ""
+		}
+		return uv
+	}
+	return ""
+}
+
+// validHeaderName reports whether s is an HTTP token (RFC 9110 §5.1).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func canonicalHeader(s string) string { return http.CanonicalHeaderKey(s) }

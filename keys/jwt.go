@@ -1,0 +1,289 @@
+package keys
+
+import (
+	"crypto"
+	"crypto/hmac"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// JWTConfig configures the verification of bearer tokens whose claim names
+// the user. Exactly one of HS256Secret and RS256Key must be set; a token is
+// accepted only if its "alg" names that algorithm exactly.
+type JWTConfig struct {
+	// Header carries the token; default "Authorization". Its value is
+	// "Bearer <token>" (the scheme is matched case-insensitively); in a
+	// header other than Authorization a bare token is accepted too.
+	Header string
+	// Claim is the claim that names the user; default "sub". Its value
+	// must be a JSON string.
+	Claim string
+	// HS256Secret is the HMAC-SHA256 key, at least 32 bytes (RFC 7518 §3.2).
+	HS256Secret []byte
+	// RS256Key is the RSA public key (at least 2048 bits) for RSASSA-PKCS1-v1_5
+	// with SHA-256.
+	RS256Key *rsa.PublicKey
+	// Audience, when not empty, must equal "aud" or be one of its elements.
+	Audience string
+	// Issuer, when not empty, must equal "iss".
+	Issuer string
+	// Leeway is the clock skew tolerated for "exp" and "nbf"; default 0.
+	Leeway time.Duration
+	// MaxTokenLen bounds the token text; longer tokens are not verified.
+	// Default 8192.
+	MaxTokenLen int
+}
+
+// Errors returned by token verification. They are reported through
+// Identity.TokenRejected only; a rejected token is never an identity.
+var (
+	errTokenMalformed = errors.New("jwt: malformed token")
+	errTokenAlg       = errors.New("jwt: algorithm not accepted")
+	errTokenSignature = errors.New("jwt: bad signature")
+	errTokenExpired   = errors.New("jwt: token expired")
+	errTokenNotYet    = errors.New("jwt: token not yet valid")
+	errTokenAudience  = errors.New("jwt: wrong audience")
+	errTokenIssuer    = errors.New("jwt: wrong issuer")
+	errTokenClaim     = errors.New("jwt: user claim missing or not a string")
+)
+
+// jwtVerifier is a validated, defaulted JWTConfig.
+type jwtVerifier struct {
+	header   string
+	bearer   bool // header is Authorization: the Bearer scheme is required
+	claim    string
+	secret   []byte
+	key      *rsa.PublicKey
+	alg      string
+	audience string
+	issuer   string
+	leeway   time.Duration
+	maxLen   int
+}
+
+func newJWTVerifier(c *JWTConfig) (*jwtVerifier, error) {
+	v := &jwtVerifier{
+		header:   c.Header,
+		claim:    c.Claim,
+		audience: c.Audience,
+		issuer:   c.Issuer,
+		leeway:   c.Leeway,
+		maxLen:   c.MaxTokenLen,
+	}
+	if v.header == "" {
+		v.header = "Authorization"
+	}
+	if !validHeaderName(v.header) {
+		return nil, fmt.Errorf("jwt.header: invalid header name %q", v.header)
+	}
+	v.header = canonicalHeader(v.header)
+	v.bearer = v.header == "Authorization"
+	if v.claim == "" {
+		v.claim = "sub"
+	}
+	if v.maxLen == 0 {
+		v.maxLen = 8192
+	}
+	if v.maxLen < 0 {
+		return nil, fmt.Errorf("jwt.max_token_len: must be > 0, got %d", v.maxLen)
+	}
+	if v.leeway < 0 {
+		return nil, fmt.Errorf("jwt.leeway: must be ≥ 0, got %s", v.leeway)
+	}
+	switch {
+	case len(c.HS256Secret) > 0 && c.RS256Key != nil:
+		return nil, errors.New("jwt: set one of hs256 secret and rs256 public key, not both")
+	case len(c.HS256Secret) > 0:
+		if len(c.HS256Secret) < 32 {
+			return nil, fmt.Errorf("jwt.hs256 secret: %d bytes, want at least 32", len(c.HS256Secret))
+		}
+		v.secret = append([]byte(nil), c.HS256Secret...)
+		v.alg = "HS256"
+	case c.RS256Key != nil:
+		if c.RS256Key.N == nil || c.RS256Key.N.BitLen() < 2048 {
+			return nil, errors.New("jwt.rs256 public key: want at least 2048 bits")
+		}
+		v.key = c.RS256Key
+		v.alg = "RS256"
+	default:
+		return nil, errors.New("jwt: one of hs256 secret and rs256 public key is required")
+	}
+	return v, nil
+}
+
+// token returns the raw token carried by the request header value h.
+func (v *jwtVerifier) token(h string) (string, bool) {
+	if len(h) > 7 && strings.EqualFold(h[:7], "Bearer ") {
+		return strings.TrimLeft(h[7:], " "), true
+	}
+	if v.bearer {
+		return "", false
+	}
+	return h, h != ""
+}
+
+// jwtHeader is the JOSE header; Crit is rejected when present because no
+// extension is understood.
+type jwtHeader struct {
+	Alg  string          `json:"alg"`
+	Crit json.RawMessage `json:"crit"`
+}
+
+// verify checks the token's signature, algorithm and registered claims at
+// now and returns the user claim.
+func (v *jwtVerifier) verify(tok string, now time.Time) (string, error) {
+	if len(tok) > v.maxLen {
+		return "", errTokenMalformed
+	}
+	h, rest, ok := strings.Cut(tok, ".")
+	if !ok {
+		return "", errTokenMalformed
+	}
+	p, s, ok := strings.Cut(rest, ".")
+	if !ok || strings.IndexByte(s, '.') >= 0 {
+		return "", errTokenMalformed
+	}
+	hb, err := base64.RawURLEncoding.Strict().DecodeString(h)
+	if err != nil {
+		return "", errTokenMalformed
+	}
+	var hdr jwtHeader
+	if json.Unmarshal(hb, &hdr) != nil {
+		return "", errTokenMalformed
+	}
+	if hdr.Alg != v.alg || hdr.Crit != nil {
+		return "", errTokenAlg
+	}
+	sig, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return "", errTokenMalformed
+	}
+	signed := tok[:len(h)+1+len(p)]
+	switch v.alg {
+	case "HS256":
+		m := hmac.New(sha256.New, v.secret)
+		m.Write([]byte(signed))
+		if !hmac.Equal(m.Sum(nil), sig) {
+			return "", errTokenSignature
+		}
+	case "RS256":
+		d := sha256.Sum256([]byte(signed))
+		if rsa.VerifyPKCS1v15(v.key, crypto.SHA256, d[:], sig) != nil {
+			return "", errTokenSignature
+		}
+	default:
+		return "", errTokenAlg
+	}
+	pb, err := base64.RawURLEncoding.Strict().DecodeString(p)
+	if err != nil {
+		return "", errTokenMalformed
+	}
+	var claims map[string]json.RawMessage
+	if json.Unmarshal(pb, &claims) != nil || claims == nil {
+		return "", errTokenMalformed
+	}
+	if raw, ok := claims["exp"]; ok {
+		exp, ok := numericDate(raw)
+		if !ok {
+			return "", errTokenMalformed
+		}
+		// RFC 7519 §4.1.4: the token must not be accepted on or after exp.
+		if !now.Before(exp.Add(v.leeway)) {
+			return "", errTokenExpired
+		}
+	}
+	if raw, ok := claims["nbf"]; ok {
+		nbf, ok := numericDate(raw)
+		if !ok {
+			return "", errTokenMalformed
+		}
+		if now.Add(v.leeway).Before(nbf) {
+			return "", errTokenNotYet
+		}
+	}
+	if v.issuer != "" {
+		var iss string
+		if json.Unmarshal(claims["iss"], &iss) != nil || iss != v.issuer {
+			return "", errTokenIssuer
+		}
+	}
+	if v.audience != "" && !hasAudience(claims["aud"], v.audience) {
+		return "", errTokenAudience
+	}
+	var user string
+	if json.Unmarshal(claims[v.claim], &user) != nil || user == "" {
+		return "", errTokenClaim
+	}
+	return user, nil
+}
+
+// numericDate decodes a JWT NumericDate (seconds since the epoch, possibly
+// fractional).
+func numericDate(raw json.RawMessage) (time.Time, bool) {
+	var f float64
+	if json.Unmarshal(raw, &f) != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return time.Time{}, false
+	}
+	// Clamp to a range time.Time represents without overflow.
+	const limit = 1 << 40
+	f = max(-limit, min(limit, f))
+	sec, frac := math.Modf(f)
+	return time.Unix(int64(sec), int64(frac*1e9)), true
+}
+
+// hasAudience reports whether the "aud" claim raw (a string or an array of
+// strings) contains want.
+func hasAudience(raw json.RawMessage, want string) bool {
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return one == want
+	}
+	var many []string
+	if json.Unmarshal(raw, &many) != nil {
+		return false
+	}
+	for _, a := range many {
+		if a == want {
+			return true
+		}
+	}
+	return false
+}
+
+// LoadRSAPublicKey parses the first PEM block of pemBytes as an RSA public
+// key, in PKIX ("PUBLIC KEY") or PKCS #1 ("RSA PUBLIC KEY") form, for
+// JWTConfig.RS256Key.
+func LoadRSAPublicKey(pemBytes []byte) (*rsa.PublicKey, error) {
+	b, _ := pem.Decode(pemBytes)
+	if b == nil {
+		return nil, errors.New("rsa public key: no PEM block found")
+	}
+	switch b.Type {
+	case "PUBLIC KEY":
+		k, err := x509.ParsePKIXPublicKey(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("rsa public key: %w", err)
+		}
+		rk, ok := k.(*rsa.PublicKey)
+		if !ok {
+			return nil, fmt.Errorf("rsa public key: PEM holds a %T, not an RSA key", k)
+		}
+		return rk, nil
+	case "RSA PUBLIC KEY":
+		k, err := x509.ParsePKCS1PublicKey(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("rsa public key: %w", err)
+		}
+		return k, nil
+	}
+	return nil, fmt.Errorf("rsa public key: unexpected PEM block %q", b.Type)
+}

@@ -1,0 +1,264 @@
+package keys
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+)
+
+// PartKind is the kind of one component of a counter key. The zero value is
+// invalid.
+type PartKind uint8
+
+// The key parts of SPEC §3 ("by").
+const (
+	// PartClient is the resolved client identity (its kind and value).
+	PartClient PartKind = iota + 1
+	// PartIP is the client IP (IPv6 masked to the configured prefix).
+	PartIP
+	// PartAPIKey is the API key.
+	PartAPIKey
+	// PartUser is the user.
+	PartUser
+	// PartRoute is the matched route's name.
+	PartRoute
+	// PartMethod is the request method.
+	PartMethod
+	// PartHeader is the first value of a request header.
+	PartHeader
+)
+
+var partNames = [...]string{
+	PartClient: "client",
+	PartIP:     "ip",
+	PartAPIKey: "api_key",
+	PartUser:   "user",
+	PartRoute:  "route",
+	PartMethod: "method",
+	PartHeader: "header",
+}
+
+// String returns the configuration name of k, e.g. "api_key".
+func (k PartKind) String() string {
+	if k == 0 || int(k) >= len(partNames) {
+		return fmt.Sprintf("PartKind(%d)", uint8(k))
+	}
+	return partNames[k]
+}
+
+// Part is one component of a counter key: client, ip, api_key, user, route,
+// method or header:<Name>.
+type Part struct {
+	// Kind is what the part reads.
+	Kind PartKind
+	// Header is the canonical header name for PartHeader, "" otherwise.
+	Header string
+}
+
+// ParsePart parses one entry of a limit's `by` list, e.g. "client" or
+// "header:X-Tenant" (the header name is canonicalized).
+func ParsePart(s string) (Part, error) {
+	if name, ok := strings.CutPrefix(s, "header:"); ok {
+		if !validHeaderName(name) {
+			return Part{}, fmt.Errorf("key part %q: invalid header name", s)
+		}
+		return Part{Kind: PartHeader, Header: canonicalHeader(name)}, nil
+	}
+	for k, name := range partNames {
+		if k != 0 && PartKind(k) != PartHeader && name == s {
+			return Part{Kind: PartKind(k)}, nil
+		}
+	}
+	return Part{}, fmt.Errorf("unknown key part %q (want client, ip, api_key, user, route, method or header:<Name>)", s)
+}
+
+// String returns the configuration text of p, e.g. "header:X-Tenant".
+func (p Part) String() string {
+	if p.Kind == PartHeader {
+		return "header:" + p.Header
+	}
+	return p.Kind.String()
+}
+
+// Value kinds of the key encoding. Every value is written as its kind byte,
+// the uvarint length of its bytes and the bytes, so that values of different
+// kinds never encode alike and no tuple of values encodes like another.
+const (
+	valAPIKey byte = iota + 1
+	valUser
+	valIPv4   // 4 address bytes
+	valIPv6   // prefix length byte + 16 masked address bytes
+	valRemote // literal RemoteAddr text (no parsable IP)
+	valRoute
+	valMethod
+	valHeader  // header name, then its value under valHeaderV
+	valHeaderV //
+	valMissing // the SPEC's literal "-" for a part absent on this request
+)
+
+// MissingValue is the SPEC's literal value of a key part that a request
+// lacks. It is hashed under its own kind, so it never equals a real "-".
+const MissingValue = "-"
+
+// hashLen is the number of SHA-256 bytes kept in a counter key.
+const hashLen = 16
+
+// KeyLen is the length of every counter key AppendKey builds:
+// "{" + 22 + "}" + 22 characters.
+const KeyLen = 2 + 2*22
+
+// scratch holds encoding buffers between calls, so that AppendKey does not
+// allocate once warm.
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// maxPooled bounds the buffers returned to the pool, so that one request
+// with huge header values does not pin memory.
+const maxPooled = 64 << 10
+
+// AppendKey appends the counter key "{TAG}HASH" of the given parts for the
+// request r (matched route name route, identity id) to dst and returns the
+// extended buffer.
+//
+// HASH is the first 16 bytes of the SHA-256 of the parts' injective
+// encoding, base64url without padding. TAG is the same hash of the client
+// identity alone when parts include PartClient — so every limit of one
+// client lands in one Redis Cluster slot — and HASH itself otherwise. The
+// key contains only the characters A-Z a-z 0-9 - _ { } and no raw value.
+// With no parts the key is the same for every request (one shared counter).
+func AppendKey(dst []byte, parts []Part, id *Identity, r *http.Request, route string) []byte {
+	bp := scratch.Get().(*[]byte)
+	buf := (*bp)[:0]
+	hasClient := false
+	for _, p := range parts {
+		buf = append(buf, byte(p.Kind))
+		if p.Kind == PartClient {
+			hasClient = true
+		}
+		buf = appendPart(buf, p, id, r, route)
+	}
+	sum := sha256.Sum256(buf)
+	var tag [sha256.Size]byte
+	if hasClient {
+		buf = appendClient(buf[:0], id)
+		tag = sha256.Sum256(buf)
+	} else {
+		tag = sum
+	}
+	if cap(buf) <= maxPooled {
+		*bp = buf
+		scratch.Put(bp)
+	}
+	dst = append(dst, '{')
+	dst = base64.RawURLEncoding.AppendEncode(dst, tag[:hashLen])
+	dst = append(dst, '}')
+	return base64.RawURLEncoding.AppendEncode(dst, sum[:hashLen])
+}
+
+// HashAPIKey returns the hash of an API key under which exempt keys are
+// looked up (compare with HashAPIKey(id.APIKey)), so that the raw exempt
+// keys need not stay in memory.
+func HashAPIKey(key string) [sha256.Size]byte {
+	bp := scratch.Get().(*[]byte)
+	buf := appendString((*bp)[:0], valAPIKey, key)
+	sum := sha256.Sum256(buf)
+	if cap(buf) <= maxPooled {
+		*bp = buf
+		scratch.Put(bp)
+	}
+	return sum
+}
+
+func appendPart(buf []byte, p Part, id *Identity, r *http.Request, route string) []byte {
+	switch p.Kind {
+	case PartClient:
+		return appendClient(buf, id)
+	case PartIP:
+		return appendIP(buf, id)
+	case PartAPIKey:
+		return appendString(buf, valAPIKey, id.APIKey)
+	case PartUser:
+		return appendString(buf, valUser, id.User)
+	case PartRoute:
+		return appendString(buf, valRoute, route)
+	case PartMethod:
+		m := r.Method
+		if m == "" {
+			m = http.MethodGet
+		}
+		return appendString(buf, valMethod, m)
+	case PartHeader:
+		buf = appendString(buf, valHeader, p.Header)
+		var v string
+		if vs := r.Header[p.Header]; len(vs) > 0 {
+			v = vs[0]
+		}
+		return appendString(buf, valHeaderV, v)
+	}
+	return append(appendValue(buf, valMissing, 2), 0, '-')
+}
+
+// appendClient encodes the client identity: its kind and value.
+func appendClient(buf []byte, id *Identity) []byte {
+	switch id.ClientKind {
+	case SourceAPIKey:
+		return appendString(buf, valAPIKey, id.Client)
+	case SourceUser:
+		return appendString(buf, valUser, id.Client)
+	case SourceIP, SourceRemoteAddr:
+		return appendIP(buf, id)
+	}
+	return append(appendValue(buf, valMissing, 2), 0, '-')
+}
+
+// IPPrefix returns the client IP as keys count it: an IPv4 address as a /32,
+// an IPv6 address masked to IPv6Prefix bits (default 64). It is invalid
+// when IP is.
+func (id *Identity) IPPrefix() netip.Prefix {
+	a := id.IP.WithZone("").Unmap()
+	bits := 32
+	if a.Is6() {
+		bits = id.IPv6Prefix
+		if bits <= 0 || bits > 128 {
+			bits = 64
+		}
+	}
+	p, _ := a.Prefix(bits)
+	return p
+}
+
+// appendIP encodes the client IP: an IPv4 address whole, an IPv6 address
+// masked to id.IPv6Prefix bits, or the literal RemoteAddr when no IP could
+// be parsed.
+func appendIP(buf []byte, id *Identity) []byte {
+	p := id.IPPrefix()
+	a := p.Addr()
+	switch {
+	case a.Is4():
+		b := a.As4()
+		return append(appendValue(buf, valIPv4, 4), b[:]...)
+	case a.Is6():
+		b := a.As16()
+		buf = append(appendValue(buf, valIPv6, 17), byte(p.Bits()))
+		return append(buf, b[:]...)
+	}
+	return appendString(buf, valRemote, id.Peer)
+}
+
+// appendString encodes one value of kind k; an empty value is the SPEC's
+// missing "-", encoded under the missing kind together with k.
+func appendString(buf []byte, k byte, v string) []byte {
+	if v == "" {
+		return append(appendValue(buf, valMissing, 2), k, '-')
+	}
+	return append(appendValue(buf, k, len(v)), v...)
+}
+
+// appendValue writes a value header: kind byte and uvarint length.
+func appendValue(buf []byte, k byte, n int) []byte {
+	return binary.AppendUvarint(append(buf, k), uint64(n))
+}
