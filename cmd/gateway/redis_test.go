@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/gateway/internal/redistest"
+)
+
+func TestNewRedisClientStandalone(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c, err := newRedisClient("redis://"+srv.Addr+"/0", nil, "", nil, "", "", 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rc, ok := c.(*redis.Client)
+	if !ok {
+		t.Fatalf("client is %T, want *redis.Client", c)
+	}
+	o := rc.Options()
+	if !o.ContextTimeoutEnabled || o.MaxRetries > 0 {
+		t.Errorf("ContextTimeoutEnabled=%v MaxRetries=%d; want true, no retries", o.ContextTimeoutEnabled, o.MaxRetries)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING: %v", err)
+	}
+
+	// A hung server: the call's deadline bounds the socket wait.
+	srv.Pause()
+	defer srv.Resume()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	start := time.Now()
+	err = c.Ping(ctx2).Err()
+	if err == nil {
+		t.Fatal("PING to a stopped server succeeded")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("PING to a hung server took %s; the deadline did not bound the socket", d)
+	}
+}
+
+func TestNewRedisClientShapes(t *testing.T) {
+	tests := []struct {
+		name     string
+		url      string
+		cluster  []string
+		master   string
+		sentinel []string
+		want     string
+		wantErr  bool
+	}{
+		{name: "tls url", url: "rediss://127.0.0.1:6380/1", want: "*redis.Client"},
+		{name: "cluster", cluster: []string{"127.0.0.1:7000"}, want: "*redis.ClusterClient"},
+		{name: "sentinel", master: "m", sentinel: []string{"127.0.0.1:26379"}, want: "*redis.Client"},
+		{name: "sentinel without addrs", master: "m", wantErr: true},
+		{name: "both", cluster: []string{"a:1"}, master: "m", sentinel: []string{"b:2"}, wantErr: true},
+		{name: "nothing", wantErr: true},
+		{name: "bad url", url: "http://x", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := newRedisClient(tt.url, tt.cluster, tt.master, tt.sentinel, "u", "p", 0)
+			if tt.wantErr {
+				if err == nil {
+					c.Close()
+					t.Fatal("no error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if got := typeName(c); got != tt.want {
+				t.Errorf("type %s, want %s", got, tt.want)
+			}
+			if rc, ok := c.(*redis.Client); ok && tt.url != "" {
+				o := rc.Options()
+				if o.TLSConfig == nil || o.Username != "u" || o.Password != "p" || o.DB != 1 {
+					t.Errorf("rediss options: tls=%v user=%q db=%d", o.TLSConfig != nil, o.Username, o.DB)
+				}
+			}
+		})
+	}
+}
+
+func typeName(c redis.UniversalClient) string {
+	switch c.(type) {
+	case *redis.Client:
+		return "*redis.Client"
+	case *redis.ClusterClient:
+		return "*redis.ClusterClient"
+	}
+	return "other"
+}
