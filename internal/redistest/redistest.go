@@ -341,4 +341,3 @@ func readReply(r *bufio.Reader) (any, error) {
 	}
 	return nil, fmt.Errorf("redistest: unexpected reply %q", line)
 }
-
