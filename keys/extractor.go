@@ -89,9 +89,6 @@ func NewExtractor(cfg Config) (*Extractor, error) {
 			errs = append(errs, fmt.Errorf("user_header: invalid header name %q", e.userHeader))
 		}
 		e.userHeader = canonicalHeader(e.userHeader)
-		if len(cfg.TrustedProxies) == 0 {
-			errs = append(errs, errors.New("user_header: set, but no trusted_proxies: it would never be believed"))
-		}
 	}
 	for i, p := range cfg.TrustedProxies {
 		if !p.IsValid() {
@@ -99,6 +96,9 @@ func NewExtractor(cfg Config) (*Extractor, error) {
 			continue
 		}
 		e.trusted = append(e.trusted, normalizePrefix(p))
+	}
+	if e.userHeader != "" && len(e.trusted) == 0 {
+		errs = append(errs, errors.New("user_header: set, but no trusted_proxies: it would never be believed"))
 	}
 	switch {
 	case e.v6bits == 0:

@@ -1,0 +1,293 @@
+package keys
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseSource(t *testing.T) {
+	for _, s := range []Source{SourceAPIKey, SourceUser, SourceIP} {
+		got, err := ParseSource(s.String())
+		if err != nil || got != s {
+			t.Errorf("ParseSource(%q) = %v, %v", s, got, err)
+		}
+	}
+	for _, bad := range []string{"", "IP", "remote_addr", "client"} {
+		if _, err := ParseSource(bad); err == nil {
+			t.Errorf("ParseSource(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParsePart(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"client", "client"}, {"ip", "ip"}, {"api_key", "api_key"}, {"user", "user"},
+		{"route", "route"}, {"method", "method"},
+		{"header:X-Tenant", "header:X-Tenant"}, {"header:x-tenant", "header:X-Tenant"},
+	}
+	for _, tt := range tests {
+		p, err := ParsePart(tt.in)
+		if err != nil || p.String() != tt.want {
+			t.Errorf("ParsePart(%q) = %v, %v; want %s", tt.in, p, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "Client", "header", "header:", "header:X Y", "header:a:b", "path"} {
+		if p, err := ParsePart(bad); err == nil {
+			t.Errorf("ParsePart(%q) = %v, want an error", bad, p)
+		}
+	}
+}
+
+func TestNewExtractorErrors(t *testing.T) {
+	_, err := NewExtractor(Config{
+		Sources:        []Source{SourceIP, SourceIP, SourceRemoteAddr},
+		APIKeyHeader:   "X API",
+		UserHeader:     "X-User",
+		IPv6Prefix:     129,
+		MaxValueLen:    -1,
+		TrustedProxies: []netip.Prefix{{}},
+	})
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	for _, want := range []string{"sources[1]: duplicate", "sources[2]: invalid", "api_key_header", "user_header",
+		"ipv6_prefix", "max_value_len", "trusted_proxies[0]"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if _, err := NewExtractor(Config{}); err != nil {
+		t.Fatalf("zero Config: %v", err)
+	}
+}
+
+func TestIdentifySources(t *testing.T) {
+	def, err := NewExtractor(Config{APIKeyQuery: "api_key", UserHeader: "X-User", TrustedProxies: testTrusted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ipFirst, err := NewExtractor(Config{Sources: []Source{SourceIP, SourceAPIKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	userOnly, err := NewExtractor(Config{Sources: []Source{SourceUser}, UserHeader: "X-User", TrustedProxies: testTrusted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		e        *Extractor
+		remote   string
+		url      string
+		hdr      map[string]string
+		kind     Source
+		client   string
+		apiKey   string
+		oversize bool
+	}{
+		{"api key header", def, "203.0.113.1:1", "/", map[string]string{"X-API-Key": "k1"}, SourceAPIKey, "k1", "k1", false},
+		{"api key header spaces trimmed", def, "203.0.113.1:1", "/", map[string]string{"X-API-Key": "  k1 "}, SourceAPIKey, "k1", "k1", false},
+		{"api key header wins over query", def, "203.0.113.1:1", "/?api_key=q", map[string]string{"X-API-Key": "h"}, SourceAPIKey, "h", "h", false},
+		{"api key query", def, "203.0.113.1:1", "/?a=1&api_key=q%7B1%7D&api_key=second", nil, SourceAPIKey, "q{1}", "q{1}", false},
+		{"api key query escaped name", def, "203.0.113.1:1", "/?api%5Fkey=q2", nil, SourceAPIKey, "q2", "q2", false},
+		{"api key query bad escape", def, "203.0.113.1:1", "/?api_key=%zz", nil, SourceIP, "203.0.113.1", "", false},
+		{"api key query empty", def, "203.0.113.1:1", "/?api_key=", nil, SourceIP, "203.0.113.1", "", false},
+		{"api key too long", def, "203.0.113.1:1", "/", map[string]string{"X-API-Key": strings.Repeat("k", 1025)}, SourceIP, "203.0.113.1", "", true},
+		{"api key at the length cap", def, "203.0.113.1:1", "/", map[string]string{"X-API-Key": strings.Repeat("k", 1024)}, SourceAPIKey, strings.Repeat("k", 1024), strings.Repeat("k", 1024), false},
+		{"api key query too long", def, "203.0.113.1:1", "/?api_key=" + strings.Repeat("%41", 2000), nil, SourceIP, "203.0.113.1", "", true},
+		{"user from trusted proxy", def, "10.0.0.1:1", "/", map[string]string{"X-User": "u1"}, SourceUser, "u1", "", false},
+		{"user from untrusted peer ignored", def, "203.0.113.1:1", "/", map[string]string{"X-User": "u1"}, SourceIP, "203.0.113.1", "", false},
+		{"api key before user", def, "10.0.0.1:1", "/", map[string]string{"X-User": "u1", "X-API-Key": "k"}, SourceAPIKey, "k", "k", false},
+		{"ip first", ipFirst, "203.0.113.1:1", "/", map[string]string{"X-API-Key": "k"}, SourceIP, "203.0.113.1", "k", false},
+		{"only user, none: ip all the same", userOnly, "203.0.113.1:1", "/", nil, SourceIP, "203.0.113.1", "", false},
+		{"only user, none, unix socket", userOnly, "@", "/", nil, SourceRemoteAddr, "@", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newTestRequest(tt.remote)
+			r.URL.RawQuery = strings.TrimPrefix(tt.url, "/?")
+			if tt.url == "/" {
+				r.URL.RawQuery = ""
+			}
+			for k, v := range tt.hdr {
+				r.Header.Set(k, v)
+			}
+			id := tt.e.Identify(r, time.Time{})
+			if id.ClientKind != tt.kind || id.Client != tt.client || id.APIKey != tt.apiKey || id.Oversize != tt.oversize {
+				t.Fatalf("got %s %.20q apiKey %.20q oversize %v; want %s %.20q %.20q %v",
+					id.ClientKind, id.Client, id.APIKey, id.Oversize, tt.kind, tt.client, tt.apiKey, tt.oversize)
+			}
+		})
+	}
+}
+
+// checkKey fails unless key has the shape {TAG}HASH with only the
+// characters [A-Za-z0-9_{}-].
+func checkKey(t testing.TB, key []byte) {
+	t.Helper()
+	if len(key) != KeyLen || key[0] != '{' || key[23] != '}' {
+		t.Fatalf("key %q: not {22}22", key)
+	}
+	for _, c := range key[1:23] {
+		if !isKeyChar(c) {
+			t.Fatalf("key %q: character %q", key, c)
+		}
+	}
+	for _, c := range key[24:] {
+		if !isKeyChar(c) {
+			t.Fatalf("key %q: character %q", key, c)
+		}
+	}
+}
+
+func isKeyChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+}
+
+func parts(t testing.TB, names ...string) []Part {
+	t.Helper()
+	ps := make([]Part, len(names))
+	for i, n := range names {
+		p, err := ParsePart(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps[i] = p
+	}
+	return ps
+}
+
+func TestAppendKeyTags(t *testing.T) {
+	id := Identity{Client: "k1", ClientKind: SourceAPIKey, APIKey: "k1", IP: netip.MustParseAddr("1.2.3.4")}
+	r := newTestRequest("1.2.3.4:1")
+	a := AppendKey(nil, parts(t, "client"), &id, r, "search")
+	b := AppendKey(nil, parts(t, "client", "route"), &id, r, "search")
+	c := AppendKey(nil, parts(t, "route", "client", "method"), &id, r, "search")
+	d := AppendKey(nil, parts(t, "api_key", "route"), &id, r, "search")
+	shared := AppendKey(nil, nil, &id, r, "search")
+	for _, k := range [][]byte{a, b, c, d, shared} {
+		checkKey(t, k)
+	}
+	if !bytes.Equal(a[:24], b[:24]) || !bytes.Equal(a[:24], c[:24]) {
+		t.Errorf("limits of one client do not share a tag: %s %s %s", a, b, c)
+	}
+	if bytes.Equal(a, b) || bytes.Equal(b, c) {
+		t.Errorf("different part lists share a key: %s %s %s", a, b, c)
+	}
+	if !bytes.Equal(d[1:23], d[24:]) || !bytes.Equal(shared[1:23], shared[24:]) {
+		t.Errorf("without client the tag is not the hash: %s %s", d, shared)
+	}
+	other := Identity{Client: "k2", ClientKind: SourceAPIKey, APIKey: "k2"}
+	if bytes.Equal(shared, AppendKey(nil, nil, &other, newTestRequest("9.9.9.9:1"), "search")) == false {
+		t.Error("no parts: the key is not one shared counter")
+	}
+	if bytes.Equal(a, AppendKey(nil, parts(t, "client"), &other, r, "search")) {
+		t.Error("two clients share a key")
+	}
+	// A client-controlled value cannot choose the tag: it is always ours.
+	evil := Identity{Client: "{slot}x", ClientKind: SourceAPIKey, APIKey: "{slot}x"}
+	k := AppendKey([]byte("prefix:"), parts(t, "client"), &evil, r, "search")
+	if !bytes.HasPrefix(k, []byte("prefix:{")) || bytes.Contains(k, []byte("slot")) {
+		t.Errorf("key %q", k)
+	}
+	checkKey(t, k[len("prefix:"):])
+}
+
+// TestAppendKeyDistinct lists identities that must never share a key.
+func TestAppendKeyDistinct(t *testing.T) {
+	ip := netip.MustParseAddr("1.2.3.4")
+	r := newTestRequest("1.2.3.4:1")
+	keyOf := func(id Identity, by ...string) string {
+		return string(AppendKey(nil, parts(t, by...), &id, r, "route"))
+	}
+	pairs := []struct {
+		name string
+		a, b string
+	}{
+		{"api key equal to another client's IP text (SCENARIOS 13)",
+			keyOf(Identity{Client: "1.2.3.4", ClientKind: SourceAPIKey, APIKey: "1.2.3.4"}, "client"),
+			keyOf(Identity{Client: "1.2.3.4", ClientKind: SourceIP, IP: ip}, "client")},
+		{"api key equal to a user",
+			keyOf(Identity{Client: "x", ClientKind: SourceAPIKey}, "client"),
+			keyOf(Identity{Client: "x", ClientKind: SourceUser}, "client")},
+		{"missing api key vs the key \"-\" (SCENARIOS 15)",
+			keyOf(Identity{IP: ip}, "api_key"),
+			keyOf(Identity{IP: ip, APIKey: "-"}, "api_key")},
+		{"missing api key vs missing user",
+			keyOf(Identity{IP: ip}, "api_key"),
+			keyOf(Identity{IP: ip}, "user")},
+		{"unix-socket peer text vs api key of that text",
+			keyOf(Identity{Client: "@", ClientKind: SourceRemoteAddr, Peer: "@"}, "client"),
+			keyOf(Identity{Client: "@", ClientKind: SourceAPIKey, APIKey: "@"}, "client")},
+		{"shifted boundary",
+			keyOf(Identity{APIKey: "a:b", User: "c"}, "api_key", "user"),
+			keyOf(Identity{APIKey: "a", User: "b:c"}, "api_key", "user")},
+		{"swapped values",
+			keyOf(Identity{APIKey: "a", User: "b"}, "api_key", "user"),
+			keyOf(Identity{APIKey: "b", User: "a"}, "api_key", "user")},
+		{"mapped IPv6 vs IPv4-embedded /64",
+			keyOf(Identity{IP: netip.MustParseAddr("1.2.3.4")}, "ip"),
+			keyOf(Identity{IP: netip.MustParseAddr("::1.2.3.4")}, "ip")},
+	}
+	for _, p := range pairs {
+		if p.a == p.b {
+			t.Errorf("%s: both %s", p.name, p.a)
+		}
+	}
+}
+
+// TestAppendKeyNoCollisions is a property test: random tuples of hostile
+// values (separators, braces, NUL, non-UTF-8, empty = missing) map to
+// distinct keys exactly when the tuples differ.
+func TestAppendKeyNoCollisions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"", "a", "-", ":", "_", "{", "}", "\x00", "\xff", "é", ",", "1.2.3.4"}
+	val := func() string {
+		var sb strings.Builder
+		for n := rng.IntN(4); n > 0; n-- {
+			sb.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		return sb.String()
+	}
+	by := parts(t, "client", "api_key", "user", "route", "method", "header:X-Tenant")
+	seen := map[string]string{}
+	r := newTestRequest("1.2.3.4:1")
+	for range 20000 {
+		id := Identity{APIKey: val(), User: val(), ClientKind: Source(1 + rng.IntN(2))}
+		if id.ClientKind == SourceAPIKey {
+			id.Client = id.APIKey
+		} else {
+			id.Client = id.User
+		}
+		route, method, tenant := val(), val(), val()
+		r.Method = method
+		r.Header.Set("X-Tenant", tenant)
+		if tenant == "" {
+			r.Header.Del("X-Tenant")
+		}
+		if method == "" {
+			method = "GET"
+		}
+		tuple := fmt.Sprintf("%q", []string{id.ClientKind.String(), id.Client, id.APIKey, id.User, route, method, tenant})
+		key := string(AppendKey(nil, by, &id, r, route))
+		checkKey(t, []byte(key))
+		if prev, ok := seen[key]; ok && prev != tuple {
+			t.Fatalf("collision: %s and %s → %s", prev, tuple, key)
+		}
+		seen[key] = tuple
+	}
+	if len(seen) < 1000 {
+		t.Fatalf("only %d distinct tuples generated", len(seen))
+	}
+}
+
+func TestHashAPIKey(t *testing.T) {
+	if HashAPIKey("k1") != HashAPIKey("k1") || HashAPIKey("k1") == HashAPIKey("k2") || HashAPIKey("") == HashAPIKey("-") {
+		t.Fatal("HashAPIKey is not a function of the key alone")
+	}
+}
