@@ -1,0 +1,318 @@
+// Package headers formats Tollgate's rate-limit response headers (the IETF
+// RateLimit / RateLimit-Policy fields, the legacy RateLimit-* trio and the
+// X-RateLimit-* trio) and its RFC 9457 problem bodies.
+//
+// Everything here is formatting: pure functions of ratelimit decisions, with
+// the clock passed in. The package chooses no status codes except in the
+// problem bodies it is asked to write.
+package headers
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// Style is one family of rate-limit response headers. The zero value is
+// invalid.
+type Style uint8
+
+// The header styles of SPEC §4.
+const (
+	// IETF is draft-ietf-httpapi-ratelimit-headers-11: RateLimit-Policy and
+	// RateLimit, both structured fields.
+	IETF Style = iota + 1
+	// Legacy is RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset
+	// (seconds until reset).
+	Legacy
+	// X is X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset
+	// (Unix time of the reset, in seconds).
+	X
+)
+
+var styleNames = [...]string{IETF: "ietf", Legacy: "legacy", X: "x"}
+
+// String returns the configuration name of s ("ietf", "legacy", "x").
+func (s Style) String() string {
+	if s == 0 || int(s) >= len(styleNames) {
+		return "Style(" + strconv.Itoa(int(s)) + ")"
+	}
+	return styleNames[s]
+}
+
+// ParseStyle maps a configuration name ("ietf", "legacy", "x") to its Style.
+func ParseStyle(s string) (Style, error) {
+	for i, name := range styleNames {
+		if i != 0 && name == s {
+			return Style(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown header style %q (want ietf, legacy or x)", s)
+}
+
+// Styles is the set of header styles a gateway emits; empty emits none
+// (Retry-After, which the proxy sets on denials, is not a style).
+type Styles []Style
+
+// Has reports whether s contains style.
+func (s Styles) Has(style Style) bool {
+	for _, x := range s {
+		if x == style {
+			return true
+		}
+	}
+	return false
+}
+
+// Header names, in the canonical form net/http stores them in.
+const (
+	hPolicy          = "Ratelimit-Policy"
+	hRateLimit       = "Ratelimit"
+	hLimit           = "Ratelimit-Limit"
+	hRemaining       = "Ratelimit-Remaining"
+	hReset           = "Ratelimit-Reset"
+	hXLimit          = "X-Ratelimit-Limit"
+	hXRemaining      = "X-Ratelimit-Remaining"
+	hXReset          = "X-Ratelimit-Reset"
+	maxHeaderEntries = 8
+)
+
+// ItemName is the RateLimit-Policy item name of window index window of l:
+// the limit's name when it has at most one window, otherwise the name and
+// the window, e.g. "per-client.1s" and "per-client.1m". Names are unique
+// within a limit as long as its windows differ.
+func ItemName(l *ratelimit.Limit, window int) string {
+	if len(l.Rates) <= 1 || window < 0 || window >= len(l.Rates) {
+		return l.Name
+	}
+	return string(appendWindowLabel(append([]byte(l.Name), '.'), l.Rates[window].Window))
+}
+
+// appendWindowLabel appends a compact, unique spelling of w: the largest
+// unit among d, h, m, s, ms and µs ("us") that divides it.
+func appendWindowLabel(b []byte, w time.Duration) []byte {
+	units := [...]struct {
+		d      time.Duration
+		suffix string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}, {time.Microsecond, "us"}}
+	for _, u := range units {
+		if w%u.d == 0 {
+			return append(strconv.AppendInt(b, int64(w/u.d), 10), u.suffix...)
+		}
+	}
+	return append(strconv.AppendInt(b, int64(w), 10), "ns"...)
+}
+
+// appendItemName appends ItemName(l, window) without allocating.
+func appendItemName(b []byte, l *ratelimit.Limit, window int) []byte {
+	b = appendSFString(b, l.Name, len(l.Rates) > 1 && window >= 0 && window < len(l.Rates), l, window)
+	return b
+}
+
+// appendSFString appends name (plus the window label when withWindow) as an
+// RFC 8941 sf-string: quoted, with '"' and '\' escaped and any byte outside
+// printable ASCII replaced by '?'.
+func appendSFString(b []byte, name string, withWindow bool, l *ratelimit.Limit, window int) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '?')
+		default:
+			b = append(b, c)
+		}
+	}
+	if withWindow {
+		b = appendWindowLabel(append(b, '.'), l.Rates[window].Window)
+	}
+	return append(b, '"')
+}
+
+// PolicyValue builds the RateLimit-Policy field value for limits: one item
+// `"name";q=L;w=W` per window of every enforced limit (W in seconds, rounded
+// up), comma separated; concurrency limits are `"name";q=N`. Shadow limits
+// are left out. The result depends on limits alone, so it is byte-identical
+// on every response; compute it once per route.
+func PolicyValue(limits []*ratelimit.Limit) string {
+	var b []byte
+	for _, l := range limits {
+		if l == nil || l.Shadow {
+			continue
+		}
+		if l.Algorithm == ratelimit.Concurrency || len(l.Rates) == 0 {
+			if len(b) > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendSFString(b, l.Name, false, l, 0)
+			b = strconv.AppendInt(append(b, ";q="...), l.MaxInFlight, 10)
+			continue
+		}
+		for i, r := range l.Rates {
+			if len(b) > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendItemName(b, l, i)
+			b = strconv.AppendInt(append(b, ";q="...), r.Limit, 10)
+			b = strconv.AppendInt(append(b, ";w="...), r.Seconds(), 10)
+		}
+	}
+	return string(b)
+}
+
+// Pick returns the index of the most restrictive enforced decision among
+// hits/ds, or -1 if there is none: when any enforced decision denies, the
+// denying one with the longest RetryAfter (a Never denial beats every
+// other); otherwise the one with the lowest Remaining/Limit. Ties go to the
+// earlier hit. Shadow hits are never picked.
+func Pick(hits []ratelimit.Hit, ds []ratelimit.Decision) int {
+	best := -1
+	n := min(len(hits), len(ds))
+	for i := 0; i < n; i++ {
+		if hits[i].Limit == nil || hits[i].Limit.Shadow {
+			continue
+		}
+		if best < 0 || worse(&ds[i], &ds[best]) {
+			best = i
+		}
+	}
+	return best
+}
+
+// worse reports whether a is strictly more restrictive than b.
+func worse(a, b *ratelimit.Decision) bool {
+	if a.Allowed != b.Allowed {
+		return !a.Allowed
+	}
+	if !a.Allowed {
+		if a.Never != b.Never {
+			return a.Never
+		}
+		return a.RetryAfter > b.RetryAfter
+	}
+	return fraction(a) < fraction(b)
+}
+
+// fraction is the remaining share of a decision's window, in [0, 1].
+func fraction(d *ratelimit.Decision) float64 {
+	if d.Limit <= 0 {
+		return 0
+	}
+	return float64(max(d.Remaining, 0)) / float64(d.Limit)
+}
+
+// Set writes the rate-limit headers of every style in styles for the most
+// restrictive enforced decision among hits/ds (see Pick); it writes nothing
+// when no enforced decision exists. policy is the route's precompiled
+// RateLimit-Policy value (see PolicyValue), written as is; now is the
+// instant the X-RateLimit-Reset timestamp counts from. A denied decision
+// reports zero remaining and a reset no earlier than its RetryAfter.
+// Retry-After itself is left to the caller.
+func Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds []ratelimit.Decision, now time.Time) {
+	if len(styles) == 0 {
+		return
+	}
+	i := Pick(hits, ds)
+	if i < 0 {
+		return
+	}
+	d := &ds[i]
+	remaining := max(d.Remaining, 0)
+	reset := max(d.Reset, 0)
+	if !d.Allowed {
+		remaining = 0
+		reset = max(reset, d.RetryAfter)
+	}
+	t := ceilSeconds(reset)
+
+	// One buffer holds every value; one string and one backing array for
+	// the []string values keep Set to a handful of allocations.
+	var arr [256]byte
+	b := arr[:0]
+	var ends [maxHeaderEntries]int
+	var names [maxHeaderEntries]string
+	n, policyIdx := 0, -1
+	var seen uint8
+	for _, s := range styles {
+		if s >= 8 || seen&(1<<s) != 0 {
+			continue
+		}
+		seen |= 1 << s
+		switch s {
+		case IETF:
+			if policy != "" {
+				policyIdx = n
+				names[n], ends[n] = hPolicy, len(b)
+				n++
+			}
+			b = appendItemName(b, hits[i].Limit, d.Window)
+			b = strconv.AppendInt(append(b, ";r="...), remaining, 10)
+			b = strconv.AppendInt(append(b, ";t="...), t, 10)
+			names[n], ends[n] = hRateLimit, len(b)
+			n++
+		case Legacy:
+			b = strconv.AppendInt(b, d.Limit, 10)
+			names[n], ends[n] = hLimit, len(b)
+			b = strconv.AppendInt(b, remaining, 10)
+			names[n+1], ends[n+1] = hRemaining, len(b)
+			b = strconv.AppendInt(b, t, 10)
+			names[n+2], ends[n+2] = hReset, len(b)
+			n += 3
+		case X:
+			b = strconv.AppendInt(b, d.Limit, 10)
+			names[n], ends[n] = hXLimit, len(b)
+			b = strconv.AppendInt(b, remaining, 10)
+			names[n+1], ends[n+1] = hXRemaining, len(b)
+			b = strconv.AppendInt(b, unixCeil(now.Add(reset)), 10)
+			names[n+2], ends[n+2] = hXReset, len(b)
+			n += 3
+		}
+	}
+	if n == 0 {
+		return
+	}
+	all := string(b)
+	vals := make([]string, n)
+	start := 0
+	for k := 0; k < n; k++ {
+		if k == policyIdx {
+			vals[k] = policy
+		} else {
+			vals[k] = all[start:ends[k]]
+		}
+		start = ends[k]
+		h[names[k]] = vals[k : k+1 : k+1]
+	}
+}
+
+// ceilSeconds is d in whole seconds, rounded up, never negative.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// unixCeil is t as Unix seconds, rounded up.
+func unixCeil(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}
+
+// RetryAfterSeconds converts a wait into a Retry-After value: whole seconds,
+// rounded up, at least 1 (a client told "0" would retry at once).
+func RetryAfterSeconds(d time.Duration) int64 {
+	if d > time.Duration(math.MaxInt64-int64(time.Second)) {
+		return int64(math.MaxInt64 / int64(time.Second))
+	}
+	return max(ceilSeconds(d), 1)
+}

@@ -1,0 +1,300 @@
+// Package policy is Tollgate's configuration model: the TOML document of
+// SPEC §3 as Go structs, its defaults, its validation, and its compilation
+// into an immutable Policy (routes, limits, identity, header styles) that
+// the proxy consults on every request, including route matching.
+//
+// Decoding (viper, TOML, environment overrides) happens in cmd/gateway;
+// this package sees only the decoded Config. Validate is side-effect free;
+// Compile reads secrets through the getenv and readFile functions it is
+// given, never from the process directly.
+package policy
+
+// Config is the TOML document of SPEC §3. The mapstructure tags are the TOML
+// keys; the json tags give /admin/config the same shape. Durations are Go
+// duration strings ("50ms", "1h30m"). Use Default for a Config with every
+// default filled in, and DefaultLimit / DefaultRoute for the defaults of one
+// [[limits]] / [[routes]] entry.
+type Config struct {
+	// Server is the [server] table: listeners and timeouts.
+	Server ServerConfig `mapstructure:"server" json:"server"`
+	// Store is the [store] table: where counters live.
+	Store StoreConfig `mapstructure:"store" json:"store"`
+	// Identity is the [identity] table: how the client is recognised.
+	Identity IdentityConfig `mapstructure:"identity" json:"identity"`
+	// Headers is the [headers] table: which rate-limit headers to emit.
+	Headers HeadersConfig `mapstructure:"headers" json:"headers"`
+	// Gateway is the [gateway] table: settings for every route.
+	Gateway GatewayConfig `mapstructure:"gateway" json:"gateway"`
+	// Limits are the [[limits]] entries, in order. Default: none.
+	Limits []LimitConfig `mapstructure:"limits" json:"limits"`
+	// Routes are the [[routes]] entries, in order. Default: none.
+	Routes []RouteConfig `mapstructure:"routes" json:"routes"`
+}
+
+// ServerConfig is the [server] table.
+type ServerConfig struct {
+	// Listen is the public listener's address. Default "127.0.0.1:8080".
+	Listen string `mapstructure:"listen" json:"listen"`
+	// AdminListen serves /healthz, /readyz, /metrics and /admin/*; ""
+	// disables it. Default "127.0.0.1:9090".
+	AdminListen string `mapstructure:"admin_listen" json:"admin_listen"`
+	// ReadHeaderTimeout bounds reading request headers. Default "5s".
+	ReadHeaderTimeout string `mapstructure:"read_header_timeout" json:"read_header_timeout"`
+	// IdleTimeout bounds idle keep-alive connections. Default "60s".
+	IdleTimeout string `mapstructure:"idle_timeout" json:"idle_timeout"`
+	// ShutdownTimeout bounds the drain on SIGTERM. Default "15s".
+	ShutdownTimeout string `mapstructure:"shutdown_timeout" json:"shutdown_timeout"`
+	// MaxHeaderBytes bounds request header size. Default 65536.
+	MaxHeaderBytes int `mapstructure:"max_header_bytes" json:"max_header_bytes"`
+}
+
+// StoreConfig is the [store] table.
+type StoreConfig struct {
+	// Backend is "memory" or "redis". Default "memory".
+	Backend string `mapstructure:"backend" json:"backend"`
+	// OnError is what a store failure means: "local" (this node's own
+	// counters decide), "allow" (fail open) or "deny" (503). Default "local".
+	OnError string `mapstructure:"on_error" json:"on_error"`
+	// Timeout is the budget of one store call. Default "50ms".
+	Timeout string `mapstructure:"timeout" json:"timeout"`
+	// Clock is "local" (the gateway's clock) or "store" (the Redis server's
+	// clock; backend "redis" only). Default "local".
+	Clock string `mapstructure:"clock" json:"clock"`
+	// Memory is the [store.memory] table.
+	Memory MemoryConfig `mapstructure:"memory" json:"memory"`
+	// Redis is the [store.redis] table, used when Backend is "redis".
+	Redis RedisConfig `mapstructure:"redis" json:"redis"`
+}
+
+// MemoryConfig is the [store.memory] table.
+type MemoryConfig struct {
+	// MaxKeys bounds the number of counters; least recently used ones are
+	// evicted past it. Default 1000000.
+	MaxKeys int `mapstructure:"max_keys" json:"max_keys"`
+}
+
+// RedisConfig is the [store.redis] table. At most one of URL, Cluster and
+// Sentinel may be set; with none, URL defaults to DefaultRedisURL.
+type RedisConfig struct {
+	// URL is a standalone server, redis:// or rediss:// (TLS). Default ""
+	// (meaning DefaultRedisURL when Cluster and Sentinel are unset).
+	URL string `mapstructure:"url" json:"url"`
+	// Cluster lists Redis Cluster seed addresses (host:port). Default none.
+	Cluster []string `mapstructure:"cluster" json:"cluster"`
+	// Sentinel names a Sentinel-managed master. Default unset.
+	Sentinel SentinelConfig `mapstructure:"sentinel" json:"sentinel"`
+	// Prefix namespaces every counter key. Default "tollgate:".
+	Prefix string `mapstructure:"prefix" json:"prefix"`
+	// Username is the ACL user for Cluster and Sentinel (a URL carries its
+	// own). Default "".
+	Username string `mapstructure:"username" json:"username"`
+	// PasswordEnv names the environment variable holding the password (a
+	// URL may carry its own instead). Default "" (no password).
+	PasswordEnv string `mapstructure:"password_env" json:"password_env"`
+}
+
+// SentinelConfig is `sentinel = { master = "...", addrs = [...] }`.
+type SentinelConfig struct {
+	// Master is the monitored master's name. Default "" (Sentinel unused).
+	Master string `mapstructure:"master" json:"master"`
+	// Addrs are the Sentinel addresses (host:port). Default none.
+	Addrs []string `mapstructure:"addrs" json:"addrs"`
+}
+
+// DefaultRedisURL is the Redis server used when backend = "redis" and
+// neither url, cluster nor sentinel is set.
+const DefaultRedisURL = "redis://127.0.0.1:6379/0"
+
+// IdentityConfig is the [identity] table.
+type IdentityConfig struct {
+	// Sources are tried in order; the first that yields a value is the
+	// client: any of "api_key", "user", "ip". Default ["api_key", "user", "ip"].
+	Sources []string `mapstructure:"sources" json:"sources"`
+	// APIKeyHeader carries the API key. Default "X-API-Key".
+	APIKeyHeader string `mapstructure:"api_key_header" json:"api_key_header"`
+	// APIKeyQuery is a query parameter carrying the API key; "" disables
+	// it. Default "".
+	APIKeyQuery string `mapstructure:"api_key_query" json:"api_key_query"`
+	// UserHeader carries the user, believed only from TrustedProxies; ""
+	// disables it. Default "".
+	UserHeader string `mapstructure:"user_header" json:"user_header"`
+	// TrustedProxies are CIDRs (or single addresses) whose X-Forwarded-For
+	// is believed, right to left. Default none.
+	TrustedProxies []string `mapstructure:"trusted_proxies" json:"trusted_proxies"`
+	// IPv6Prefix is the prefix length IPv6 clients are counted by. Default 64.
+	IPv6Prefix int `mapstructure:"ipv6_prefix" json:"ipv6_prefix"`
+	// MaxValueLen bounds an API key or user value; longer ones are not an
+	// identity. Default 1024.
+	MaxValueLen int `mapstructure:"max_value_len" json:"max_value_len"`
+	// JWT is the [identity.jwt] table. It is enabled when HS256SecretEnv or
+	// RS256PublicKeyFile is set.
+	JWT JWTConfig `mapstructure:"jwt" json:"jwt"`
+}
+
+// JWTConfig is the [identity.jwt] table: the user is a claim of a verified
+// bearer token. Exactly one of HS256SecretEnv and RS256PublicKeyFile
+// enables it; with neither, JWT is off and the other fields are ignored.
+type JWTConfig struct {
+	// Header carries "Bearer <token>". Default "Authorization".
+	Header string `mapstructure:"header" json:"header"`
+	// Claim names the user. Default "sub".
+	Claim string `mapstructure:"claim" json:"claim"`
+	// HS256SecretEnv names the environment variable holding the HMAC key
+	// (at least 32 bytes). Default "".
+	HS256SecretEnv string `mapstructure:"hs256_secret_env" json:"hs256_secret_env"`
+	// RS256PublicKeyFile is a PEM file with the RSA public key. Default "".
+	RS256PublicKeyFile string `mapstructure:"rs256_public_key_file" json:"rs256_public_key_file"`
+	// Audience, when set, must match "aud". Default "".
+	Audience string `mapstructure:"audience" json:"audience"`
+	// Issuer, when set, must equal "iss". Default "".
+	Issuer string `mapstructure:"issuer" json:"issuer"`
+	// Leeway is the clock skew tolerated for "exp" and "nbf". Default "0s".
+	Leeway string `mapstructure:"leeway" json:"leeway"`
+}
+
+// Enabled reports whether JWT verification is configured.
+func (j JWTConfig) Enabled() bool { return j.HS256SecretEnv != "" || j.RS256PublicKeyFile != "" }
+
+// HeadersConfig is the [headers] table.
+type HeadersConfig struct {
+	// Emit lists the header styles: any of "ietf", "legacy", "x"; [] for
+	// none (Retry-After is always sent on denials). Default ["ietf"].
+	Emit []string `mapstructure:"emit" json:"emit"`
+}
+
+// GatewayConfig is the [gateway] table.
+type GatewayConfig struct {
+	// Limits names limits applied to every route, before the route's own.
+	// Default none.
+	Limits []string `mapstructure:"limits" json:"limits"`
+}
+
+// LimitConfig is one [[limits]] entry. DefaultLimit returns its defaults.
+type LimitConfig struct {
+	// Name identifies the limit in routes, headers and metrics: 1..64
+	// letters, digits, '-' and '_'. Required.
+	Name string `mapstructure:"name" json:"name"`
+	// Rates are the windows, all enforced: "N/second|minute|hour|day",
+	// "N/s", "N/10s", "N/1h30m". Required, except for concurrency.
+	Rates []string `mapstructure:"rates" json:"rates"`
+	// Algorithm is one of SPEC §3's algorithms. Default "sliding_window_counter".
+	Algorithm string `mapstructure:"algorithm" json:"algorithm"`
+	// By lists the counter key's parts: client, ip, api_key, user, route,
+	// method, header:<Name>; [] is one shared counter. Default ["client"].
+	By []string `mapstructure:"by" json:"by"`
+	// Cost is the units a request takes (1..capacity). Default 1.
+	Cost int64 `mapstructure:"cost" json:"cost"`
+	// CostHeader, when set, names a request header whose integer value is
+	// the cost (Cost applies when it is absent). Default "".
+	CostHeader string `mapstructure:"cost_header" json:"cost_header"`
+	// Mode is "enforce" or "shadow" (count and report, never deny).
+	// Default "enforce".
+	Mode string `mapstructure:"mode" json:"mode"`
+	// Burst is the bucket capacity of token_bucket and gcra; 0 means the
+	// rate's limit. Default 0.
+	Burst int64 `mapstructure:"burst" json:"burst"`
+	// Precision is the sub-bucket width of sliding_window_counter, a
+	// divisor of every window; "" means the window itself. Default "".
+	Precision string `mapstructure:"precision" json:"precision"`
+	// MaxInFlight is the concurrency algorithm's capacity. Default 0.
+	MaxInFlight int64 `mapstructure:"max_in_flight" json:"max_in_flight"`
+	// Exempt lists clients that this limit never limits.
+	Exempt ExemptConfig `mapstructure:"exempt" json:"exempt"`
+}
+
+// ExemptConfig is `exempt = { ips = [...], api_keys_env = "..." }`.
+type ExemptConfig struct {
+	// IPs are CIDRs (or single addresses) of exempt client IPs. Default none.
+	IPs []string `mapstructure:"ips" json:"ips"`
+	// APIKeysEnv names an environment variable holding exempt API keys,
+	// comma separated; unset or empty means none. Default "".
+	APIKeysEnv string `mapstructure:"api_keys_env" json:"api_keys_env"`
+}
+
+// RouteConfig is one [[routes]] entry. DefaultRoute returns its defaults.
+// Exactly one of Upstream and Respond must be set.
+type RouteConfig struct {
+	// Name identifies the route in counter keys, logs and metrics: 1..64
+	// letters, digits, '-', '_' and '.'. Required.
+	Name string `mapstructure:"name" json:"name"`
+	// Host restricts the route to one host (no port), compared case
+	// insensitively; "" matches any host. Default "".
+	Host string `mapstructure:"host" json:"host"`
+	// PathPrefix matches the cleaned request path on segment boundaries.
+	// Default "/".
+	PathPrefix string `mapstructure:"path_prefix" json:"path_prefix"`
+	// Methods restricts the route to these methods; empty allows all.
+	// Default none.
+	Methods []string `mapstructure:"methods" json:"methods"`
+	// Upstream is the http:// or https:// URL requests are forwarded to.
+	// Default "".
+	Upstream string `mapstructure:"upstream" json:"upstream"`
+	// StripPrefix removes PathPrefix before forwarding. Default false.
+	StripPrefix bool `mapstructure:"strip_prefix" json:"strip_prefix"`
+	// Timeout is the upstream response budget; past it 504. Default "30s".
+	Timeout string `mapstructure:"timeout" json:"timeout"`
+	// Limits names the route's own limits, applied after gateway.limits.
+	// Default none.
+	Limits []string `mapstructure:"limits" json:"limits"`
+	// Respond, when set, answers the request itself instead of proxying.
+	Respond *RespondConfig `mapstructure:"respond" json:"respond,omitempty"`
+}
+
+// RespondConfig is `respond = { status = 200, body = "...", content_type = "..." }`.
+type RespondConfig struct {
+	// Status is the response status, 100..599. Default 200 (0 means 200).
+	Status int `mapstructure:"status" json:"status"`
+	// Body is the response body. Default "".
+	Body string `mapstructure:"body" json:"body"`
+	// ContentType is the Content-Type. Default "text/plain; charset=utf-8"
+	// ("" means that).
+	ContentType string `mapstructure:"content_type" json:"content_type"`
+}
+
+// Default returns a Config holding every default of SPEC §3. Limits and
+// Routes are empty; see DefaultLimit and DefaultRoute for their entries.
+func Default() Config {
+	return Config{
+		Server: ServerConfig{
+			Listen:            "127.0.0.1:8080",
+			AdminListen:       "127.0.0.1:9090",
+			ReadHeaderTimeout: "5s",
+			IdleTimeout:       "60s",
+			ShutdownTimeout:   "15s",
+			MaxHeaderBytes:    65536,
+		},
+		Store: StoreConfig{
+			Backend: "memory",
+			OnError: "local",
+			Timeout: "50ms",
+			Clock:   "local",
+			Memory:  MemoryConfig{MaxKeys: 1000000},
+			Redis:   RedisConfig{Prefix: "tollgate:"},
+		},
+		Identity: IdentityConfig{
+			Sources:      []string{"api_key", "user", "ip"},
+			APIKeyHeader: "X-API-Key",
+			IPv6Prefix:   64,
+			MaxValueLen:  1024,
+			JWT:          JWTConfig{Header: "Authorization", Claim: "sub", Leeway: "0s"},
+		},
+		Headers: HeadersConfig{Emit: []string{"ietf"}},
+	}
+}
+
+// DefaultLimit returns the defaults of one [[limits]] entry (Name and Rates
+// are left for the configuration to fill in).
+func DefaultLimit() LimitConfig {
+	return LimitConfig{
+		Algorithm: "sliding_window_counter",
+		By:        []string{"client"},
+		Cost:      1,
+		Mode:      "enforce",
+	}
+}
+
+// DefaultRoute returns the defaults of one [[routes]] entry (Name and
+// Upstream or Respond are left for the configuration to fill in).
+func DefaultRoute() RouteConfig {
+	return RouteConfig{PathPrefix: "/", Timeout: "30s"}
+}

@@ -1,0 +1,37 @@
+package policy_test
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/tollgate/gateway/policy"
+)
+
+func Example() {
+	c := policy.Default()
+	l := policy.DefaultLimit()
+	l.Name, l.Rates = "per-client", []string{"10/second", "600/minute"}
+	c.Limits = []policy.LimitConfig{l}
+	c.Gateway.Limits = []string{"per-client"}
+	r := policy.DefaultRoute()
+	r.Name, r.PathPrefix, r.Upstream = "search", "/v1/search", "http://127.0.0.1:9000"
+	c.Routes = []policy.RouteConfig{r}
+
+	p, err := policy.Compile(c, os.Getenv, os.ReadFile)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rt := p.Match("gateway.example.com:8080", "GET", "//v1/./search/items?q=x")
+	fmt.Println(rt.Name, rt.Upstream, rt.Timeout)
+	fmt.Println(rt.RateLimitPolicy)
+
+	c.Routes[0].Limits = []string{"serch"}
+	c.Limits[0].Rates[1] = "600/fortnight"
+	fmt.Println(c.Validate())
+	// Output:
+	// search http://127.0.0.1:9000 30s
+	// "per-client.1s";q=10;w=1, "per-client.1m";q=600;w=60
+	// limits[0].rates[1]: rate "600/fortnight": unknown window "fortnight" (use second, minute, hour, day or a duration like 10s, 1h30m)
+	// routes[0].limits[0]: unknown limit "serch"
+}

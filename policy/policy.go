@@ -1,0 +1,207 @@
+package policy
+
+import (
+	"net/netip"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/tollgate/gateway/headers"
+	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// Policy is a compiled Config: immutable after Compile and safe for
+// concurrent use, so requests never touch raw configuration.
+type Policy struct {
+	// Config is the source the policy was compiled from (defaults applied),
+	// for /admin/config; see Redacted.
+	Config Config
+	// Server holds the listener settings.
+	Server Server
+	// Store holds the counter store settings.
+	Store Store
+	// Identity resolves request identities.
+	Identity *keys.Extractor
+	// Headers are the rate-limit header styles to emit.
+	Headers headers.Styles
+	// Limits are the compiled limits, in configuration order.
+	Limits []*Limit
+	// Routes are the compiled routes, in configuration order.
+	Routes []*Route
+
+	byName map[string]*Limit
+}
+
+// Server is the compiled [server] table.
+type Server struct {
+	// Listen is the public listener's address.
+	Listen string
+	// AdminListen is the admin listener's address; "" disables it.
+	AdminListen string
+	// ReadHeaderTimeout bounds reading request headers.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout bounds idle keep-alive connections.
+	IdleTimeout time.Duration
+	// ShutdownTimeout bounds the drain on shutdown.
+	ShutdownTimeout time.Duration
+	// MaxHeaderBytes bounds request header size.
+	MaxHeaderBytes int
+}
+
+// OnError is what a store failure means for the request.
+type OnError uint8
+
+// The store.on_error values.
+const (
+	// OnErrorLocal decides with this node's own in-memory counters.
+	OnErrorLocal OnError = iota + 1
+	// OnErrorAllow forwards the request without rate-limit headers.
+	OnErrorAllow
+	// OnErrorDeny answers 503 with Retry-After.
+	OnErrorDeny
+)
+
+var onErrorNames = [...]string{OnErrorLocal: "local", OnErrorAllow: "allow", OnErrorDeny: "deny"}
+
+// String returns the configuration name of o ("local", "allow", "deny").
+func (o OnError) String() string {
+	if o == 0 || int(o) >= len(onErrorNames) {
+		return "OnError(" + strconv.Itoa(int(o)) + ")"
+	}
+	return onErrorNames[o]
+}
+
+// MarshalText lets logs and JSON show the configuration name.
+func (o OnError) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// Store is the compiled [store] table.
+type Store struct {
+	// Backend is "memory" or "redis".
+	Backend string
+	// OnError is what a store failure means.
+	OnError OnError
+	// Timeout is the budget of one store call.
+	Timeout time.Duration
+	// Clock is "local" or "store".
+	Clock string
+	// MemoryMaxKeys bounds the in-memory store.
+	MemoryMaxKeys int
+	// Redis holds the Redis settings (meaningful when Backend is "redis").
+	Redis RedisStore
+}
+
+// RedisStore is the compiled [store.redis] table. Exactly one of URL,
+// Cluster and SentinelMaster is set when the backend is Redis.
+type RedisStore struct {
+	// URL is a standalone server (redis:// or rediss://).
+	URL string
+	// Cluster lists Cluster seed addresses.
+	Cluster []string
+	// SentinelMaster is the Sentinel-managed master's name.
+	SentinelMaster string
+	// SentinelAddrs are the Sentinel addresses.
+	SentinelAddrs []string
+	// Prefix namespaces every counter key.
+	Prefix string
+	// Username is the ACL user ("" for none or the URL's own).
+	Username string
+	// Password is read from the environment variable named by
+	// password_env ("" for none or the URL's own).
+	Password string `json:"-"`
+}
+
+// Limit is one compiled [[limits]] entry.
+type Limit struct {
+	// Limit is the algorithm's definition, Finished (ID set).
+	*ratelimit.Limit
+	// By are the parts of the counter key.
+	By []keys.Part
+	// Cost is the static cost of a request, ≥ 1.
+	Cost int64
+	// CostHeader is the canonical name of the header carrying the cost;
+	// "" means the cost is static.
+	CostHeader string
+	// ExemptIPs are client prefixes this limit never limits.
+	ExemptIPs []netip.Prefix
+
+	exemptKeys map[[32]byte]struct{}
+}
+
+// Exempt reports whether a client with this IP or API key is exempt from
+// l. An invalid ip and an empty apiKey match nothing.
+func (l *Limit) Exempt(ip netip.Addr, apiKey string) bool {
+	if ip.IsValid() && len(l.ExemptIPs) > 0 {
+		a := ip.Unmap().WithZone("")
+		for _, p := range l.ExemptIPs {
+			if p.Contains(a) {
+				return true
+			}
+		}
+	}
+	if apiKey != "" && len(l.exemptKeys) > 0 {
+		_, ok := l.exemptKeys[keys.HashAPIKey(apiKey)]
+		return ok
+	}
+	return false
+}
+
+// ExemptKeys returns how many API keys are exempt from l.
+func (l *Limit) ExemptKeys() int { return len(l.exemptKeys) }
+
+// Route is one compiled [[routes]] entry.
+type Route struct {
+	// Name identifies the route (and is the "route" key part).
+	Name string
+	// Host is the lower-case host the route is restricted to; "" for any.
+	Host string
+	// PathPrefix is the cleaned prefix ("/" matches every path).
+	PathPrefix string
+	// Methods are the allowed methods, upper case; empty allows all.
+	Methods []string
+	// Upstream is where requests go; nil when Respond is set.
+	Upstream *url.URL
+	// StripPrefix removes PathPrefix from the forwarded path.
+	StripPrefix bool
+	// Timeout is the upstream response budget.
+	Timeout time.Duration
+	// Respond, when not nil, is the route's own answer (no upstream).
+	Respond *Respond
+	// Limits are gateway.limits then the route's own, duplicates removed.
+	Limits []*Limit
+	// RateLimitPolicy is the RateLimit-Policy header value of Limits'
+	// enforced windows, built once.
+	RateLimitPolicy string
+}
+
+// Respond is a route's fixed answer.
+type Respond struct {
+	// Status is the response status.
+	Status int
+	// Body is the response body.
+	Body string
+	// ContentType is the response Content-Type.
+	ContentType string
+}
+
+// Limit returns the limit named name, or nil.
+func (p *Policy) Limit(name string) *Limit { return p.byName[name] }
+
+// Redacted returns a copy of the source Config fit for display: a password
+// inside the Redis URL is replaced by "xxxxx". Other secrets are never in
+// the Config, only the names of the environment variables or files that
+// hold them.
+func (p *Policy) Redacted() Config { return Redact(p.Config) }
+
+// Redact returns a deep-enough copy of c with the secrets it may hold
+// (a Redis URL password) replaced by "xxxxx".
+func Redact(c Config) Config {
+	if u, err := url.Parse(c.Store.Redis.URL); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			c.Store.Redis.URL = u.Redacted()
+		}
+	}
+	c.Limits = append([]LimitConfig(nil), c.Limits...)
+	c.Routes = append([]RouteConfig(nil), c.Routes...)
+	return c
+}
