@@ -1,0 +1,356 @@
+// Package telemetry is Tollgate's instrumentation: OpenTelemetry metrics
+// (Metrics, a proxy.Observer) and tracing helpers (Tracing) written against
+// the OpenTelemetry API only. The SDK, the exporters and their configuration
+// belong to cmd/gateway; with the API's no-op providers everything here
+// costs next to nothing.
+//
+// Label values are bounded: route and limit names from the configuration,
+// method classes, outcomes and a few fixed words — never a client identity,
+// a path or an upstream status.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/tollgate/gateway/proxy"
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// Metric names. They follow the OpenTelemetry semantic conventions where one
+// exists (http.server.request.duration); the rest live under "tollgate.".
+const (
+	MetricRequestDuration  = "http.server.request.duration"
+	MetricActiveRequests   = "http.server.active_requests"
+	MetricDecisions        = "tollgate.decisions"
+	MetricNearLimit        = "tollgate.near_limit"
+	MetricStoreDuration    = "tollgate.store.duration"
+	MetricStoreErrors      = "tollgate.store.errors"
+	MetricUpstreamDuration = "tollgate.upstream.duration"
+	MetricStoreKeys        = "tollgate.store.memory.keys"
+	MetricConfigReloads    = "tollgate.config.reloads"
+	MetricClientIPFallback = "tollgate.client_ip_fallback"
+)
+
+// Attribute keys.
+const (
+	AttrRoute     = attribute.Key("http.route")
+	AttrMethod    = attribute.Key("http.request.method")
+	AttrOutcome   = attribute.Key("tollgate.outcome")
+	AttrLimit     = attribute.Key("tollgate.limit")
+	AttrDecision  = attribute.Key("tollgate.decision")
+	AttrMode      = attribute.Key("tollgate.mode")
+	AttrErrorType = attribute.Key("error.type")
+	AttrResult    = attribute.Key("tollgate.result")
+)
+
+// OutcomeShadowLimited is the outcome label of a request that was forwarded
+// although a shadow limit would have denied it.
+const OutcomeShadowLimited = "shadow_limited"
+
+// durationBuckets are the semantic conventions' advisory boundaries for
+// HTTP durations, in seconds.
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+
+// storeBuckets resolve the store's sub-millisecond to budget-sized calls.
+var storeBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}
+
+// MetricsOptions configures NewMetrics.
+type MetricsOptions struct {
+	// LiveKeys, when set, reports the number of keys in the in-memory store;
+	// it is called at each collection, off the request path. Nil: the gauge
+	// is not registered.
+	LiveKeys func() int64
+}
+
+// Metrics records Tollgate's metrics. It implements proxy.Observer; its
+// other methods are called by the proxy (Begin, End, Upstream,
+// ClientIPFallback) and by the reload logic (Reload). Attribute sets are
+// computed once per label combination and cached, so recording allocates
+// nothing once a combination has been seen. A nil *Metrics records nothing.
+// Metrics is safe for concurrent use.
+type Metrics struct {
+	reqDur      metric.Float64Histogram
+	active      metric.Int64UpDownCounter
+	decisions   metric.Int64Counter
+	nearLimit   metric.Int64Counter
+	storeDur    metric.Float64Histogram
+	storeErrs   metric.Int64Counter
+	upstreamDur metric.Float64Histogram
+	reloads     metric.Int64Counter
+	ipFallback  metric.Int64Counter
+	reg         metric.Registration
+
+	reqAttrs      cache[reqKey]
+	limitAttrs    cache[limitKey]
+	nearAttrs     cache[string]
+	upstreamAttrs cache[string]
+	storeErrAttrs [storeErrKinds]opts
+	reloadAttrs   [2]opts
+}
+
+// NewMetrics creates every instrument from meter.
+func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
+	m := &Metrics{}
+	var err, e error
+	m.reqDur, e = meter.Float64Histogram(MetricRequestDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of HTTP server requests, by route, method and gateway outcome."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	err = errors.Join(err, e)
+	m.active, e = meter.Int64UpDownCounter(MetricActiveRequests, metric.WithUnit("{request}"),
+		metric.WithDescription("Number of requests in flight in the gateway."))
+	err = errors.Join(err, e)
+	m.decisions, e = meter.Int64Counter(MetricDecisions, metric.WithUnit("{decision}"),
+		metric.WithDescription("Rate-limit decisions, by limit, decision (allowed, denied) and mode (enforce, shadow)."))
+	err = errors.Join(err, e)
+	m.nearLimit, e = meter.Int64Counter(MetricNearLimit, metric.WithUnit("{decision}"),
+		metric.WithDescription("Allowed decisions that left at most 10% of the reported window, by limit."))
+	err = errors.Join(err, e)
+	m.storeDur, e = meter.Float64Histogram(MetricStoreDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of rate-limit store calls."),
+		metric.WithExplicitBucketBoundaries(storeBuckets...))
+	err = errors.Join(err, e)
+	m.storeErrs, e = meter.Int64Counter(MetricStoreErrors, metric.WithUnit("{error}"),
+		metric.WithDescription("Failed rate-limit store calls, by error.type (timeout, canceled, store)."))
+	err = errors.Join(err, e)
+	m.upstreamDur, e = meter.Float64Histogram(MetricUpstreamDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of upstream exchanges, by route."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	err = errors.Join(err, e)
+	m.reloads, e = meter.Int64Counter(MetricConfigReloads, metric.WithUnit("{reload}"),
+		metric.WithDescription("Configuration reloads, by result (success, failure)."))
+	err = errors.Join(err, e)
+	m.ipFallback, e = meter.Int64Counter(MetricClientIPFallback, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests whose selected X-Forwarded-For entry was invalid, so the peer address was used."))
+	err = errors.Join(err, e)
+	if o.LiveKeys != nil {
+		keys, e := meter.Int64ObservableGauge(MetricStoreKeys, metric.WithUnit("{key}"),
+			metric.WithDescription("Live counter keys in the in-memory store."))
+		err = errors.Join(err, e)
+		if e == nil {
+			fn := o.LiveKeys
+			m.reg, e = meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
+				ob.ObserveInt64(keys, fn())
+				return nil
+			}, keys)
+			err = errors.Join(err, e)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	for k := range m.storeErrAttrs {
+		m.storeErrAttrs[k] = newOpts(AttrErrorType.String(storeErrNames[k]))
+	}
+	m.reloadAttrs[0] = newOpts(AttrResult.String("failure"))
+	m.reloadAttrs[1] = newOpts(AttrResult.String("success"))
+	return m, nil
+}
+
+// Close unregisters the live-keys callback.
+func (m *Metrics) Close() error {
+	if m == nil || m.reg == nil {
+		return nil
+	}
+	return m.reg.Unregister()
+}
+
+// Observe records one finished request: its duration by route, method class
+// and outcome; one decision per hit; near-limit hits; the store call's
+// latency and error. It implements proxy.Observer.
+func (m *Metrics) Observe(ev *proxy.Event) {
+	if m == nil {
+		return
+	}
+	ctx := context.Background()
+	outcome := ev.Outcome.String()
+	shadowDenied := false
+	for i := range ev.Hits {
+		if i >= len(ev.Decisions) {
+			break
+		}
+		l, d := ev.Hits[i].Limit, &ev.Decisions[i]
+		if l == nil {
+			continue
+		}
+		if l.Shadow && !d.Allowed {
+			shadowDenied = true
+		}
+		m.decisions.Add(ctx, 1, m.limitAttrs.get(limitKey{l.Name, d.Allowed, l.Shadow}, newLimitOpts).add...)
+		if d.Allowed && nearLimit(d) {
+			m.nearLimit.Add(ctx, 1, m.nearAttrs.get(l.Name, newNearOpts).add...)
+		}
+	}
+	if shadowDenied && ev.Outcome == proxy.OutcomeForwarded {
+		outcome = OutcomeShadowLimited
+	}
+	k := reqKey{route: ev.Route, method: MethodClass(ev.Method), outcome: outcome}
+	m.reqDur.Record(ctx, ev.Duration.Seconds(), m.reqAttrs.get(k, newReqOpts).record...)
+	if ev.StoreLatency > 0 || ev.StoreErr != nil {
+		m.storeDur.Record(ctx, ev.StoreLatency.Seconds())
+	}
+	if ev.StoreErr != nil {
+		m.storeErrs.Add(ctx, 1, m.storeErrAttrs[storeErrKind(ev.StoreErr)].add...)
+	}
+}
+
+// nearLimit reports whether an allowed decision left at most 10% of its
+// window.
+func nearLimit(d *ratelimit.Decision) bool {
+	return d.Limit > 0 && d.Remaining*10 <= d.Limit
+}
+
+// Begin counts a request in flight; call End when it finishes.
+func (m *Metrics) Begin() {
+	if m != nil {
+		m.active.Add(context.Background(), 1)
+	}
+}
+
+// End ends a request counted by Begin.
+func (m *Metrics) End() {
+	if m != nil {
+		m.active.Add(context.Background(), -1)
+	}
+}
+
+// Upstream records the duration of one upstream exchange of route.
+func (m *Metrics) Upstream(route string, d time.Duration) {
+	if m != nil {
+		m.upstreamDur.Record(context.Background(), d.Seconds(), m.upstreamAttrs.get(route, newRouteOpts).record...)
+	}
+}
+
+// ClientIPFallback counts a request whose selected X-Forwarded-For entry
+// was invalid, so that the peer address identified the client.
+func (m *Metrics) ClientIPFallback() {
+	if m != nil {
+		m.ipFallback.Add(context.Background(), 1)
+	}
+}
+
+// Reload counts one configuration reload, successful or not.
+func (m *Metrics) Reload(ok bool) {
+	if m == nil {
+		return
+	}
+	i := 0
+	if ok {
+		i = 1
+	}
+	m.reloads.Add(context.Background(), 1, m.reloadAttrs[i].add...)
+}
+
+// MethodClass maps a request method to a bounded label, as the semantic
+// conventions do: a known method is itself, anything else is "_OTHER".
+func MethodClass(method string) string {
+	switch method {
+	case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE":
+		return method
+	}
+	return "_OTHER"
+}
+
+// Store error kinds (error.type).
+const (
+	storeErrOther = iota
+	storeErrTimeout
+	storeErrCanceled
+	storeErrKinds
+)
+
+var storeErrNames = [storeErrKinds]string{"store", "timeout", "canceled"}
+
+func storeErrKind(err error) int {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return storeErrTimeout
+	case errors.Is(err, context.Canceled):
+		return storeErrCanceled
+	}
+	return storeErrOther
+}
+
+// opts is one attribute set, prepared as the option slices the instruments
+// take, so that recording builds nothing.
+type opts struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
+}
+
+func newOpts(kv ...attribute.KeyValue) opts {
+	o := metric.WithAttributeSet(attribute.NewSet(kv...))
+	return opts{add: []metric.AddOption{o}, record: []metric.RecordOption{o}}
+}
+
+type reqKey struct{ route, method, outcome string }
+
+func newReqOpts(k reqKey) opts {
+	return newOpts(AttrRoute.String(k.route), AttrMethod.String(k.method), AttrOutcome.String(k.outcome))
+}
+
+type limitKey struct {
+	name            string
+	allowed, shadow bool
+}
+
+func newLimitOpts(k limitKey) opts {
+	decision, mode := "denied", "enforce"
+	if k.allowed {
+		decision = "allowed"
+	}
+	if k.shadow {
+		mode = "shadow"
+	}
+	return newOpts(AttrLimit.String(k.name), AttrDecision.String(decision), AttrMode.String(mode))
+}
+
+func newNearOpts(name string) opts   { return newOpts(AttrLimit.String(name)) }
+func newRouteOpts(route string) opts { return newOpts(AttrRoute.String(route)) }
+
+// cache maps a label combination to its prepared options. Reads are a
+// lock-free map lookup; a miss copies the map under a mutex. The number of
+// entries is bounded by the configured route and limit names.
+type cache[K comparable] struct {
+	m  atomic.Pointer[map[K]opts]
+	mu sync.Mutex
+}
+
+func (c *cache[K]) get(k K, build func(K) opts) opts {
+	if m := c.m.Load(); m != nil {
+		if o, ok := (*m)[k]; ok {
+			return o
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if o, ok := (*old)[k]; ok {
+			return o
+		}
+	}
+	next := make(map[K]opts, 1+lenMap(old))
+	if old != nil {
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	o := build(k)
+	next[k] = o
+	c.m.Store(&next)
+	return o
+}
+
+func lenMap[K comparable](m *map[K]opts) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
+}

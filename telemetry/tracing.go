@@ -1,0 +1,216 @@
+package telemetry
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/tollgate/gateway/proxy"
+)
+
+// TracerName is the instrumentation scope of Tollgate's spans.
+const TracerName = "github.com/tollgate/gateway"
+
+// Span attribute keys besides those shared with metrics.
+const (
+	AttrStatus       = attribute.Key("http.response.status_code")
+	AttrPath         = attribute.Key("url.path")
+	AttrShadowDenied = attribute.Key("tollgate.shadow_denied")
+	AttrStoreHits    = attribute.Key("tollgate.store.hits")
+)
+
+// Tracing starts Tollgate's spans: one server span per request, a child
+// span per store call, and W3C trace context injected into upstream
+// requests. A nil *Tracing is tracing off: every method returns at once,
+// allocates nothing and leaves contexts and headers untouched. Tracing is
+// safe for concurrent use.
+type Tracing struct {
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+}
+
+// NewTracing returns the tracing helpers for tp, or nil (tracing off) when
+// tp is nil or the API's no-op provider. prop extracts the caller's trace
+// context and injects ours upstream; nil means W3C trace context and
+// baggage.
+func NewTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) *Tracing {
+	if tp == nil {
+		return nil
+	}
+	if _, ok := tp.(noop.TracerProvider); ok {
+		return nil
+	}
+	if prop == nil {
+		prop = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	}
+	return &Tracing{tracer: tp.Tracer(TracerName), prop: prop}
+}
+
+// Enabled reports whether t starts spans.
+func (t *Tracing) Enabled() bool { return t != nil }
+
+// RequestSpan is the server span of one request. Its zero value (tracing
+// off) does nothing.
+type RequestSpan struct {
+	span trace.Span
+}
+
+// StartRequest starts the server span of r, continuing the trace context
+// the client sent. Use the returned context for the rest of the request
+// (store call, upstream) and call End on the span once the request is
+// finished. With tracing off it returns ctx itself and a zero RequestSpan.
+func (t *Tracing) StartRequest(ctx context.Context, r *http.Request) (context.Context, RequestSpan) {
+	if t == nil {
+		return ctx, RequestSpan{}
+	}
+	ctx = t.prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	method := MethodClass(r.Method)
+	name := method
+	if method == "_OTHER" {
+		name = "HTTP"
+	}
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(AttrMethod.String(method), AttrPath.String(r.URL.Path)))
+	return ctx, RequestSpan{span: span}
+}
+
+// End records what the gateway did with the request — route, status,
+// outcome, the decision and the binding limit, the shadow limits that would
+// have denied — and ends the span. A status of 500 or more marks the span
+// as an error, as the HTTP semantic conventions ask of server spans.
+func (s RequestSpan) End(ev *proxy.Event) {
+	if s.span == nil {
+		return
+	}
+	if !s.span.IsRecording() {
+		s.span.End()
+		return
+	}
+	if ev.Route != "" {
+		s.span.SetName(spanMethod(ev.Method) + " " + ev.Route)
+	}
+	attrs := make([]attribute.KeyValue, 0, 6)
+	attrs = append(attrs, AttrRoute.String(ev.Route), AttrStatus.Int(ev.Status), AttrOutcome.String(ev.Outcome.String()))
+	if decision, limit, shadow := summarize(ev); decision != "" {
+		attrs = append(attrs, AttrDecision.String(decision))
+		if limit != "" {
+			attrs = append(attrs, AttrLimit.String(limit))
+		}
+		if len(shadow) > 0 {
+			attrs = append(attrs, AttrShadowDenied.StringSlice(shadow))
+		}
+	}
+	s.span.SetAttributes(attrs...)
+	if ev.Status >= 500 {
+		s.span.SetStatus(codes.Error, strconv.Itoa(ev.Status))
+	}
+	s.span.End()
+}
+
+// Context returns the span's context (invalid when tracing is off), e.g. to
+// put its trace ID in a log line.
+func (s RequestSpan) Context() trace.SpanContext {
+	if s.span == nil {
+		return trace.SpanContext{}
+	}
+	return s.span.SpanContext()
+}
+
+func spanMethod(m string) string {
+	if c := MethodClass(m); c != "_OTHER" {
+		return c
+	}
+	return "HTTP"
+}
+
+// summarize returns the request's decision ("allowed" or "denied"; "" when
+// no limit was decided), its binding limit — the enforced limit that denied
+// with the longest wait, or, when allowed, the enforced limit with the
+// lowest remaining fraction — and the shadow limits that would have denied.
+func summarize(ev *proxy.Event) (decision, limit string, shadow []string) {
+	n := min(len(ev.Hits), len(ev.Decisions))
+	if n == 0 {
+		return "", "", nil
+	}
+	decision = "allowed"
+	best := -1
+	var bestFrac float64
+	for i := 0; i < n; i++ {
+		l, d := ev.Hits[i].Limit, &ev.Decisions[i]
+		if l == nil {
+			continue
+		}
+		if l.Shadow {
+			if !d.Allowed {
+				shadow = append(shadow, l.Name)
+			}
+			continue
+		}
+		if !d.Allowed {
+			if decision == "allowed" || d.RetryAfter > ev.Decisions[best].RetryAfter {
+				best = i
+			}
+			decision = "denied"
+			continue
+		}
+		if decision == "denied" {
+			continue
+		}
+		frac := 1.0
+		if d.Limit > 0 {
+			frac = float64(d.Remaining) / float64(d.Limit)
+		}
+		if best < 0 || frac < bestFrac {
+			best, bestFrac = i, frac
+		}
+	}
+	if best >= 0 {
+		limit = ev.Hits[best].Limit.Name
+	}
+	return decision, limit, shadow
+}
+
+// StoreSpan is the span of one store call. Its zero value does nothing.
+type StoreSpan struct {
+	span trace.Span
+}
+
+// StartStore starts a child span of ctx's span for a store call deciding
+// hits limits. Pass the returned context to the store.
+func (t *Tracing) StartStore(ctx context.Context, hits int) (context.Context, StoreSpan) {
+	if t == nil {
+		return ctx, StoreSpan{}
+	}
+	ctx, span := t.tracer.Start(ctx, "tollgate.store.decide", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(AttrStoreHits.Int(hits)))
+	return ctx, StoreSpan{span: span}
+}
+
+// End records err, if any, and ends the span.
+func (s StoreSpan) End(err error) {
+	if s.span == nil {
+		return
+	}
+	if err != nil {
+		s.span.RecordError(err)
+		s.span.SetAttributes(AttrErrorType.String(storeErrNames[storeErrKind(err)]))
+		s.span.SetStatus(codes.Error, "store call failed")
+	}
+	s.span.End()
+}
+
+// Inject writes the trace context of ctx (traceparent, tracestate,
+// baggage) into the upstream request's headers h, replacing what the client
+// sent. With tracing off h is left as it is.
+func (t *Tracing) Inject(ctx context.Context, h http.Header) {
+	if t == nil {
+		return
+	}
+	t.prop.Inject(ctx, propagation.HeaderCarrier(h))
+}
