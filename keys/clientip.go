@@ -20,20 +20,36 @@ func ParseIP(s string) (netip.Addr, bool) {
 	if s == "" {
 		return netip.Addr{}, false
 	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		ap, err2 := netip.ParseAddrPort(s)
-		switch {
-		case err2 == nil:
+	var a netip.Addr
+	switch {
+	case s[0] == '[':
+		// "[v6]:port" or "[v6]".
+		if ap, err := netip.ParseAddrPort(s); err == nil {
 			a = ap.Addr()
-		case len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']':
-			a, err = netip.ParseAddr(s[1 : len(s)-1])
-			if err != nil || !a.Is6() {
-				return netip.Addr{}, false
-			}
-		default:
+			break
+		}
+		if s[len(s)-1] != ']' {
 			return netip.Addr{}, false
 		}
+		b, err := netip.ParseAddr(s[1 : len(s)-1])
+		if err != nil || !b.Is6() {
+			return netip.Addr{}, false
+		}
+		a = b
+	case strings.Count(s, ":") == 1:
+		// "v4:port"; parsed directly so that no error value is built on
+		// the common path of RemoteAddr.
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		a = ap.Addr()
+	default:
+		b, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		a = b
 	}
 	return a.WithZone("").Unmap(), true
 }

@@ -14,7 +14,9 @@ import (
 // field means the SPEC default noted beside it.
 type Config struct {
 	// Sources are tried in order; the first that yields a value is the
-	// client. Default: api_key, user, ip.
+	// client. Default: api_key, user, ip. When none yields (ip left out),
+	// the client is the IP all the same: never empty, never shared by every
+	// anonymous client.
 	Sources []Source
 	// APIKeyHeader carries the API key; default "X-API-Key".
 	APIKeyHeader string

@@ -291,3 +291,62 @@ func TestHashAPIKey(t *testing.T) {
 		t.Fatal("HashAPIKey is not a function of the key alone")
 	}
 }
+
+// crc16 is Redis Cluster's CRC16 (XMODEM), for slot computations.
+func crc16(b []byte) uint16 {
+	var crc uint16
+	for _, c := range b {
+		crc ^= uint16(c) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+// slot is the Redis Cluster slot of key, honouring the first {hash tag}.
+func slot(key []byte) uint16 {
+	if i := bytes.IndexByte(key, '{'); i >= 0 {
+		if j := bytes.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return crc16(key) % 16384
+}
+
+// TestKeySlots checks SCENARIOS 38: every key the builder emits for one
+// client under parts that include the client lies in one slot, whatever the
+// store prefix and limit suffix and however hostile the values.
+func TestKeySlots(t *testing.T) {
+	if crc16([]byte("123456789")) != 0x31C3 {
+		t.Fatal("crc16 is not CRC16-XMODEM")
+	}
+	lists := [][]Part{
+		parts(t, "client"),
+		parts(t, "client", "route"),
+		parts(t, "method", "client"),
+		parts(t, "client", "ip", "api_key", "user", "header:X-Tenant"),
+	}
+	for _, client := range []string{"k", "{a}", "}{", "\x00\xff", strings.Repeat("{x}", 100)} {
+		id := Identity{Client: client, ClientKind: SourceAPIKey, APIKey: client, IP: netip.MustParseAddr("2001:db8::1")}
+		r := newTestRequest("[2001:db8::1]:1")
+		r.Header.Set("X-Tenant", "{tenant}")
+		want := -1
+		for _, by := range lists {
+			for _, route := range []string{"a", "{b}", ""} {
+				key := AppendKey([]byte("tollgate:"), by, &id, r, route)
+				key = append(key, ":limitid"...)
+				s := int(slot(key))
+				if want == -1 {
+					want = s
+				} else if s != want {
+					t.Fatalf("client %q: key %s in slot %d, others in %d", client, key, s, want)
+				}
+			}
+		}
+	}
+}
