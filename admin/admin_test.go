@@ -1,0 +1,246 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+)
+
+var t0 = time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	srv     *httptest.Server
+	store   *memstore.Store
+	limit   *ratelimit.Limit
+	reloads int
+	now     time.Time
+}
+
+func newFixture(t *testing.T, token string) *fixture {
+	t.Helper()
+	f := &fixture{store: memstore.New(memstore.Options{MaxKeys: 1000}), now: t0}
+	t.Cleanup(func() { f.store.Close() })
+	f.limit = &ratelimit.Limit{Name: "search", Algorithm: ratelimit.FixedWindow,
+		Rates: []ratelimit.Rate{{Limit: 3, Window: time.Minute}, {Limit: 10, Window: time.Hour}}}
+	if err := f.limit.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	h := Handler(Options{
+		Config: func() any {
+			return map[string]any{
+				"store":    map[string]any{"redis": map[string]any{"url": "redis://app:hunter2@10.0.0.5:6379/0", "password_env": "REDIS_PW", "password": "hunter2"}},
+				"identity": map[string]any{"jwt": map[string]any{"hs256_secret_env": "JWT_SECRET", "client_secret": "s3cr3t"}},
+				"limits":   []any{map[string]any{"name": "search", "token": ""}},
+			}
+		},
+		Store: f.store,
+		Resolve: func(limit, key string) (*ratelimit.Limit, string, error) {
+			if limit != "search" {
+				return nil, "", fmt.Errorf("limit %q: %w", limit, ErrNotFound)
+			}
+			if strings.ContainsRune(key, 0) {
+				return nil, "", errors.New("key contains NUL")
+			}
+			return f.limit, "{k}" + key, nil
+		},
+		Reload: func() error {
+			f.reloads++
+			if f.reloads > 1 {
+				return errors.New("routes[0].limits[0]: unknown limit \"serch\"")
+			}
+			return nil
+		},
+		Token: token,
+		Now:   func() time.Time { return f.now },
+	})
+	f.srv = httptest.NewServer(h)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// hit counts one request of client key against the limit, as the proxy would.
+func (f *fixture) hit(t *testing.T, key string) bool {
+	t.Helper()
+	out := make([]ratelimit.Decision, 1)
+	ok, err := f.store.Decide(context.Background(), f.now, []ratelimit.Hit{{Limit: f.limit, Key: "{k}" + key, Cost: 1}}, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func (f *fixture) do(t *testing.T, method, path, token string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.srv.URL+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if len(b) > 0 && method != http.MethodHead {
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s %s: body %q is not JSON: %v", method, path, b, err)
+		}
+	}
+	return resp.StatusCode, resp.Header, m
+}
+
+func TestResetUnblocksClient(t *testing.T) {
+	f := newFixture(t, "")
+	for i := 0; i < 3; i++ {
+		if !f.hit(t, "alice") {
+			t.Fatalf("hit %d denied", i)
+		}
+	}
+	if f.hit(t, "alice") {
+		t.Fatal("4th hit allowed by a 3/minute limit")
+	}
+	f.hit(t, "bob")
+
+	code, _, body := f.do(t, "GET", "/admin/limits?limit=search&key=alice", "")
+	if code != 200 {
+		t.Fatalf("GET limits = %d %v", code, body)
+	}
+	ws := body["windows"].([]any)
+	w0, w1 := ws[0].(map[string]any), ws[1].(map[string]any)
+	if body["limit"] != "search" || body["mode"] != "enforce" || body["algorithm"] != "fixed_window" || body["counter_key"] != "{k}alice" ||
+		w0["used"] != 3.0 || w0["remaining"] != 0.0 || w0["limit"] != 3.0 || w0["window_seconds"] != 60.0 || w0["reset_seconds"] != 60.0 ||
+		w1["used"] != 3.0 || w1["remaining"] != 7.0 || w1["rate"] != "10/1h0m0s" {
+		t.Errorf("usage = %v", body)
+	}
+
+	code, _, body = f.do(t, "DELETE", "/admin/limits?limit=search&key=alice", "")
+	if code != 200 || body["reset"] != true {
+		t.Fatalf("DELETE limits = %d %v", code, body)
+	}
+	if !f.hit(t, "alice") {
+		t.Error("alice still denied after the reset")
+	}
+	_, _, body = f.do(t, "GET", "/admin/limits?limit=search&key=bob", "")
+	if w := body["windows"].([]any)[0].(map[string]any); w["used"] != 1.0 {
+		t.Errorf("bob's counters changed by alice's reset: %v", body)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	f := newFixture(t, "")
+	for _, tc := range []struct {
+		method, path string
+		code         int
+		detail       string
+	}{
+		{"GET", "/admin/limits?limit=serch&key=a", 404, `limit "serch": not found`},
+		{"GET", "/admin/limits?key=a", 400, `"limit" is required`},
+		{"GET", "/admin/limits?limit=search", 400, `"key" is required`},
+		{"DELETE", "/admin/limits?limit=search&key=a%00", 400, "NUL"},
+		{"PUT", "/admin/limits?limit=search&key=a", 405, "not allowed"},
+		{"GET", "/admin/reload", 405, "not allowed"},
+		{"GET", "/admin/nope", 404, "no admin route"},
+	} {
+		code, h, body := f.do(t, tc.method, tc.path, "")
+		if code != tc.code || body["status"] != float64(tc.code) || !strings.Contains(fmt.Sprint(body["detail"]), tc.detail) ||
+			h.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s %s = %d %s %v, want %d problem with %q", tc.method, tc.path, code, h.Get("Content-Type"), body, tc.code, tc.detail)
+		}
+	}
+}
+
+func TestReload(t *testing.T) {
+	f := newFixture(t, "")
+	if code, _, body := f.do(t, "POST", "/admin/reload", ""); code != 200 || body["reloaded"] != true {
+		t.Errorf("first reload = %d %v", code, body)
+	}
+	code, _, body := f.do(t, "POST", "/admin/reload", "")
+	if code != 422 || !strings.Contains(body["detail"].(string), `unknown limit \"serch\"`) && !strings.Contains(body["detail"].(string), `unknown limit "serch"`) {
+		t.Errorf("bad reload = %d %v", code, body)
+	}
+}
+
+func TestConfigRedacted(t *testing.T) {
+	f := newFixture(t, "")
+	req, _ := http.NewRequest("GET", f.srv.URL+"/admin/config", nil)
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	s := string(b)
+	if resp.StatusCode != 200 || strings.Contains(s, "hunter2") || strings.Contains(s, "s3cr3t") {
+		t.Fatalf("config = %d %s", resp.StatusCode, s)
+	}
+	for _, want := range []string{`"password_env": "REDIS_PW"`, `"hs256_secret_env": "JWT_SECRET"`, `redis://app:REDACTED@10.0.0.5:6379/0`, `"token": ""`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("config lacks %s:\n%s", want, s)
+		}
+	}
+}
+
+func TestToken(t *testing.T) {
+	f := newFixture(t, "t0ken")
+	for _, tc := range []struct {
+		auth string
+		code int
+	}{
+		{"", 401},
+		{"Bearer wrong", 401},
+		{"Bearer t0ke", 401},
+		{"Basic t0ken", 401},
+		{"Bearer ", 401},
+		{"Bearer t0ken", 200},
+		{"bearer t0ken", 200},
+	} {
+		req, _ := http.NewRequest("GET", f.srv.URL+"/admin/config", nil)
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		resp, err := f.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("Authorization %q = %d, want %d", tc.auth, resp.StatusCode, tc.code)
+		}
+		if tc.code == 401 && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("401 without a Bearer challenge")
+		}
+	}
+}
+
+func TestNotConfigured(t *testing.T) {
+	srv := httptest.NewServer(Handler(Options{}))
+	defer srv.Close()
+	for _, p := range []string{"/admin/config", "/admin/limits?limit=a&key=b"} {
+		resp, err := srv.Client().Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 501 {
+			t.Errorf("GET %s with no callbacks = %d, want 501", p, resp.StatusCode)
+		}
+	}
+}
+
+func ExampleRedact() {
+	v, _ := Redact(map[string]any{"url": "redis://:pw@127.0.0.1:6379/0", "password_env": "PW", "jwt_secret": "x"})
+	b, _ := json.Marshal(v)
+	fmt.Println(string(b))
+	// Output: {"jwt_secret":"REDACTED","password_env":"PW","url":"redis://:REDACTED@127.0.0.1:6379/0"}
+}
