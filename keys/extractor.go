@@ -18,7 +18,8 @@ type Config struct {
 	// the client is the IP all the same: never empty, never shared by every
 	// anonymous client.
 	Sources []Source
-	// APIKeyHeader carries the API key; default "X-API-Key".
+	// APIKeyHeader carries the API key; default "X-API-Key". Only its first
+	// value is read, with surrounding spaces trimmed (as for UserHeader).
 	APIKeyHeader string
 	// APIKeyQuery names a query parameter that carries the API key when the
 	// header is absent; "" (the default) disables it.

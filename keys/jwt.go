@@ -131,13 +131,6 @@ func (v *jwtVerifier) token(h string) (string, bool) {
 	return h, h != ""
 }
 
-// jwtHeader is the JOSE header; Crit is rejected when present because no
-// extension is understood.
-type jwtHeader struct {
-	Alg  string          `json:"alg"`
-	Crit json.RawMessage `json:"crit"`
-}
-
 // verify checks the token's signature, algorithm and registered claims at
 // now and returns the user claim.
 func (v *jwtVerifier) verify(tok string, now time.Time) (string, error) {
@@ -156,11 +149,18 @@ func (v *jwtVerifier) verify(tok string, now time.Time) (string, error) {
 	if err != nil {
 		return "", errTokenMalformed
 	}
-	var hdr jwtHeader
-	if json.Unmarshal(hb, &hdr) != nil {
+	// The JOSE header is decoded into a map so that member names match
+	// exactly ("ALG" is not "alg"). "crit" is refused: no extension is
+	// understood.
+	var hdr map[string]json.RawMessage
+	if json.Unmarshal(hb, &hdr) != nil || hdr == nil {
 		return "", errTokenMalformed
 	}
-	if hdr.Alg != v.alg || hdr.Crit != nil {
+	var alg string
+	if json.Unmarshal(hdr["alg"], &alg) != nil || alg != v.alg {
+		return "", errTokenAlg
+	}
+	if _, ok := hdr["crit"]; ok {
 		return "", errTokenAlg
 	}
 	sig, err := base64.RawURLEncoding.Strict().DecodeString(s)

@@ -113,6 +113,7 @@ func TestJWT(t *testing.T) {
 		{"alg none", hsCfg, "Bearer " + b64(mustJSON(map[string]string{"alg": "none"})) + "." + parts[1] + ".", "", true},
 		{"alg none with signature", hsCfg, "Bearer " + b64(mustJSON(map[string]string{"alg": "none"})) + "." + parts[1] + "." + parts[2], "", true},
 		{"alg NONE", hsCfg, "Bearer " + signHS256(map[string]string{"alg": "NONE"}, claims(nil), testSecret), "", true},
+		{"ALG member name", hsCfg, "Bearer " + signHS256(map[string]string{"ALG": "HS256"}, claims(nil), testSecret), "", true},
 		{"alg hs256 lower case", hsCfg, "Bearer " + signHS256(map[string]string{"alg": "hs256"}, claims(nil), testSecret), "", true},
 		{"crit header", hsCfg, "Bearer " + signHS256(map[string]any{"alg": "HS256", "crit": []string{"b64"}, "b64": false}, claims(nil), testSecret), "", true},
 		{"HS256 bad signature", hsCfg, "Bearer " + signHS256(hs, claims(nil), []byte("another-secret-another-secret-!!")), "", true},
