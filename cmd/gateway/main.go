@@ -1,0 +1,189 @@
+// Command gateway is Tollgate: a reverse proxy with built-in rate limiting.
+//
+//	gateway [--config PATH]          serve (default PATH: ./gateway.toml)
+//	gateway validate [--config PATH] check a config; exit 0 with a summary, or 2 with every problem
+//	gateway version
+//
+// main only wires: it parses flags, loads the configuration, builds the
+// store and the handler, and runs the servers until a signal stops them.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/tollgate/gateway/policy"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitInvalid = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns the process exit code.
+func run(args, environ []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serveCommand(args, environ, stdout, stderr)
+	case "validate":
+		return validateCommand(args, environ, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "gateway", versionString())
+		return exitOK
+	case "help":
+		usage(stdout)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "gateway: unknown command %q\n", cmd)
+		usage(stderr)
+		return exitInvalid
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  gateway [--config PATH]            serve (default PATH: ./gateway.toml)
+  gateway validate [--config PATH]   check a config and print a summary or every problem
+  gateway version                    print the version
+`)
+}
+
+func versionString() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+		v += " " + bi.GoVersion
+	}
+	return v
+}
+
+// commonFlags are the flags every command that reads a config takes.
+type commonFlags struct {
+	config    string
+	logLevel  string
+	logFormat string
+}
+
+func newFlagSet(name string, stderr io.Writer, f *commonFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "gateway.toml", "path of the TOML configuration")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
+	return fs
+}
+
+func newLogger(w io.Writer, f *commonFlags) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch f.logFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format: want json or text, got %q", f.logFormat)
+	}
+}
+
+// validateCommand implements `gateway validate`.
+func validateCommand(args, environ []string, stdout, stderr io.Writer) int {
+	var f commonFlags
+	fs := newFlagSet("validate", stderr, &f)
+	if err := fs.Parse(args); err != nil {
+		return exitInvalid
+	}
+	p, err := loadPolicy(f.config, environ)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: invalid configuration:\n", f.config)
+		for _, line := range problems(err) {
+			fmt.Fprintf(stderr, "  %s\n", line)
+		}
+		return exitInvalid
+	}
+	fmt.Fprintf(stdout, "%s: OK: %d routes, %d limits, store %s\n", f.config, len(p.Routes), len(p.Limits), p.Store.Backend)
+	for _, rt := range p.Routes {
+		target := "respond"
+		if rt.Respond == nil {
+			target = rt.Upstream.Redacted()
+		}
+		names := make([]string, 0, len(rt.Limits))
+		for _, l := range rt.Limits {
+			names = append(names, l.Name)
+		}
+		fmt.Fprintf(stdout, "  route %q %s → %s limits=[%s]\n", rt.Name, rt.PathPrefix, target, strings.Join(names, ", "))
+	}
+	return exitOK
+}
+
+// problems splits a joined error into one line per problem.
+func problems(err error) []string {
+	var lines []string
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		for _, l := range strings.Split(e.Error(), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				lines = append(lines, l)
+			}
+		}
+	}
+	walk(err)
+	if len(lines) == 0 {
+		lines = append(lines, err.Error())
+	}
+	return lines
+}
+
+// loadPolicy reads, validates and compiles the configuration at path.
+func loadPolicy(path string, environ []string) (*policy.Policy, error) {
+	cfg, err := loadConfig(path, environ)
+	if err != nil {
+		return nil, err
+	}
+	getenv := func(k string) string { return lookupEnv(environ, k) }
+	p, err := policy.Compile(cfg, getenv, os.ReadFile)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func lookupEnv(environ []string, key string) string {
+	for i := len(environ) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(environ[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/proxy"
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+	"github.com/tollgate/gateway/ratelimit/redisstore"
+)
+
+// serveCommand implements `gateway [serve]`.
+func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
+	var f commonFlags
+	fs := newFlagSet("serve", stderr, &f)
+	if err := fs.Parse(args); err != nil {
+		return exitInvalid
+	}
+	log, err := newLogger(stderr, &f)
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway:", err)
+		return exitInvalid
+	}
+	p, err := loadPolicy(f.config, environ)
+	if err != nil {
+		log.Error("invalid configuration", "config", f.config, "problems", problems(err))
+		return exitInvalid
+	}
+	g, err := newGateway(p, f.config, environ, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitFailure
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	if err := g.run(sigs); err != nil {
+		log.Error("gateway stopped with an error", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// gateway is one running Tollgate process: its stores, handler, servers
+// and reload state.
+type gateway struct {
+	log      *slog.Logger
+	path     string
+	environ  []string
+	handler  *proxy.Handler
+	store    ratelimit.Store
+	local    ratelimit.Store
+	ready    func(context.Context) error
+	storeCfg policy.Store
+
+	public, admin     *http.Server
+	publicLn, adminLn net.Listener
+
+	reloadMu   sync.Mutex
+	draining   atomic.Bool
+	lastReload atomic.Pointer[reloadResult]
+}
+
+// reloadResult is the outcome of the latest reload, shown by /readyz.
+type reloadResult struct {
+	At    time.Time `json:"at"`
+	OK    bool      `json:"ok"`
+	Error string    `json:"error,omitempty"`
+}
+
+// newGateway builds the stores, the handler and both listeners for p.
+func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logger) (*gateway, error) {
+	g := &gateway{log: log, path: path, environ: environ, storeCfg: p.Store}
+	if err := g.openStores(p); err != nil {
+		return nil, err
+	}
+	h, err := proxy.New(p, proxy.Options{Store: g.store, Local: g.local, Logger: log})
+	if err != nil {
+		g.store.Close()
+		return nil, err
+	}
+	g.handler = h
+	g.lastReload.Store(&reloadResult{At: time.Now(), OK: true})
+
+	g.publicLn, err = net.Listen("tcp", p.Server.Listen)
+	if err != nil {
+		g.store.Close()
+		return nil, fmt.Errorf("server.listen: %w", err)
+	}
+	g.public = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: p.Server.ReadHeaderTimeout,
+		IdleTimeout:       p.Server.IdleTimeout,
+		MaxHeaderBytes:    p.Server.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	if p.Server.AdminListen != "" {
+		g.adminLn, err = net.Listen("tcp", p.Server.AdminListen)
+		if err != nil {
+			g.publicLn.Close()
+			g.store.Close()
+			return nil, fmt.Errorf("server.admin_listen: %w", err)
+		}
+		g.admin = &http.Server{
+			Handler:           g.adminMux(),
+			ReadHeaderTimeout: p.Server.ReadHeaderTimeout,
+			IdleTimeout:       p.Server.IdleTimeout,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		}
+	}
+	return g, nil
+}
+
+// openStores builds the configured store and the local fallback.
+func (g *gateway) openStores(p *policy.Policy) error {
+	mem := memstore.New(memstore.Options{MaxKeys: p.Store.MemoryMaxKeys})
+	switch p.Store.Backend {
+	case "", "memory":
+		g.store, g.local = mem, mem
+		g.ready = func(context.Context) error { return nil }
+		return nil
+	case "redis":
+		rc := p.Store.Redis
+		client, err := newRedisClient(rc.URL, rc.Cluster, rc.SentinelMaster, rc.SentinelAddrs,
+			rc.Username, rc.Password, p.Store.Timeout)
+		if err != nil {
+			return fmt.Errorf("store.redis: %w", err)
+		}
+		clock := redisstore.ClockLocal
+		if p.Store.Clock == "store" {
+			clock = redisstore.ClockStore
+		}
+		rs, err := redisstore.New(client, redisstore.Options{Prefix: rc.Prefix, Clock: clock, Timeout: p.Store.Timeout})
+		if err != nil {
+			client.Close()
+			return fmt.Errorf("store.redis: %w", err)
+		}
+		g.store, g.local = rs, mem
+		g.ready = rs.Ready
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := rs.Ready(ctx); err != nil {
+			// Start degraded (SCENARIOS 28): store.on_error decides until
+			// Redis answers; the breaker probes it in the background.
+			g.log.Warn("redis store not reachable at startup; starting degraded", "on_error", p.Store.OnError, "err", err)
+		}
+		return nil
+	default:
+		return fmt.Errorf("store.backend: unknown backend %q", p.Store.Backend)
+	}
+}
+
+// run serves until SIGTERM or SIGINT, reloading on SIGHUP.
+func (g *gateway) run(sigs <-chan os.Signal) error {
+	errc := make(chan error, 2)
+	go func() { errc <- serve(g.public, g.publicLn) }()
+	if g.admin != nil {
+		go func() { errc <- serve(g.admin, g.adminLn) }()
+	}
+	p := g.handler.Policy()
+	attrs := []any{"listen", g.publicLn.Addr().String(), "store", p.Store.Backend,
+		"routes", len(p.Routes), "limits", len(p.Limits), "version", version}
+	if g.adminLn != nil {
+		attrs = append(attrs, "admin_listen", g.adminLn.Addr().String())
+	}
+	g.log.Info("tollgate listening", attrs...)
+
+	for {
+		select {
+		case err := <-errc:
+			g.shutdown()
+			return err
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				g.reload()
+				continue
+			}
+			g.log.Info("shutting down", "signal", sig.String())
+			g.shutdown()
+			return nil
+		}
+	}
+}
+
+func serve(srv *http.Server, ln net.Listener) error {
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// shutdown drains in-flight requests up to server.shutdown_timeout, then
+// closes the stores.
+func (g *gateway) shutdown() {
+	g.draining.Store(true)
+	p := g.handler.Policy()
+	ctx, cancel := context.WithTimeout(context.Background(), p.Server.ShutdownTimeout)
+	defer cancel()
+	if err := g.public.Shutdown(ctx); err != nil {
+		g.log.Warn("shutdown deadline passed; closing remaining connections", "err", err)
+		g.public.Close()
+	}
+	if g.admin != nil {
+		actx, acancel := context.WithTimeout(context.Background(), time.Second)
+		_ = g.admin.Shutdown(actx)
+		acancel()
+	}
+	if g.local != nil && g.local != g.store {
+		g.local.Close()
+	}
+	g.store.Close()
+	g.log.Info("stopped")
+}
+
+// reload reads the configuration again and swaps it in if it is valid. An
+// invalid file is rejected with every problem logged; the old policy keeps
+// serving. Counters of unchanged limits survive because their IDs do.
+func (g *gateway) reload() error {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	p, err := loadPolicy(g.path, g.environ)
+	if err != nil {
+		g.lastReload.Store(&reloadResult{At: time.Now(), OK: false, Error: err.Error()})
+		g.log.Error("reload rejected; keeping the previous configuration", "config", g.path, "problems", problems(err))
+		return err
+	}
+	old := g.handler.Policy()
+	if !sameStore(g.storeCfg, p.Store) {
+		g.log.Warn("store settings changed; they take effect on restart (other changes applied now)")
+	}
+	if old.Server.Listen != p.Server.Listen || old.Server.AdminListen != p.Server.AdminListen {
+		g.log.Warn("listen addresses changed; they take effect on restart (other changes applied now)")
+	}
+	if err := g.handler.Swap(p); err != nil {
+		g.lastReload.Store(&reloadResult{At: time.Now(), OK: false, Error: err.Error()})
+		g.log.Error("reload rejected", "err", err)
+		return err
+	}
+	g.lastReload.Store(&reloadResult{At: time.Now(), OK: true})
+	g.log.Info("configuration reloaded", "config", g.path, "routes", len(p.Routes), "limits", len(p.Limits))
+	return nil
+}
+
+// sameStore reports whether two store settings need the same store object.
+func sameStore(a, b policy.Store) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// adminMux serves the admin listener.
+func (g *gateway) adminMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", g.readyz)
+	return mux
+}
+
+// readyz reports 200 when the gateway should receive traffic: not
+// draining, a configuration loaded, and the store reachable.
+func (g *gateway) readyz(w http.ResponseWriter, r *http.Request) {
+	type status struct {
+		Ready      bool          `json:"ready"`
+		Draining   bool          `json:"draining"`
+		Store      string        `json:"store"`
+		StoreError string        `json:"store_error,omitempty"`
+		LastReload *reloadResult `json:"last_reload"`
+	}
+	st := status{Ready: true, Draining: g.draining.Load(), Store: "ok", LastReload: g.lastReload.Load()}
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if err := g.ready(ctx); err != nil {
+		st.Store, st.StoreError = "unavailable", err.Error()
+		// With on_error = "local" or "allow" the gateway still serves
+		// correctly without its store; only "deny" makes it unready.
+		if g.handler.Policy().Store.OnError == policy.OnErrorDeny {
+			st.Ready = false
+		}
+	}
+	if st.Draining {
+		st.Ready = false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !st.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(st)
+}

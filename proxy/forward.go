@@ -1,0 +1,165 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/tollgate/gateway/headers"
+	"github.com/tollgate/gateway/policy"
+)
+
+// eventKey carries the request's *Event to the ReverseProxy error handler.
+type eventKey struct{}
+
+// gatewayOwned lists request headers only the gateway may set: client-sent
+// copies never reach the upstream. (ReverseProxy already drops Forwarded and
+// X-Forwarded-* when Rewrite is used, and every hop-by-hop header, including
+// those named in Connection.)
+var gatewayOwned = []string{"X-Real-Ip", "X-Gateway-User", "X-Consumer-Id", "X-Client-Ip"}
+
+// reverseProxy builds the ReverseProxy of one route.
+func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.ReverseProxy {
+	target := rt.Upstream
+	prefix := rt.PathPrefix
+	strip := rt.StripPrefix && prefix != "/"
+	trusted := trustedPrefixes(p.Config.Identity.TrustedProxies)
+	userHeader := http.CanonicalHeaderKey(p.Config.Identity.UserHeader)
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			peerTrusted := isTrusted(trusted, pr.In.RemoteAddr)
+			if peerTrusted {
+				// Keep the chain our trusted proxies built; SetXForwarded
+				// appends the peer to it.
+				if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 {
+					pr.Out.Header["X-Forwarded-For"] = append([]string(nil), xff...)
+				}
+			}
+			for _, name := range gatewayOwned {
+				pr.Out.Header.Del(name)
+			}
+			if userHeader != "" && !peerTrusted {
+				pr.Out.Header.Del(userHeader)
+			}
+			if strip {
+				pr.Out.URL.Path = stripPrefix(pr.Out.URL.Path, prefix)
+				pr.Out.URL.RawPath = ""
+			}
+			pr.SetURL(target)
+			pr.SetXForwarded()
+		},
+		Transport:    h.transport,
+		BufferPool:   &h.buffers,
+		ErrorHandler: h.upstreamError,
+		ErrorLog:     nil,
+	}
+}
+
+// stripPrefix removes the route's prefix from path, leaving at least "/".
+func stripPrefix(path, prefix string) string {
+	rest, ok := strings.CutPrefix(path, prefix)
+	if !ok {
+		// The router matched a respelling ("//v1/x", "/v1/./x"): strip
+		// from the cleaned form instead.
+		rest, ok = strings.CutPrefix(policy.CleanPath(path), prefix)
+		if !ok {
+			return path
+		}
+	}
+	if rest == "" || rest[0] != '/' {
+		rest = "/" + rest
+	}
+	return rest
+}
+
+func trustedPrefixes(cidrs []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, c := range cidrs {
+		if pfx, err := netip.ParsePrefix(c); err == nil {
+			out = append(out, pfx.Masked())
+		} else if a, err := netip.ParseAddr(c); err == nil {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out
+}
+
+func isTrusted(trusted []netip.Prefix, remoteAddr string) bool {
+	if len(trusted) == 0 {
+		return false
+	}
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	a = a.WithZone("").Unmap()
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// upstreamError answers a failed upstream exchange: 504 when the route's
+// timeout expired, 502 otherwise, nothing when the client went away.
+func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if ev, ok := r.Context().Value(eventKey{}).(*Event); ok {
+		ev.Outcome = OutcomeUpstreamError
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		headers.WriteProblem(w, headers.Problem{
+			Status: http.StatusGatewayTimeout,
+			Title:  "Gateway Timeout",
+			Detail: "the upstream did not answer in time",
+		})
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client disconnected; there is nobody to answer. 499 is what
+		// operators know from nginx; it only reaches logs and metrics.
+		w.WriteHeader(499)
+	default:
+		h.log.Warn("upstream error", "url", r.URL.Redacted(), "err", err)
+		headers.WriteProblem(w, headers.Problem{
+			Status: http.StatusBadGateway,
+			Title:  "Bad Gateway",
+			Detail: "the upstream could not be reached or answered badly",
+		})
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// bufferPool recycles ReverseProxy copy buffers.
+type bufferPool struct{ p sync.Pool }
+
+const copyBufferSize = 32 << 10
+
+// Get returns a 32 KiB buffer.
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, copyBufferSize)
+}
+
+// Put recycles buf.
+func (b *bufferPool) Put(buf []byte) {
+	if cap(buf) != copyBufferSize {
+		return
+	}
+	buf = buf[:copyBufferSize]
+	b.p.Put(&buf)
+}

@@ -1,0 +1,455 @@
+// Package proxy is Tollgate's request path: an http.Handler that matches a
+// route, resolves the client's identity, decides every applicable limit at
+// once, and then either forwards the request upstream with
+// httputil.ReverseProxy or answers 429 with Retry-After, rate-limit headers
+// and an RFC 9457 problem body.
+//
+// The active policy is swapped atomically on reload: a request runs from
+// start to end on the snapshot it started with.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/gateway/headers"
+	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// Options configures a Handler. Store is required; the rest have defaults.
+type Options struct {
+	// Store decides limits. Required.
+	Store ratelimit.Store
+	// Local decides limits on this node alone when Store fails and the
+	// policy's store.on_error is "local". Nil falls back to "allow".
+	Local ratelimit.Store
+	// Logger receives structured logs; nil uses slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; nil uses time.Now.
+	Now func() time.Time
+	// Transport carries upstream requests; nil uses NewTransport().
+	Transport http.RoundTripper
+	// Observer is told the outcome of every request; nil observes nothing.
+	Observer Observer
+}
+
+// Outcome is what the gateway did with one request.
+type Outcome uint8
+
+// Outcomes reported to an Observer.
+const (
+	// OutcomeForwarded: allowed and sent upstream (or answered by a respond route).
+	OutcomeForwarded Outcome = iota + 1
+	// OutcomeLimited: denied by an enforced limit (429).
+	OutcomeLimited
+	// OutcomeStoreError: the store failed and on_error decided (503 for "deny").
+	OutcomeStoreError
+	// OutcomeNoRoute: no route matched (404).
+	OutcomeNoRoute
+	// OutcomeUpstreamError: the upstream failed or timed out (502/504).
+	OutcomeUpstreamError
+	// OutcomeBadRequest: the request was malformed for the gateway (400).
+	OutcomeBadRequest
+)
+
+var outcomeNames = [...]string{
+	OutcomeForwarded:     "forwarded",
+	OutcomeLimited:       "limited",
+	OutcomeStoreError:    "store_error",
+	OutcomeNoRoute:       "no_route",
+	OutcomeUpstreamError: "upstream_error",
+	OutcomeBadRequest:    "bad_request",
+}
+
+// String returns the outcome's metric label, e.g. "limited".
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) && o != 0 {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Event describes one finished request for an Observer. Its slices are
+// only valid during the Observe call.
+type Event struct {
+	// Route is the matched route's name, "" when none matched.
+	Route string
+	// Method is the request method.
+	Method string
+	// Status is the status code sent to the client.
+	Status int
+	// Outcome is what the gateway did.
+	Outcome Outcome
+	// Hits and Decisions are the limits decided for the request (nil when
+	// none were), in the same order.
+	Hits      []ratelimit.Hit
+	Decisions []ratelimit.Decision
+	// StoreErr is the store's error when it failed.
+	StoreErr error
+	// StoreLatency is the time spent in the store call.
+	StoreLatency time.Duration
+	// Duration is the whole request's time in the gateway.
+	Duration time.Duration
+}
+
+// Observer receives one Event per finished request. It must be safe for
+// concurrent use and fast: it runs on the request path.
+type Observer interface {
+	Observe(*Event)
+}
+
+// Handler is the gateway's public http.Handler. It is safe for concurrent
+// use; Swap replaces its policy atomically.
+type Handler struct {
+	store     ratelimit.Store
+	local     ratelimit.Store
+	log       *slog.Logger
+	now       func() time.Time
+	transport http.RoundTripper
+	observer  Observer
+	snap      atomic.Pointer[snapshot]
+	pool      sync.Pool // *request
+	buffers   bufferPool
+}
+
+// snapshot is one compiled policy with its reverse proxies.
+type snapshot struct {
+	p       *policy.Policy
+	proxies map[*policy.Route]*httputil.ReverseProxy
+}
+
+// New returns a Handler serving p.
+func New(p *policy.Policy, opts Options) (*Handler, error) {
+	if opts.Store == nil {
+		return nil, errors.New("proxy: a store is required")
+	}
+	h := &Handler{
+		store:     opts.Store,
+		local:     opts.Local,
+		log:       opts.Logger,
+		now:       opts.Now,
+		transport: opts.Transport,
+		observer:  opts.Observer,
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.transport == nil {
+		h.transport = NewTransport()
+	}
+	h.pool.New = func() any { return new(request) }
+	if err := h.Swap(p); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// NewTransport returns the upstream transport: HTTP/1.1 keep-alive with a
+// generous idle pool per upstream host, bounded dial and TLS handshakes.
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: nil,
+		DialContext: (&net.Dialer{
+			Timeout:   5 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     false,
+	}
+}
+
+// Swap makes p the active policy. Requests already in flight finish on the
+// policy they started with.
+func (h *Handler) Swap(p *policy.Policy) error {
+	if p == nil {
+		return errors.New("proxy: nil policy")
+	}
+	s := &snapshot{p: p, proxies: make(map[*policy.Route]*httputil.ReverseProxy, len(p.Routes))}
+	for _, rt := range p.Routes {
+		if rt.Respond == nil && rt.Upstream != nil {
+			s.proxies[rt] = h.reverseProxy(rt, p)
+		}
+	}
+	h.snap.Store(s)
+	return nil
+}
+
+// Policy returns the active policy.
+func (h *Handler) Policy() *policy.Policy { return h.snap.Load().p }
+
+// request is the per-request scratch space, pooled.
+type request struct {
+	hits []ratelimit.Hit
+	ds   []ratelimit.Decision
+	key  []byte
+	ev   Event
+}
+
+func (q *request) reset() {
+	clear(q.hits)
+	q.hits = q.hits[:0]
+	q.ds = q.ds[:0]
+	q.key = q.key[:0]
+	q.ev = Event{}
+}
+
+// statusWriter records the status code sent.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	start := h.now()
+	snap := h.snap.Load()
+	p := snap.p
+	q := h.pool.Get().(*request)
+	defer func() {
+		q.reset()
+		h.pool.Put(q)
+	}()
+	w := &statusWriter{ResponseWriter: rw}
+	ev := &q.ev
+	ev.Method = r.Method
+	if h.observer != nil {
+		defer func() {
+			ev.Status = w.status
+			ev.Duration = h.now().Sub(start)
+			h.observer.Observe(ev)
+		}()
+	}
+
+	rt := p.Match(r.Host, r.Method, r.URL.Path)
+	if rt == nil {
+		ev.Outcome = OutcomeNoRoute
+		headers.WriteProblem(w, headers.Problem{
+			Status: http.StatusNotFound,
+			Title:  "Not Found",
+			Detail: "no route matches " + r.Method + " " + sanitize(r.URL.Path),
+		})
+		return
+	}
+	ev.Route = rt.Name
+
+	if len(rt.Limits) > 0 {
+		id := p.Identity.Identify(r, start)
+		for _, l := range rt.Limits {
+			if l.Exempt(id.IP, id.APIKey) {
+				continue
+			}
+			cost, err := requestCost(l, r)
+			if err != nil {
+				ev.Outcome = OutcomeBadRequest
+				headers.WriteProblem(w, headers.Problem{
+					Status: http.StatusBadRequest,
+					Title:  "Bad Request",
+					Detail: err.Error(),
+				})
+				return
+			}
+			n := len(q.key)
+			q.key = keys.AppendKey(q.key, l.By, &id, r, rt.Name)
+			q.hits = append(q.hits, ratelimit.Hit{Limit: l.Limit, Key: string(q.key[n:]), Cost: cost})
+		}
+	}
+
+	if len(q.hits) > 0 {
+		if !h.decide(w, r, p, rt, q, start) {
+			return
+		}
+	}
+
+	if hasConcurrency(q.hits) {
+		// Release exactly once, whatever happens below: upstream failure,
+		// client disconnect or a panic unwinding through here.
+		defer h.release(q.hits)
+	}
+
+	ev.Outcome = OutcomeForwarded
+	if rt.Respond != nil {
+		respond(w, rt.Respond)
+		return
+	}
+	rp := snap.proxies[rt]
+	if rp == nil {
+		ev.Outcome = OutcomeUpstreamError
+		headers.WriteProblem(w, headers.Problem{Status: http.StatusBadGateway, Title: "Bad Gateway",
+			Detail: "route " + strconv.Quote(rt.Name) + " has no upstream"})
+		return
+	}
+	ctx := context.WithValue(r.Context(), eventKey{}, ev)
+	if rt.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, rt.Timeout)
+		defer cancel()
+	}
+	rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// decide runs the store call for q.hits and writes the rate-limit headers.
+// It returns true when the request may go on, false when a response (429,
+// 503) has been written.
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, p *policy.Policy, rt *policy.Route, q *request, now time.Time) bool {
+	ev := &q.ev
+	q.ds = grow(q.ds, len(q.hits))
+	ctx, cancel := context.WithTimeout(r.Context(), p.Store.Timeout)
+	allowed, err := h.store.Decide(ctx, now, q.hits, q.ds)
+	cancel()
+	ev.StoreLatency = h.now().Sub(now)
+	if err != nil {
+		ev.StoreErr = err
+		switch {
+		case p.Store.OnError == policy.OnErrorLocal && h.local != nil && h.local != h.store:
+			allowed, err = h.local.Decide(r.Context(), now, q.hits, q.ds)
+		case p.Store.OnError == policy.OnErrorDeny:
+			ev.Outcome = OutcomeStoreError
+			w.Header().Set("Retry-After", "1")
+			headers.WriteProblem(w, headers.Problem{
+				Status:     http.StatusServiceUnavailable,
+				Title:      "Service Unavailable",
+				Detail:     "rate-limit store unavailable; retry in 1s",
+				RetryAfter: 1,
+			})
+			return false
+		}
+		if err != nil {
+			// on_error = "allow", or the local fallback failed too:
+			// forward without rate-limit headers.
+			q.hits = q.hits[:0]
+			return true
+		}
+	}
+	ev.Hits, ev.Decisions = q.hits, q.ds
+	headers.Set(w.Header(), p.Headers, rt.RateLimitPolicy, q.hits, q.ds, now)
+	h.logShadow(q.hits, q.ds)
+	if allowed {
+		return true
+	}
+	ev.Outcome = OutcomeLimited
+	pb := headers.TooManyRequests(q.hits, q.ds)
+	if pb.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(pb.RetryAfter, 10))
+	}
+	headers.WriteProblem(w, pb)
+	return false
+}
+
+// logShadow reports what shadow limits would have denied.
+func (h *Handler) logShadow(hits []ratelimit.Hit, ds []ratelimit.Decision) {
+	for i := range hits {
+		if hits[i].Limit.Shadow && !ds[i].Allowed {
+			h.log.Info("shadow limit would deny", "limit", hits[i].Limit.Name,
+				"retry_after", ds[i].RetryAfter.String())
+		}
+	}
+}
+
+// release gives back the concurrency slots of an allowed request. It uses
+// a fresh context: the request's own may already be cancelled.
+func (h *Handler) release(hits []ratelimit.Hit) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := h.store.Release(ctx, hits); err != nil {
+		h.log.Warn("releasing concurrency slots failed", "err", err)
+		if h.local != nil && h.local != h.store {
+			_ = h.local.Release(ctx, hits)
+		}
+	}
+}
+
+func hasConcurrency(hits []ratelimit.Hit) bool {
+	for i := range hits {
+		if hits[i].Limit.Algorithm == ratelimit.Concurrency {
+			return true
+		}
+	}
+	return false
+}
+
+// maxCostHeaderLen bounds the cost header value we parse.
+const maxCostHeaderLen = 20
+
+// requestCost returns the request's cost for l: the static cost, or the
+// value of l's cost header when it is present.
+func requestCost(l *policy.Limit, r *http.Request) (int64, error) {
+	if l.CostHeader == "" {
+		return l.Cost, nil
+	}
+	v := r.Header.Get(l.CostHeader)
+	if v == "" {
+		return l.Cost, nil
+	}
+	if len(v) > maxCostHeaderLen {
+		return 0, errors.New("header " + l.CostHeader + " is not a positive integer")
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 || n > ratelimit.MaxLimit {
+		return 0, errors.New("header " + l.CostHeader + " must be an integer in 1.." + strconv.FormatInt(ratelimit.MaxLimit, 10) + ", got " + strconv.Quote(v))
+	}
+	return n, nil
+}
+
+func grow(ds []ratelimit.Decision, n int) []ratelimit.Decision {
+	if cap(ds) < n {
+		return make([]ratelimit.Decision, n)
+	}
+	ds = ds[:n]
+	clear(ds)
+	return ds
+}
+
+func respond(w http.ResponseWriter, rs *policy.Respond) {
+	ct := rs.ContentType
+	if ct == "" {
+		ct = "text/plain; charset=utf-8"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.Itoa(len(rs.Body)))
+	w.WriteHeader(rs.Status)
+	_, _ = w.Write([]byte(rs.Body))
+}
+
+// sanitize bounds a client-supplied path before it is echoed in a body.
+func sanitize(s string) string {
+	const max = 256
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
