@@ -58,25 +58,29 @@ func TestSmuggling(t *testing.T) {
 		// allows a normalised (re-framed) forwarding instead.
 		reject  []int
 		reframe bool
+		// inBody marks framing errors inside the body: the headers may
+		// already have been forwarded when the error is found, so the
+		// upstream may see the request, but only with an aborted body.
+		inBody bool
 	}{
 		{"cl-te", "POST /echo/cl-te HTTP/1.1\r\nHost: x\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" +
-			strings.ReplaceAll(smuggled, "%s", "cl-te"), []int{400}, true},
+			strings.ReplaceAll(smuggled, "%s", "cl-te"), []int{400}, true, false},
 		{"te-cl", "POST /echo/te-cl HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n5\r\nhello\r\n0\r\n\r\n" +
-			strings.ReplaceAll(smuggled, "%s", "te-cl"), []int{400}, true},
+			strings.ReplaceAll(smuggled, "%s", "te-cl"), []int{400}, true, false},
 		{"dup-cl", "POST /echo/dup-cl HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 40\r\n\r\nhello" +
-			strings.ReplaceAll(smuggled, "%s", "dup-cl"), []int{400}, false},
+			strings.ReplaceAll(smuggled, "%s", "dup-cl"), []int{400}, false, false},
 		{"plus-cl", "POST /echo/plus-cl HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\nhello" +
-			strings.ReplaceAll(smuggled, "%s", "plus-cl"), []int{400}, false},
+			strings.ReplaceAll(smuggled, "%s", "plus-cl"), []int{400}, false, false},
 		{"bad-chunk-size", "POST /echo/bad-chunk-size HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n" +
-			strings.ReplaceAll(smuggled, "%s", "bad-chunk-size"), []int{400}, false},
+			strings.ReplaceAll(smuggled, "%s", "bad-chunk-size"), []int{400}, false, true},
 		{"bare-lf-chunk", "POST /echo/bare-lf-chunk HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n" +
-			strings.ReplaceAll(smuggled, "%s", "bare-lf-chunk"), []int{400}, false},
+			strings.ReplaceAll(smuggled, "%s", "bare-lf-chunk"), []int{400}, false, true},
 		{"huge-chunk-size", "POST /echo/huge-chunk-size HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\nhello\r\n0\r\n\r\n" +
-			strings.ReplaceAll(smuggled, "%s", "huge-chunk-size"), []int{400}, false},
+			strings.ReplaceAll(smuggled, "%s", "huge-chunk-size"), []int{400}, false, true},
 		{"te-unknown", "POST /echo/te-unknown HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n" +
-			strings.ReplaceAll(smuggled, "%s", "te-unknown"), []int{400, 501}, false},
+			strings.ReplaceAll(smuggled, "%s", "te-unknown"), []int{400, 501}, false, false},
 		{"te-duplicated", "POST /echo/te-duplicated HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n" +
-			strings.ReplaceAll(smuggled, "%s", "te-duplicated"), []int{400, 501}, false},
+			strings.ReplaceAll(smuggled, "%s", "te-duplicated"), []int{400, 501}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -107,10 +111,12 @@ func TestSmuggling(t *testing.T) {
 			}
 			switch {
 			case rejected:
-				// A rejection happens before the handler: nothing may
-				// reach the upstream, and the connection is not reused.
-				if len(got) != 0 {
-					t.Errorf("rejected with %d, but the upstream received %d request(s): %+v", first, len(got), got)
+				// A rejection of the headers happens before the handler:
+				// nothing reaches the upstream; the connection is not reused.
+				for _, s := range got {
+					if !tc.inBody || s.BodyErr == "" {
+						t.Errorf("rejected with %d, but the upstream received a whole request: %+v", first, s)
+					}
 				}
 				if len(resps) > 1 {
 					t.Errorf("after rejecting with %d the gateway went on to answer %d more pipelined request(s)", first, len(resps)-1)
