@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -56,7 +57,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 		Transport:    h.transport,
 		BufferPool:   &h.buffers,
 		ErrorHandler: h.upstreamError,
-		ErrorLog:     nil,
+		ErrorLog:     slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 	}
 }
 

@@ -1,0 +1,565 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/proxy"
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+)
+
+// upstream is a real HTTP server that records what it received.
+type upstream struct {
+	*httptest.Server
+	hits    atomic.Int64
+	mu      sync.Mutex
+	headers http.Header
+	path    string
+}
+
+func newUpstream(t *testing.T, h func(w http.ResponseWriter, r *http.Request)) *upstream {
+	t.Helper()
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.hits.Add(1)
+		u.mu.Lock()
+		u.headers = r.Header.Clone()
+		u.path = r.URL.Path
+		u.mu.Unlock()
+		if h != nil {
+			h(w, r)
+			return
+		}
+		fmt.Fprint(w, "upstream ok")
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *upstream) last() (http.Header, string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.headers, u.path
+}
+
+// compile builds a policy from cfg with every default applied.
+func compile(t *testing.T, mutate func(c *policy.Config)) *policy.Policy {
+	t.Helper()
+	c := policy.Default()
+	mutate(&c)
+	p, err := policy.Compile(c, func(string) string { return "" }, func(string) ([]byte, error) {
+		return nil, errors.New("no files in this test")
+	})
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	return p
+}
+
+func limit(name, algorithm string, rates ...string) policy.LimitConfig {
+	l := policy.DefaultLimit()
+	l.Name, l.Algorithm, l.Rates = name, algorithm, rates
+	return l
+}
+
+func route(name, prefix, upstreamURL string, limits ...string) policy.RouteConfig {
+	r := policy.DefaultRoute()
+	r.Name, r.PathPrefix, r.Upstream, r.Limits = name, prefix, upstreamURL, limits
+	return r
+}
+
+// gateway serves h over a real listener, as in production.
+func gateway(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func get(t *testing.T, url string, hdr ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+func TestLimitThenForward(t *testing.T) {
+	up := newUpstream(t, nil)
+	p := compile(t, func(c *policy.Config) {
+		c.Limits = []policy.LimitConfig{limit("api", "fixed_window", "3/minute")}
+		c.Routes = []policy.RouteConfig{route("api", "/api", up.URL, "api")}
+	})
+	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := gateway(t, h)
+	for i := range 3 {
+		if resp := get(t, gw.URL+"/api/x"); resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d, want 200", i+1, resp.StatusCode)
+		}
+	}
+	resp := get(t, gw.URL+"/api/x")
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("4th request: status %d, want 429", resp.StatusCode)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra == "" || ra == "0" {
+		t.Errorf("Retry-After = %q, want ≥ 1", ra)
+	}
+	if got := up.hits.Load(); got != 3 {
+		t.Errorf("upstream saw %d requests, want 3 (denied requests are not forwarded)", got)
+	}
+	// Another client (by API key) has its own budget.
+	if resp := get(t, gw.URL+"/api/x", "X-API-Key", "other"); resp.StatusCode != 200 {
+		t.Errorf("other client: status %d, want 200", resp.StatusCode)
+	}
+}
+
+// failingStore is a store whose backend is down: every call fails as a
+// real store does when its deadline passes.
+type failingStore struct{ calls atomic.Int64 }
+
+func (f *failingStore) Decide(ctx context.Context, _ time.Time, _ []ratelimit.Hit, _ []ratelimit.Decision) (bool, error) {
+	f.calls.Add(1)
+	return false, fmt.Errorf("%w: connection refused", ratelimit.ErrStore)
+}
+func (f *failingStore) Release(context.Context, []ratelimit.Hit) error {
+	return fmt.Errorf("%w: connection refused", ratelimit.ErrStore)
+}
+func (f *failingStore) Usage(context.Context, time.Time, *ratelimit.Limit, string) ([]ratelimit.WindowUsage, error) {
+	return nil, ratelimit.ErrStore
+}
+func (f *failingStore) Reset(context.Context, *ratelimit.Limit, string) error {
+	return ratelimit.ErrStore
+}
+func (f *failingStore) Close() error { return nil }
+
+func TestStoreFailurePolicies(t *testing.T) {
+	for _, tc := range []struct {
+		onError    string
+		wantStatus []int // for requests 1..3 with a limit of 2
+		wantHeader bool  // rate-limit headers on the first response
+	}{
+		{"local", []int{200, 200, 429}, true},
+		{"allow", []int{200, 200, 200}, false},
+		{"deny", []int{503, 503, 503}, false},
+	} {
+		t.Run(tc.onError, func(t *testing.T) {
+			up := newUpstream(t, nil)
+			p := compile(t, func(c *policy.Config) {
+				c.Store.OnError = tc.onError
+				c.Limits = []policy.LimitConfig{limit("api", "sliding_window_log", "2/minute")}
+				c.Routes = []policy.RouteConfig{route("api", "/", up.URL, "api")}
+			})
+			fs := &failingStore{}
+			h, err := proxy.New(p, proxy.Options{Store: fs, Local: memstore.New(memstore.Options{})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gw := gateway(t, h)
+			for i, want := range tc.wantStatus {
+				resp := get(t, gw.URL+"/x")
+				if resp.StatusCode != want {
+					t.Fatalf("request %d: status %d, want %d", i+1, resp.StatusCode, want)
+				}
+				if i == 0 && (resp.Header.Get("RateLimit") != "") != tc.wantHeader {
+					t.Errorf("RateLimit header %q, want present=%v", resp.Header.Get("RateLimit"), tc.wantHeader)
+				}
+				if want == 503 && resp.Header.Get("Retry-After") == "" {
+					t.Errorf("503 without Retry-After")
+				}
+			}
+			if fs.calls.Load() != int64(len(tc.wantStatus)) {
+				t.Errorf("store called %d times, want %d", fs.calls.Load(), len(tc.wantStatus))
+			}
+		})
+	}
+}
+
+func TestShadowLimitNeverDenies(t *testing.T) {
+	up := newUpstream(t, nil)
+	p := compile(t, func(c *policy.Config) {
+		l := limit("candidate", "fixed_window", "1/minute")
+		l.Mode = "shadow"
+		c.Limits = []policy.LimitConfig{l}
+		c.Routes = []policy.RouteConfig{route("api", "/", up.URL, "candidate")}
+	})
+	var obs recorder
+	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{}), Observer: &obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := gateway(t, h)
+	for i := range 3 {
+		resp := get(t, gw.URL+"/x")
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d, want 200 (shadow never denies)", i+1, resp.StatusCode)
+		}
+		if v := resp.Header.Get("RateLimit-Policy"); strings.Contains(v, "candidate") {
+			t.Errorf("shadow limit in RateLimit-Policy: %q", v)
+		}
+	}
+	if got := obs.shadowDenied.Load(); got != 2 {
+		t.Errorf("observer saw %d shadow denials, want 2", got)
+	}
+}
+
+// recorder is an Observer that counts outcomes.
+type recorder struct {
+	shadowDenied atomic.Int64
+	outcomes     sync.Map // proxy.Outcome → *atomic.Int64
+}
+
+func (r *recorder) Observe(ev *proxy.Event) {
+	for i, h := range ev.Hits {
+		if h.Limit.Shadow && !ev.Decisions[i].Allowed {
+			r.shadowDenied.Add(1)
+		}
+	}
+	v, _ := r.outcomes.LoadOrStore(ev.Outcome, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+func (r *recorder) count(o proxy.Outcome) int64 {
+	v, ok := r.outcomes.Load(o)
+	if !ok {
+		return 0
+	}
+	return v.(*atomic.Int64).Load()
+}
+
+// TestConcurrencySlotReleased checks that a concurrency slot comes back
+// whatever ends the request: success, upstream failure, route timeout,
+// the upstream cutting the body, the client hanging up.
+func TestConcurrencySlotReleased(t *testing.T) {
+	release := make(chan struct{})
+	var slowSeen atomic.Int64
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		path := r.URL.Path
+		if strings.HasPrefix(path, "/slow") {
+			path = "/slow"
+			slowSeen.Add(1)
+		}
+		switch path {
+		case "/slow":
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			case <-time.After(10 * time.Second):
+			}
+		case "/cut":
+			w.Header().Set("Content-Length", "1000")
+			w.WriteHeader(200)
+			w.Write([]byte("partial"))
+			w.(http.Flusher).Flush()
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		case "/fail":
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		default:
+			fmt.Fprint(w, "ok")
+		}
+	})
+	p := compile(t, func(c *policy.Config) {
+		l := policy.DefaultLimit()
+		l.Name, l.Algorithm, l.MaxInFlight, l.By = "one-at-a-time", "concurrency", 1, []string{}
+		c.Limits = []policy.LimitConfig{l}
+		fast := route("fast", "/", up.URL, "one-at-a-time")
+		timed := route("timed", "/slow/timeout", up.URL, "one-at-a-time")
+		timed.Timeout = "100ms"
+		c.Routes = []policy.RouteConfig{fast, timed}
+	})
+	store := memstore.New(memstore.Options{})
+	h, err := proxy.New(p, proxy.Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := gateway(t, h)
+	admitted := func(step string) {
+		t.Helper()
+		if resp := get(t, gw.URL+"/ok"); resp.StatusCode != 200 {
+			t.Fatalf("after %s: status %d, want 200 (slot not released)", step, resp.StatusCode)
+		}
+	}
+
+	admitted("nothing")
+	if resp := get(t, gw.URL+"/fail"); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("/fail: status %d, want 502", resp.StatusCode)
+	}
+	admitted("upstream failure (502)")
+	if resp := get(t, gw.URL+"/slow/timeout"); resp.StatusCode != http.StatusGatewayTimeout {
+		t.Errorf("/slow/timeout: status %d, want 504", resp.StatusCode)
+	}
+	admitted("route timeout (504)")
+	if resp, err := http.Get(gw.URL + "/cut"); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	admitted("upstream cutting the body (handler aborted by panic)")
+
+	// A slow request holds the slot: a second one is denied meanwhile.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "GET", gw.URL+"/slow", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	slowBefore := slowSeen.Load()
+	waitFor(t, "the slow request to reach the upstream", func() bool { return slowSeen.Load() > slowBefore })
+	if resp := get(t, gw.URL+"/ok"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("while the slow request holds the slot: status %d, want 429", resp.StatusCode)
+	}
+	cancel() // the client hangs up mid-request
+	<-done
+	waitFor(t, "the slot to come back after the client hung up", func() bool {
+		return get(t, gw.URL+"/ok").StatusCode == 200
+	})
+	close(release)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestNoGoroutineLeak(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+		fmt.Fprint(w, "ok")
+	})
+	p := compile(t, func(c *policy.Config) {
+		c.Limits = []policy.LimitConfig{limit("api", "token_bucket", "50/second")}
+		c.Routes = []policy.RouteConfig{route("api", "/", up.URL, "api")}
+	})
+	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := gateway(t, h)
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+
+	run := func() {
+		var wg sync.WaitGroup
+		for i := range 100 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				path := "/ok"
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				if i%5 == 0 {
+					path = "/slow"
+					time.AfterFunc(20*time.Millisecond, cancel)
+				}
+				req, _ := http.NewRequestWithContext(ctx, "GET", gw.URL+path, nil)
+				if resp, err := client.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}()
+		}
+		wg.Wait()
+		client.CloseIdleConnections()
+	}
+	run() // warm up pools and idle connections
+	time.Sleep(100 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	run()
+	// Connections wind down asynchronously; poll until the count settles.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		client.CloseIdleConnections()
+		after := runtime.NumGoroutine()
+		if after <= before+2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			n := runtime.Stack(buf, true)
+			t.Fatalf("goroutines: %d before, %d after\n%s", before, after, buf[:n])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestForwardedHeaders(t *testing.T) {
+	up := newUpstream(t, nil)
+	p := compile(t, func(c *policy.Config) {
+		c.Identity.UserHeader = "X-User-ID"
+		c.Identity.TrustedProxies = []string{"10.0.0.0/8"} // not the test client
+		rt := route("api", "/v1/api", up.URL)
+		rt.StripPrefix = true
+		c.Routes = []policy.RouteConfig{rt}
+	})
+	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := gateway(t, h)
+	req, _ := http.NewRequest("GET", gw.URL+"/v1/api/items", nil)
+	req.Header.Set("X-Forwarded-For", "6.6.6.6")
+	req.Header.Set("X-Real-IP", "6.6.6.6")
+	req.Header.Set("X-User-ID", "admin")
+	req.Header.Set("X-Gateway-User", "admin")
+	req.Header.Set("Connection", "X-Custom-Hop")
+	req.Header.Set("X-Custom-Hop", "secret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	got, path := up.last()
+	if path != "/items" {
+		t.Errorf("upstream path %q, want /items (strip_prefix)", path)
+	}
+	if xff := got.Get("X-Forwarded-For"); xff != "127.0.0.1" {
+		t.Errorf("X-Forwarded-For %q, want the peer only (client copy dropped)", xff)
+	}
+	for _, name := range []string{"X-Real-Ip", "X-User-Id", "X-Gateway-User", "X-Custom-Hop"} {
+		if v := got.Get(name); v != "" {
+			t.Errorf("upstream received client-supplied %s: %q", name, v)
+		}
+	}
+	if got.Get("X-Forwarded-Proto") != "http" || got.Get("X-Forwarded-Host") == "" {
+		t.Errorf("X-Forwarded-Proto/Host not set: %v", got)
+	}
+}
+
+func TestProblemBodies(t *testing.T) {
+	p := compile(t, func(c *policy.Config) {
+		l := limit("api", "fixed_window", "2/minute")
+		l.CostHeader = "X-Cost"
+		c.Limits = []policy.LimitConfig{l}
+		rt := route("demo", "/demo", "", "api")
+		rt.Respond = &policy.RespondConfig{Status: 200, Body: "hi"}
+		c.Routes = []policy.RouteConfig{rt}
+	})
+	var obs recorder
+	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{}), Observer: &obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := gateway(t, h)
+	for _, tc := range []struct {
+		path, cost string
+		status     int
+		retryAfter bool
+	}{
+		{"/nope", "", 404, false},
+		{"/demo", "-1", 400, false},
+		{"/demo", "1.5", 400, false},
+		{"/demo", "99999999999999999999999", 400, false},
+		{"/demo", "3", 429, false}, // cost above capacity: no Retry-After
+		{"/demo", "2", 200, false},
+		{"/demo", "1", 429, true},
+	} {
+		var hdr []string
+		if tc.cost != "" {
+			hdr = []string{"X-Cost", tc.cost}
+		}
+		req, _ := http.NewRequest("GET", gw.URL+tc.path, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s cost %q: status %d, want %d; body %s", tc.path, tc.cost, resp.StatusCode, tc.status, body)
+			continue
+		}
+		if (resp.Header.Get("Retry-After") != "") != tc.retryAfter {
+			t.Errorf("%s cost %q: Retry-After %q, want present=%v", tc.path, tc.cost, resp.Header.Get("Retry-After"), tc.retryAfter)
+		}
+		if tc.status != 200 {
+			if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+				t.Errorf("%s: Content-Type %q", tc.path, ct)
+			}
+			var pb map[string]any
+			if err := json.Unmarshal(body, &pb); err != nil || pb["status"] != float64(tc.status) {
+				t.Errorf("%s: body %s is not a problem with status %d", tc.path, body, tc.status)
+			}
+		}
+	}
+	if obs.count(proxy.OutcomeBadRequest) != 3 || obs.count(proxy.OutcomeNoRoute) != 1 || obs.count(proxy.OutcomeLimited) != 2 {
+		t.Errorf("outcomes: bad_request=%d no_route=%d limited=%d, want 3, 1, 2",
+			obs.count(proxy.OutcomeBadRequest), obs.count(proxy.OutcomeNoRoute), obs.count(proxy.OutcomeLimited))
+	}
+}
+
+// TestSwapKeepsCounters checks that an unchanged limit keeps its count
+// across a policy swap and a changed one starts afresh.
+func TestSwapKeepsCounters(t *testing.T) {
+	up := newUpstream(t, nil)
+	mk := func(rate string) *policy.Policy {
+		return compile(t, func(c *policy.Config) {
+			c.Limits = []policy.LimitConfig{limit("api", "fixed_window", rate)}
+			c.Routes = []policy.RouteConfig{route("api", "/", up.URL, "api")}
+		})
+	}
+	h, err := proxy.New(mk("2/minute"), proxy.Options{Store: memstore.New(memstore.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := gateway(t, h)
+	get(t, gw.URL+"/")
+	get(t, gw.URL+"/")
+	h.Swap(mk("2/minute"))
+	if resp := get(t, gw.URL+"/"); resp.StatusCode != 429 {
+		t.Fatalf("after swapping in the same limit: status %d, want 429 (count kept)", resp.StatusCode)
+	}
+	h.Swap(mk("3/minute"))
+	if resp := get(t, gw.URL+"/"); resp.StatusCode != 200 {
+		t.Fatalf("after changing the limit: status %d, want 200 (new key space)", resp.StatusCode)
+	}
+}
