@@ -1,0 +1,311 @@
+// Package depstest keeps the module's import graph the shape STYLE.md
+// describes ("Shape of the module"), the way the Go tree's
+// src/go/build/deps_test.go does: each package's allowed imports are listed
+// below as data, and a new edge fails the test until someone adds it here
+// on purpose.
+//
+// Imports point down: cmd/gateway → proxy → policy → {keys, headers,
+// ratelimit}; headers → ratelimit; stores → ratelimit. ratelimit and keys
+// import only the standard library. Only cmd/gateway imports viper, the
+// OpenTelemetry SDK and exporters, or calls the go-redis client
+// constructors.
+package depstest
+
+import (
+	"bytes"
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/tollgate/gateway"
+
+// rule is what one package may import besides the standard library.
+type rule struct {
+	// allow lists module packages (relative to the module, e.g.
+	// "ratelimit") and third-party import paths; an entry ending in "/..."
+	// allows that path and everything below it.
+	allow []string
+	// stdDeny lists standard-library packages (or "/..." trees) this
+	// package must not import.
+	stdDeny []string
+	// any marks the wiring package, which may import anything.
+	any bool
+}
+
+// rules is the allowed import graph, one row per package of the module
+// (non-test files only). A package without a row fails the test: add one.
+var rules = map[string]rule{
+	// The domain: rates, limits, algorithm math, the Store interface.
+	// Standard library only, and nothing of HTTP.
+	"ratelimit": {stdDeny: []string{"net/...", "log/..."}},
+	// Identity extraction: standard library only.
+	"keys": {},
+	// Header formatting and problem bodies: pure functions of decisions.
+	"headers": {allow: []string{"ratelimit"}},
+	// Config model, validation, compilation, route matching (no viper:
+	// decoding happens in cmd/gateway).
+	"policy": {allow: []string{"keys", "headers", "ratelimit"}},
+	// The request path.
+	"proxy": {allow: []string{"policy", "keys", "headers", "ratelimit"}},
+	// Stores.
+	"ratelimit/memstore": {allow: []string{"ratelimit", "github.com/hashicorp/golang-lru/v2/..."}},
+	"ratelimit/redisstore": {allow: []string{"ratelimit", "github.com/redis/go-redis/v9",
+		"github.com/hashicorp/golang-lru/v2/..."}},
+	// The store conformance suite (linked only into tests).
+	"ratelimit/storetest": {allow: []string{"ratelimit"}},
+	// Admin API handlers.
+	"admin": {allow: []string{"headers", "ratelimit"}},
+	// Access log writer and parser (for replay).
+	"accesslog": {},
+	// Metrics and tracing against the OpenTelemetry API (the SDK is
+	// wired in cmd/gateway).
+	"telemetry": {allow: []string{"proxy", "ratelimit",
+		"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes",
+		"go.opentelemetry.io/otel/metric", "go.opentelemetry.io/otel/propagation",
+		"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/trace/noop"}},
+	// Test support: real redis-server processes.
+	"internal/redistest": {},
+	// Wiring: flags, viper, store construction, OTel SDK, signals.
+	"cmd/gateway": {any: true},
+}
+
+// wiringOnly are import trees only cmd/gateway may depend on, directly or
+// through any other package.
+var wiringOnly = []string{
+	"github.com/spf13/viper/...",
+	"go.opentelemetry.io/otel/sdk/...",
+	"go.opentelemetry.io/otel/exporters/...",
+}
+
+// redisConstructors are the go-redis functions that build clients.
+var redisConstructors = []string{"NewClient", "NewClusterClient", "NewFailoverClient",
+	"NewFailoverClusterClient", "NewUniversalClient", "NewRing", "NewSentinelClient"}
+
+// testOnly are module packages the gateway binary must never link.
+var testOnly = []string{"ratelimit/storetest", "internal/redistest", "testing"}
+
+// pkg is the part of `go list -json` this test reads.
+type pkg struct {
+	ImportPath string
+	Dir        string
+	Name       string
+	GoFiles    []string
+	Imports    []string
+	Deps       []string
+	Error      *struct{ Err string }
+}
+
+func matches(pattern, path string) bool {
+	if p, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return path == p || strings.HasPrefix(path, p+"/")
+	}
+	return pattern == path
+}
+
+func matchesAny(patterns []string, path string) bool {
+	return slices.ContainsFunc(patterns, func(p string) bool { return matches(p, path) })
+}
+
+// isStd reports whether path is a standard-library import path: its first
+// element has no dot.
+func isStd(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+// rel is path relative to the module ("" for the module root), or path
+// itself for a third-party import.
+func rel(path string) string {
+	if path == module {
+		return ""
+	}
+	if r, ok := strings.CutPrefix(path, module+"/"); ok {
+		return r
+	}
+	return path
+}
+
+func goList(t *testing.T, args ...string) []pkg {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is not on PATH (install Go from https://go.dev/dl/): %v", err)
+	}
+	cmd := exec.Command(goBin, append([]string{"list", "-e", "-json"}, args...)...)
+	cmd.Dir = moduleRoot(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+// TestImports checks every direct import of every package against rules.
+func TestImports(t *testing.T) {
+	for _, p := range goList(t, "./...") {
+		name := rel(p.ImportPath)
+		if len(p.GoFiles) == 0 {
+			continue // test-only directories (e2e, this one)
+		}
+		r, ok := rules[name]
+		if !ok {
+			t.Errorf("package %s has no row in rules; add one listing what it may import (imports: %s)",
+				name, strings.Join(p.Imports, " "))
+			continue
+		}
+		if r.any {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if isStd(imp) {
+				if matchesAny(r.stdDeny, imp) {
+					t.Errorf("%s imports %s, which it must not (standard library denied: %v)", name, imp, r.stdDeny)
+				}
+				continue
+			}
+			if !matchesAny(r.allow, rel(imp)) {
+				t.Errorf("new import edge %s → %s; allowed: %v (add it to rules only if it fits STYLE.md's shape)",
+					name, rel(imp), r.allow)
+			}
+		}
+	}
+}
+
+// TestWiringOnlyDependencies checks that no package but cmd/gateway
+// depends on viper or the OpenTelemetry SDK, directly or transitively.
+func TestWiringOnlyDependencies(t *testing.T) {
+	for _, p := range goList(t, "./...") {
+		name := rel(p.ImportPath)
+		if name == "cmd/gateway" || len(p.GoFiles) == 0 {
+			continue
+		}
+		for _, w := range wiringOnly {
+			for _, d := range p.Deps {
+				if matches(w, d) {
+					t.Errorf("%s depends on %s (%s); only cmd/gateway may (STYLE.md)", name, d, w)
+					break
+				}
+			}
+		}
+	}
+}
+
+// TestBinaryLinksNoTestCode checks that the gateway binary links neither
+// the testing package nor test-support packages.
+func TestBinaryLinksNoTestCode(t *testing.T) {
+	pkgs := goList(t, "./cmd/gateway")
+	if len(pkgs) != 1 {
+		t.Fatalf("go list ./cmd/gateway: %d packages", len(pkgs))
+	}
+	for _, d := range pkgs[0].Deps {
+		if matchesAny(testOnly, rel(d)) {
+			t.Errorf("cmd/gateway links %s", rel(d))
+		}
+	}
+}
+
+// TestRedisClientsBuiltOnlyInMain checks that only cmd/gateway calls the
+// go-redis client constructors (outside test files): stores take a client
+// they are given.
+func TestRedisClientsBuiltOnlyInMain(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, p := range goList(t, "./...") {
+		name := rel(p.ImportPath)
+		if name == "cmd/gateway" {
+			continue
+		}
+		for _, f := range p.GoFiles {
+			path := filepath.Join(p.Dir, f)
+			file, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Errorf("%s: %v", path, err)
+				continue
+			}
+			local := ""
+			for _, imp := range file.Imports {
+				if ip, _ := strconv.Unquote(imp.Path.Value); ip == "github.com/redis/go-redis/v9" {
+					local = "redis"
+					if imp.Name != nil {
+						local = imp.Name.Name
+					}
+				}
+			}
+			if local == "" {
+				continue
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == local && slices.Contains(redisConstructors, sel.Sel.Name) {
+					t.Errorf("%s: %s.%s: only cmd/gateway builds go-redis clients", fset.Position(sel.Pos()), local, sel.Sel.Name)
+				}
+				return true
+			})
+		}
+	}
+}
+
+// TestRulesNotStale reports rows for packages that no longer exist, so the
+// table stays true.
+func TestRulesNotStale(t *testing.T) {
+	have := map[string]bool{}
+	for _, p := range goList(t, "./...") {
+		if len(p.GoFiles) > 0 {
+			have[rel(p.ImportPath)] = true
+		}
+	}
+	var stale []string
+	for name := range rules {
+		if !have[name] {
+			stale = append(stale, name)
+		}
+	}
+	sort.Strings(stale)
+	if len(stale) > 0 {
+		t.Errorf("rules has rows for packages that do not exist: %v; remove them", stale)
+	}
+}
