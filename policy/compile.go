@@ -128,11 +128,13 @@ func build(c *Config) (*Policy, []error) {
 			rl[k] = l.Limit
 		}
 		rt.RateLimitPolicy = headers.PolicyValue(rl)
+		shadowed := false
 		for j, prev := range p.Routes {
 			if rt.Name != "" && prev.Name == rt.Name {
 				e.add(path+".name", "duplicate route name %q (also routes[%d])", rt.Name, j)
-			} else if rt.PathPrefix != "" && prev.Host == rt.Host && prev.PathPrefix == rt.PathPrefix && shadows(prev.Methods, rt.Methods) {
+			} else if !shadowed && rt.PathPrefix != "" && prev.Host == rt.Host && prev.PathPrefix == rt.PathPrefix && shadows(prev.Methods, rt.Methods) {
 				e.add(path, "matches the same host, path_prefix and methods as routes[%d] (%q), so it would never be chosen", j, prev.Name)
+				shadowed = true
 			}
 		}
 		p.Routes = append(p.Routes, rt)
