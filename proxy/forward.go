@@ -15,8 +15,9 @@ import (
 	"github.com/tollgate/gateway/policy"
 )
 
-// eventKey carries the request's *Event to the ReverseProxy error handler.
-type eventKey struct{}
+// requestKey carries the request's scratch space to the ReverseProxy error
+// handler.
+type requestKey struct{}
 
 // gatewayOwned lists request headers only the gateway may set: client-sent
 // copies never reach the upstream. (ReverseProxy already drops Forwarded and
@@ -114,10 +115,25 @@ func isTrusted(trusted []netip.Prefix, remoteAddr string) bool {
 // upstreamError answers a failed upstream exchange: 504 when the route's
 // timeout expired, 502 otherwise, nothing when the client went away.
 func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	if ev, ok := r.Context().Value(eventKey{}).(*Event); ok {
-		ev.Outcome = OutcomeUpstreamError
+	q, _ := r.Context().Value(requestKey{}).(*request)
+	if q != nil {
+		q.ev.Outcome = OutcomeUpstreamError
+	}
+	var bodyErr *error
+	if q != nil {
+		bodyErr = q.bodyErr.Load()
 	}
 	switch {
+	case bodyErr != nil:
+		// The client's body was malformed (bad chunk framing, too large):
+		// the client's fault, not the upstream's.
+		q.ev.Outcome = OutcomeBadRequest
+		w.Header().Set("Connection", "close")
+		headers.WriteProblem(w, headers.Problem{
+			Status: http.StatusBadRequest,
+			Title:  "Bad Request",
+			Detail: "the request body could not be read: " + (*bodyErr).Error(),
+		})
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		headers.WriteProblem(w, headers.Problem{
 			Status: http.StatusGatewayTimeout,

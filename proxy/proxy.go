@@ -11,6 +11,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -201,6 +202,24 @@ type request struct {
 	ds   []ratelimit.Decision
 	key  []byte
 	ev   Event
+	// bodyErr is the error reading the client's request body failed with,
+	// so that a malformed body is answered 400, not blamed on the upstream.
+	// It is written by the transport's body-copying goroutine.
+	bodyErr atomic.Pointer[error]
+}
+
+// bodyReader records the first error reading the client's body.
+type bodyReader struct {
+	io.ReadCloser
+	q *request
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.q.bodyErr.CompareAndSwap(nil, &err)
+	}
+	return n, err
 }
 
 func (q *request) reset() {
@@ -209,6 +228,7 @@ func (q *request) reset() {
 	q.ds = q.ds[:0]
 	q.key = q.key[:0]
 	q.ev = Event{}
+	q.bodyErr.Store(nil)
 }
 
 // statusWriter records the status code sent.
@@ -313,7 +333,10 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			Detail: "route " + strconv.Quote(rt.Name) + " has no upstream"})
 		return
 	}
-	ctx := context.WithValue(r.Context(), eventKey{}, ev)
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &bodyReader{ReadCloser: r.Body, q: q}
+	}
+	ctx := context.WithValue(r.Context(), requestKey{}, q)
 	if rt.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, rt.Timeout)
