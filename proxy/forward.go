@@ -120,8 +120,8 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		q.ev.Outcome = OutcomeUpstreamError
 	}
 	var bodyErr *error
-	if q != nil {
-		bodyErr = q.bodyErr.Load()
+	if q != nil && q.body != nil {
+		bodyErr = q.body.err.Load()
 	}
 	switch {
 	case bodyErr != nil:

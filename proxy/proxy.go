@@ -202,22 +202,23 @@ type request struct {
 	ds   []ratelimit.Decision
 	key  []byte
 	ev   Event
-	// bodyErr is the error reading the client's request body failed with,
-	// so that a malformed body is answered 400, not blamed on the upstream.
-	// It is written by the transport's body-copying goroutine.
-	bodyErr atomic.Pointer[error]
+	// body wraps the client's request body, if there is one.
+	body *bodyReader
 }
 
-// bodyReader records the first error reading the client's body.
+// bodyReader records the first error reading the client's body, so that a
+// malformed body is answered 400, not blamed on the upstream. It is written
+// by the transport's body-copying goroutine, which may outlive the request;
+// so it is allocated per request, never pooled.
 type bodyReader struct {
 	io.ReadCloser
-	q *request
+	err atomic.Pointer[error]
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil && err != io.EOF {
-		b.q.bodyErr.CompareAndSwap(nil, &err)
+		b.err.CompareAndSwap(nil, &err)
 	}
 	return n, err
 }
@@ -228,7 +229,7 @@ func (q *request) reset() {
 	q.ds = q.ds[:0]
 	q.key = q.key[:0]
 	q.ev = Event{}
-	q.bodyErr.Store(nil)
+	q.body = nil
 }
 
 // statusWriter records the status code sent.
@@ -334,7 +335,8 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &bodyReader{ReadCloser: r.Body, q: q}
+		q.body = &bodyReader{ReadCloser: r.Body}
+		r.Body = q.body
 	}
 	ctx := context.WithValue(r.Context(), requestKey{}, q)
 	if rt.Timeout > 0 {
