@@ -354,3 +354,13 @@ func lenMap[K comparable](m *map[K]opts) int {
 	}
 	return len(*m)
 }
+
+// Observers fans one Event out to several observers, in order.
+type Observers []proxy.Observer
+
+// Observe implements proxy.Observer.
+func (os Observers) Observe(ev *proxy.Event) {
+	for _, o := range os {
+		o.Observe(ev)
+	}
+}

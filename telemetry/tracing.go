@@ -214,3 +214,29 @@ func (t *Tracing) Inject(ctx context.Context, h http.Header) {
 	}
 	t.prop.Inject(ctx, propagation.HeaderCarrier(h))
 }
+
+// noEnd and noStoreEnd are the end functions of tracing off.
+var (
+	noEnd      = func(*proxy.Event) {}
+	noStoreEnd = func(error) {}
+)
+
+// Start is StartRequest for callers that hold the helpers behind an
+// interface: it returns the span's End as a function. With tracing off the
+// function is a shared no-op and nothing is allocated.
+func (t *Tracing) Start(ctx context.Context, r *http.Request) (context.Context, func(*proxy.Event)) {
+	if t == nil {
+		return ctx, noEnd
+	}
+	ctx, s := t.StartRequest(ctx, r)
+	return ctx, s.End
+}
+
+// Store is StartStore returning the span's End as a function.
+func (t *Tracing) Store(ctx context.Context, hits int) (context.Context, func(error)) {
+	if t == nil {
+		return ctx, noStoreEnd
+	}
+	ctx, s := t.StartStore(ctx, hits)
+	return ctx, s.End
+}

@@ -180,3 +180,33 @@ type discard struct{}
 
 func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discard) Shutdown(context.Context) error                             { return nil }
+
+func TestTracingFuncForms(t *testing.T) {
+	tr, exp := newTestTracing(t)
+	r := httptest.NewRequest("GET", "/", nil)
+	ctx, end := tr.Start(r.Context(), r)
+	_, storeEnd := tr.Store(ctx, 1)
+	storeEnd(nil)
+	end(&proxy.Event{Route: "demo", Method: "GET", Status: 200, Outcome: proxy.OutcomeForwarded})
+	if spans := exp.GetSpans(); len(spans) != 2 || spans[1].Name != "GET demo" {
+		t.Fatalf("spans %v", spans)
+	}
+	var off *Tracing
+	if n := testing.AllocsPerRun(100, func() {
+		ctx, end := off.Start(r.Context(), r)
+		_, storeEnd := off.Store(ctx, 1)
+		storeEnd(nil)
+		end(nil)
+	}); n != 0 {
+		t.Errorf("tracing off allocates %v times", n)
+	}
+}
+
+func TestObservers(t *testing.T) {
+	m, rd := newTestMetrics(t, MetricsOptions{})
+	Observers{m, m}.Observe(&proxy.Event{Route: "r", Method: "GET", Outcome: proxy.OutcomeForwarded})
+	got, _ := collect(t, rd)
+	if v := got["http.server.request.duration{http.request.method=GET,http.route=r,tollgate.outcome=forwarded}"]; v != 2 {
+		t.Errorf("fan-out recorded %v requests, want 2", v)
+	}
+}
