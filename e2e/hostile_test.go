@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -298,5 +299,42 @@ func pollStatus(t testing.TB, c *http.Client, url string, hdr map[string]string,
 			t.Fatalf("GET %s: still %s after %v, want %d", url, r, d, want)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestExpectContinueNoPoisoning (SCENARIOS 21): when the upstream answers
+// a request with `Expect: 100-continue` without reading its body, the body
+// (here shaped like another request) never reaches the upstream as a
+// request of its own, and the next requests are served normally.
+func TestExpectContinueNoPoisoning(t *testing.T) {
+	t.Parallel()
+	g, up := startHostile(t)
+	tr := &http.Transport{ExpectContinueTimeout: time.Second, MaxIdleConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	poison := "GET /echo/poisoned HTTP/1.1\r\nHost: x\r\n\r\n"
+	for i := 0; i < 3; i++ {
+		req, _ := http.NewRequest("POST", g.url("/echo/upload"), strings.NewReader(strings.Repeat(poison, 100)))
+		req.Header.Set("Expect", "100-continue")
+		req.Header.Set(hNoRead, "1")
+		req.Header.Set(hStatus, "413")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("round %d: upload: %v", i+1, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 413 {
+			t.Errorf("round %d: upload answered %d, want the upstream's 413", i+1, resp.StatusCode)
+		}
+		r := get(t, newClient(t, ""), g.url(fmt.Sprintf("/echo/next-%d", i)), nil)
+		if r.Status != 200 || r.echo(t).Path != fmt.Sprintf("/echo/next-%d", i) {
+			t.Errorf("round %d: the request after the upload: %s", i+1, r)
+		}
+	}
+	for _, s := range up.all() {
+		if s.Path == "/echo/poisoned" {
+			t.Fatalf("the upstream received the body of an upload as a request: %+v", s)
+		}
 	}
 }

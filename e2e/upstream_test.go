@@ -22,6 +22,8 @@ const (
 	hStatus = "X-Upstream-Status"
 	// hReset makes the upstream close the connection without answering.
 	hReset = "X-Upstream-Reset"
+	// hNoRead makes the upstream answer at once without reading the body.
+	hNoRead = "X-Upstream-No-Read"
 )
 
 // seen is what the upstream received for one request.
@@ -68,10 +70,12 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		Header: r.Header.Clone(), ContentLength: r.ContentLength,
 		TransferEncoding: r.TransferEncoding, RemoteAddr: r.RemoteAddr,
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	s.Body = string(body)
-	if err != nil {
-		s.BodyErr = err.Error()
+	if r.Header.Get(hNoRead) == "" {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		s.Body = string(body)
+		if err != nil {
+			s.BodyErr = err.Error()
+		}
 	}
 	u.mu.Lock()
 	u.requests = append(u.requests, s)
