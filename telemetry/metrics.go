@@ -359,8 +359,8 @@ func lenMap[K comparable](m *map[K]opts) int {
 type Observers []proxy.Observer
 
 // Observe implements proxy.Observer.
-func (os Observers) Observe(ev *proxy.Event) {
-	for _, o := range os {
+func (obs Observers) Observe(ev *proxy.Event) {
+	for _, o := range obs {
 		o.Observe(ev)
 	}
 }
