@@ -338,3 +338,36 @@ func TestExpectContinueNoPoisoning(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryFlood (SCENARIOS 25): 10,000 query parameters are answered
+// (forwarded, or refused as too large) without harm, and parameters Go
+// cannot parse unambiguously (a ';' separator) are not smuggled upstream.
+func TestQueryFlood(t *testing.T) {
+	t.Parallel()
+	g, _ := startHostile(t)
+	c := newClient(t, "")
+	var q strings.Builder
+	for i := 0; i < 10000; i++ {
+		if i > 0 {
+			q.WriteByte('&')
+		}
+		fmt.Fprintf(&q, "p%d=%d", i, i)
+	}
+	r := get(t, c, g.url("/echo/flood?"+q.String()), nil)
+	switch r.Status {
+	case 200:
+		if s := r.echo(t); s.RawQuery != q.String() {
+			t.Errorf("10,000 parameters arrived changed: %d bytes, want %d", len(s.RawQuery), q.Len())
+		}
+	case 400, 414, 431:
+	default:
+		t.Errorf("10,000 query parameters: %s", r)
+	}
+	r = get(t, c, g.url("/echo/semi?a=1;admin=true&b=2"), nil)
+	if r.Status != 200 {
+		t.Fatalf("query with ';': %s", r)
+	}
+	if s := r.echo(t); strings.Contains(s.RawQuery, ";") || strings.Contains(s.RawQuery, "admin") {
+		t.Errorf("the upstream received the unparsable parameter: %q", s.RawQuery)
+	}
+}
