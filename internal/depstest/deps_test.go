@@ -70,10 +70,19 @@ var rules = map[string]rule{
 	"accesslog": {},
 	// Metrics and tracing against the OpenTelemetry API (the SDK is
 	// wired in cmd/gateway).
-	"telemetry": {allow: []string{"proxy", "ratelimit",
+	"telemetry": {allow: []string{"proxy", "ratelimit", "accesslog",
 		"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes",
 		"go.opentelemetry.io/otel/metric", "go.opentelemetry.io/otel/propagation",
 		"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/trace/noop"}},
+	// Algorithm accuracy against an exact sliding log (replay, reports).
+	"accuracy": {allow: []string{"ratelimit"}},
+	// The accuracy report command.
+	"cmd/accuracy": {allow: []string{"accuracy", "ratelimit"}},
+	// Load generator driving gateway processes over HTTP.
+	"bench/cmd/peerbench": {},
+	// `gateway replay`: an access log through the configured limits on a
+	// virtual clock, via the real handler and an in-memory store.
+	"replay": {allow: []string{"accesslog", "policy", "proxy", "ratelimit", "ratelimit/memstore"}},
 	// Test support: real redis-server processes.
 	"internal/redistest": {},
 	// Wiring: flags, viper, store construction, OTel SDK, signals.
