@@ -1,0 +1,250 @@
+package ratelimit
+
+import "math"
+
+// The state types below implement the formulas of ARCHITECTURE.md
+// "Algorithm math" literally and in the order written there, so that the
+// Redis scripts can mirror them bit for bit. All instants are ticks.
+
+// FixedWindowState is the state of a fixed_window window: the start of the
+// aligned window counted in and the units counted there.
+type FixedWindowState struct {
+	Start, Count int64
+}
+
+var _ Window = (*FixedWindowState)(nil)
+
+// Init implements Window.
+func (s *FixedWindowState) Init(p *Params, now int64) {
+	*s = FixedWindowState{Start: floorDiv(now, p.Window) * p.Window}
+}
+
+// at returns the state as seen at now: a later aligned window starts at 0;
+// an earlier one (the clock stepped back) keeps the state.
+func (s *FixedWindowState) at(p *Params, now int64) FixedWindowState {
+	start := floorDiv(now, p.Window) * p.Window
+	if start > s.Start {
+		return FixedWindowState{Start: start}
+	}
+	return *s
+}
+
+// Allow implements Window.
+func (s *FixedWindowState) Allow(p *Params, now, cost int64) (bool, int64) {
+	st := s.at(p, now)
+	if st.Count+cost <= p.Limit {
+		return true, 0
+	}
+	return false, st.Start + p.Window - now
+}
+
+// Take implements Window.
+func (s *FixedWindowState) Take(p *Params, now, cost int64) {
+	*s = s.at(p, now)
+	s.Count += cost
+}
+
+// Remaining implements Window.
+func (s *FixedWindowState) Remaining(p *Params, now int64) int64 {
+	return clamp(p.Limit-s.at(p, now).Count, 0, p.Capacity)
+}
+
+// Expiry implements Window.
+func (s *FixedWindowState) Expiry(p *Params) int64 { return s.Start + p.Window }
+
+// ElasticState is the state of a fixed_window_elastic window: the instant
+// the penalty box ends and the units counted in it.
+type ElasticState struct {
+	End, Count int64
+}
+
+var _ Window = (*ElasticState)(nil)
+
+// Init implements Window.
+func (s *ElasticState) Init(_ *Params, now int64) { *s = ElasticState{End: now} }
+
+func (s *ElasticState) count(now int64) int64 {
+	if now >= s.End {
+		return 0
+	}
+	return s.Count
+}
+
+// Allow implements Window.
+func (s *ElasticState) Allow(p *Params, now, cost int64) (bool, int64) {
+	if s.count(now)+cost <= p.Limit {
+		return true, 0
+	}
+	return false, s.End - now
+}
+
+// Take implements Window. The end moves to max(End, now + W): a clock
+// stepped back never shortens the box.
+func (s *ElasticState) Take(p *Params, now, cost int64) {
+	s.Count = s.count(now) + cost
+	s.End = max(s.End, now+p.Window)
+}
+
+// Remaining implements Window.
+func (s *ElasticState) Remaining(p *Params, now int64) int64 {
+	return clamp(p.Limit-s.count(now), 0, p.Capacity)
+}
+
+// Expiry implements Window.
+func (s *ElasticState) Expiry(*Params) int64 { return s.End }
+
+// TokenBucketState is the state of a token_bucket window: the tokens held at
+// instant TS.
+type TokenBucketState struct {
+	Tokens float64
+	TS     int64
+}
+
+var _ Window = (*TokenBucketState)(nil)
+
+// Init implements Window: a new key starts full.
+func (s *TokenBucketState) Init(p *Params, now int64) {
+	*s = TokenBucketState{Tokens: float64(p.Capacity), TS: now}
+}
+
+// level returns the tokens at now: min(B, tokens + (now − ts) * L / W),
+// elapsed clamped ≥ 0.
+func (s *TokenBucketState) level(p *Params, now int64) float64 {
+	elapsed := max(now-s.TS, 0)
+	return math.Min(float64(p.Capacity), s.Tokens+float64(elapsed)*float64(p.Limit)/float64(p.Window))
+}
+
+// Allow implements Window. RetryAfter starts from
+// (max(ts, now) − now) + ceil((c − tokens) * W / L) and moves by single
+// ticks until level(now+d) ≥ c and level(now+d−1) < c (or d = 1).
+func (s *TokenBucketState) Allow(p *Params, now, cost int64) (bool, int64) {
+	t := s.level(p, now)
+	c := float64(cost)
+	if t >= c {
+		return true, 0
+	}
+	d := max(s.TS-now, 0) + ceilTicks((c-t)*float64(p.Window)/float64(p.Limit))
+	d = max(d, 1)
+	for s.level(p, now+d) < c {
+		d++
+	}
+	for d > 1 && s.level(p, now+d-1) >= c {
+		d--
+	}
+	return false, d
+}
+
+// Take implements Window.
+func (s *TokenBucketState) Take(p *Params, now, cost int64) {
+	s.Tokens = s.level(p, now) - float64(cost)
+	s.TS = max(s.TS, now)
+}
+
+// Remaining implements Window: floor(tokens).
+func (s *TokenBucketState) Remaining(p *Params, now int64) int64 {
+	return clamp(int64(math.Floor(s.level(p, now))), 0, p.Capacity)
+}
+
+// Expiry implements Window: ts + ceil((B − tokens) * W / L) + 1, when the
+// bucket is full again.
+func (s *TokenBucketState) Expiry(p *Params) int64 {
+	return s.TS + ceilTicks((float64(p.Capacity)-s.Tokens)*float64(p.Window)/float64(p.Limit)) + 1
+}
+
+// GCRAState is the state of a gcra window: the theoretical arrival time in
+// (fractional) ticks.
+type GCRAState struct {
+	TAT float64
+}
+
+var _ Window = (*GCRAState)(nil)
+
+// Init implements Window.
+func (s *GCRAState) Init(_ *Params, now int64) { s.TAT = float64(now) }
+
+// gcraParams returns the emission interval T = W / L and tolerance τ = B·T.
+func gcraParams(p *Params) (t, tau float64) {
+	t = float64(p.Window) / float64(p.Limit)
+	return t, float64(p.Capacity) * t
+}
+
+// allowedAt reports whether cost units are admitted at now.
+func (s *GCRAState) allowedAt(now int64, c, t, tau float64) bool {
+	n := float64(now)
+	return math.Max(s.TAT, n)+c*t-n <= tau
+}
+
+// Allow implements Window. RetryAfter starts from ceil(tat' − τ − now) and
+// moves by single ticks until exact.
+func (s *GCRAState) Allow(p *Params, now, cost int64) (bool, int64) {
+	t, tau := gcraParams(p)
+	c := float64(cost)
+	if s.allowedAt(now, c, t, tau) {
+		return true, 0
+	}
+	n := float64(now)
+	tat := math.Max(s.TAT, n) + c*t
+	d := max(ceilTicks(tat-tau-n), 1)
+	for !s.allowedAt(now+d, c, t, tau) {
+		d++
+	}
+	for d > 1 && s.allowedAt(now+d-1, c, t, tau) {
+		d--
+	}
+	return false, d
+}
+
+// Take implements Window: tat = max(tat, now) + c·T.
+func (s *GCRAState) Take(p *Params, now, cost int64) {
+	t, _ := gcraParams(p)
+	s.TAT = math.Max(s.TAT, float64(now)) + float64(cost)*t
+}
+
+// Remaining implements Window: floor((τ − (max(tat, now) − now)) / T).
+func (s *GCRAState) Remaining(p *Params, now int64) int64 {
+	t, tau := gcraParams(p)
+	n := float64(now)
+	return clamp(int64(math.Floor((tau-(math.Max(s.TAT, n)-n))/t)), 0, p.Capacity)
+}
+
+// Expiry implements Window: ceil(tat).
+func (s *GCRAState) Expiry(*Params) int64 { return int64(math.Ceil(s.TAT)) }
+
+// ConcurrencyState is the state of a concurrency limit: the units in
+// flight.
+type ConcurrencyState struct {
+	InFlight int64
+}
+
+var _ Window = (*ConcurrencyState)(nil)
+
+// Init implements Window.
+func (s *ConcurrencyState) Init(*Params, int64) { s.InFlight = 0 }
+
+// Allow implements Window; RetryAfter is unknown (0).
+func (s *ConcurrencyState) Allow(p *Params, _, cost int64) (bool, int64) {
+	return s.InFlight+cost <= p.Capacity, 0
+}
+
+// Take implements Window.
+func (s *ConcurrencyState) Take(_ *Params, _, cost int64) { s.InFlight += cost }
+
+// Release gives back cost units, never going below zero.
+func (s *ConcurrencyState) Release(cost int64) { s.InFlight = max(s.InFlight-cost, 0) }
+
+// Remaining implements Window.
+func (s *ConcurrencyState) Remaining(p *Params, _ int64) int64 {
+	return clamp(p.Capacity-s.InFlight, 0, p.Capacity)
+}
+
+// Expiry implements Window: never while units are in flight.
+func (s *ConcurrencyState) Expiry(*Params) int64 {
+	if s.InFlight > 0 {
+		return math.MaxInt64
+	}
+	return math.MinInt64
+}
+
+func clamp(v, lo, hi int64) int64 {
+	return min(max(v, lo), hi)
+}
