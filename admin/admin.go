@@ -42,7 +42,7 @@ type Options struct {
 	Store ratelimit.Store
 	// Resolve finds the limit named limit in the active configuration and
 	// builds the counter key the gateway uses for client key under it.
-	Resolve func(limit, key string) (*ratelimit.Limit, string, error)
+	Resolve func(limit, key string, q url.Values) (*ratelimit.Limit, string, error)
 	// Reload reloads the configuration; its error is reported to the caller.
 	Reload func() error
 	// Token, when not empty, is the bearer token every request must carry.
@@ -201,7 +201,7 @@ func (h *handler) target(w http.ResponseWriter, r *http.Request) (*ratelimit.Lim
 		problem(w, http.StatusBadRequest, "query parameter \"key\" is required (the client: API key, user or IP; empty for a limit keyed by nothing)")
 		return nil, "", false
 	}
-	l, ck, err := h.o.Resolve(name, key)
+	l, ck, err := h.o.Resolve(name, key, r.URL.Query())
 	switch {
 	case errors.Is(err, ErrNotFound):
 		problem(w, http.StatusNotFound, err.Error())

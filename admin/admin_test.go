@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func newFixture(t *testing.T, token string) *fixture {
 			}
 		},
 		Store: f.store,
-		Resolve: func(limit, key string) (*ratelimit.Limit, string, error) {
+		Resolve: func(limit, key string, _ url.Values) (*ratelimit.Limit, string, error) {
 			if limit != "search" {
 				return nil, "", fmt.Errorf("limit %q: %w", limit, ErrNotFound)
 			}

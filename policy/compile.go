@@ -39,6 +39,15 @@ func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte
 			e.add("store.redis.password_env", "environment variable %s is empty or unset", c.Store.Redis.PasswordEnv)
 		}
 	}
+	if c.Admin.TokenEnv != "" {
+		p.AdminToken = getenv(c.Admin.TokenEnv)
+		if p.AdminToken == "" {
+			e.add("admin.token_env", "environment variable %s is empty or unset", c.Admin.TokenEnv)
+		}
+	}
+	if c.AccessLog.SaltEnv != "" {
+		p.AccessLog.Salt = getenv(c.AccessLog.SaltEnv)
+	}
 	kc := identityConfig(&c.Identity, nil)
 	if j := c.Identity.JWT; j.Enabled() {
 		switch {
@@ -104,6 +113,10 @@ func build(c *Config) (*Policy, []error) {
 	p.Store = buildStore(&c.Store, &e)
 	identityConfig(&c.Identity, &e)
 	p.Headers = buildStyles(c.Headers.Emit, &e)
+	p.AccessLog = buildAccessLog(&c.AccessLog, &e)
+	if c.Admin.TokenEnv != "" && !validEnvName(c.Admin.TokenEnv) {
+		e.add("admin.token_env", "%q is not an environment variable name", c.Admin.TokenEnv)
+	}
 
 	for i := range c.Limits {
 		l := buildLimit(&c.Limits[i], fmt.Sprintf("limits[%d]", i), &e)
@@ -140,6 +153,20 @@ func build(c *Config) (*Policy, []error) {
 		p.Routes = append(p.Routes, rt)
 	}
 	return p, e
+}
+
+func buildAccessLog(c *AccessLogConfig, e *errs_) AccessLog {
+	a := AccessLog{Path: c.Path, Format: c.Format, RawClient: c.RawClient}
+	switch c.Format {
+	case "combined", "jsonl":
+	default:
+		e.add("access_log.format", "unknown format %q (want \"combined\" or \"jsonl\")", c.Format)
+	}
+	if c.SaltEnv != "" && !validEnvName(c.SaltEnv) {
+		e.add("access_log.salt_env", "%q is not an environment variable name", c.SaltEnv)
+	}
+	a.FlushInterval = duration(c.FlushInterval, "access_log.flush_interval", true, e)
+	return a
 }
 
 func buildServer(c *ServerConfig, e *errs_) Server {

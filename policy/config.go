@@ -29,6 +29,36 @@ type Config struct {
 	Limits []LimitConfig `mapstructure:"limits" json:"limits"`
 	// Routes are the [[routes]] entries, in order. Default: none.
 	Routes []RouteConfig `mapstructure:"routes" json:"routes"`
+	// Admin configures the admin API of the admin listener.
+	Admin AdminConfig `mapstructure:"admin" json:"admin"`
+	// AccessLog configures the access log.
+	AccessLog AccessLogConfig `mapstructure:"access_log" json:"access_log"`
+}
+
+// AdminConfig is the [admin] table.
+type AdminConfig struct {
+	// TokenEnv names an environment variable holding the bearer token that
+	// /admin/* and /metrics require; "" means no token. Default "".
+	TokenEnv string `mapstructure:"token_env" json:"token_env"`
+}
+
+// AccessLogConfig is the [access_log] table.
+type AccessLogConfig struct {
+	// Path is the file the access log is appended to, "stdout" or
+	// "stderr"; "" disables the access log. Default "".
+	Path string `mapstructure:"path" json:"path"`
+	// Format is "combined" (nginx's, with Tollgate's fields appended) or
+	// "jsonl" (one JSON object per line). Both are what `gateway replay`
+	// reads. Default "jsonl".
+	Format string `mapstructure:"format" json:"format"`
+	// RawClient logs client identities and IPs as they are instead of
+	// hashed; API keys are always hashed. Default false.
+	RawClient bool `mapstructure:"raw_client" json:"raw_client"`
+	// SaltEnv names an environment variable whose value salts the hashes,
+	// so that hashed IPs cannot be recovered by brute force. Default "".
+	SaltEnv string `mapstructure:"salt_env" json:"salt_env"`
+	// FlushInterval is how often buffered lines are written. Default "1s".
+	FlushInterval string `mapstructure:"flush_interval" json:"flush_interval"`
 }
 
 // ServerConfig is the [server] table.
@@ -278,7 +308,8 @@ func Default() Config {
 			MaxValueLen:  1024,
 			JWT:          JWTConfig{Header: "Authorization", Claim: "sub", Leeway: "0s"},
 		},
-		Headers: HeadersConfig{Emit: []string{"ietf"}},
+		Headers:   HeadersConfig{Emit: []string{"ietf"}},
+		AccessLog: AccessLogConfig{Format: "jsonl", FlushInterval: "1s"},
 	}
 }
 

@@ -29,8 +29,27 @@ type Policy struct {
 	Limits []*Limit
 	// Routes are the compiled routes, in configuration order.
 	Routes []*Route
+	// AdminToken is the admin API's bearer token ("" = none), read from
+	// the environment variable admin.token_env names.
+	AdminToken string
+	// AccessLog holds the access-log settings.
+	AccessLog AccessLog
 
 	byName map[string]*Limit
+}
+
+// AccessLog is the compiled [access_log] table.
+type AccessLog struct {
+	// Path is the file, "stdout" or "stderr"; "" disables the log.
+	Path string
+	// Format is "combined" or "jsonl".
+	Format string
+	// RawClient logs identities unhashed.
+	RawClient bool
+	// Salt salts identity hashes (from access_log.salt_env).
+	Salt string
+	// FlushInterval is how often buffered lines are written.
+	FlushInterval time.Duration
 }
 
 // Server is the compiled [server] table.

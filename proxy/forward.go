@@ -54,6 +54,9 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 			}
 			pr.SetURL(target)
 			pr.SetXForwarded()
+			if h.tracer != nil {
+				h.tracer.Inject(pr.In.Context(), pr.Out.Header)
+			}
 		},
 		Transport:    h.transport,
 		BufferPool:   &h.buffers,

@@ -42,7 +42,29 @@ type Options struct {
 	// Transport carries upstream requests; nil uses NewTransport().
 	Transport http.RoundTripper
 	// Observer is told the outcome of every request; nil observes nothing.
+	// If it also implements InFlight, it is told when requests start and
+	// finish.
 	Observer Observer
+	// Tracer starts spans; nil traces nothing at no cost.
+	Tracer Tracer
+}
+
+// InFlight counts requests in flight. Begin is called when a request
+// arrives and End exactly once when it finishes.
+type InFlight interface {
+	Begin()
+	End()
+}
+
+// Tracer creates the spans of a request: the server span, a child span for
+// the store call, and the trace context propagated upstream.
+type Tracer interface {
+	// Start starts the server span; the returned func ends it.
+	Start(ctx context.Context, r *http.Request) (context.Context, func(*Event))
+	// Store starts the store call's span; the returned func ends it.
+	Store(ctx context.Context, hits int) (context.Context, func(error))
+	// Inject writes the trace context into the upstream request's header.
+	Inject(ctx context.Context, h http.Header)
 }
 
 // Outcome is what the gateway did with one request.
@@ -84,10 +106,22 @@ func (o Outcome) String() string {
 // Event describes one finished request for an Observer. Its slices are
 // only valid during the Observe call.
 type Event struct {
+	// Start is when the request arrived.
+	Start time.Time
 	// Route is the matched route's name, "" when none matched.
 	Route string
-	// Method is the request method.
-	Method string
+	// Method, Path and Proto are from the request line (Path without the
+	// query).
+	Method, Path, Proto string
+	// Referer and UserAgent are the request's headers.
+	Referer, UserAgent string
+	// ClientKind, Client, APIKey and IP are the resolved identity (raw:
+	// an observer that records them must hash them). Empty when the route
+	// has no limits.
+	ClientKind, Client, APIKey, IP string
+	// IPFallback is set when the selected X-Forwarded-For entry was
+	// invalid and the peer address was used.
+	IPFallback bool
 	// Status is the status code sent to the client.
 	Status int
 	// Outcome is what the gateway did.
@@ -100,6 +134,11 @@ type Event struct {
 	StoreErr error
 	// StoreLatency is the time spent in the store call.
 	StoreLatency time.Duration
+	// Upstream is the time spent forwarding to the upstream (0 when the
+	// request was not forwarded).
+	Upstream time.Duration
+	// Bytes is the response body size written to the client.
+	Bytes int64
 	// Duration is the whole request's time in the gateway.
 	Duration time.Duration
 }
@@ -119,6 +158,8 @@ type Handler struct {
 	now       func() time.Time
 	transport http.RoundTripper
 	observer  Observer
+	inflight  InFlight
+	tracer    Tracer
 	snap      atomic.Pointer[snapshot]
 	pool      sync.Pool // *request
 	buffers   bufferPool
@@ -142,7 +183,9 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 		now:       opts.Now,
 		transport: opts.Transport,
 		observer:  opts.Observer,
+		tracer:    opts.Tracer,
 	}
+	h.inflight, _ = opts.Observer.(InFlight)
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -232,10 +275,11 @@ func (q *request) reset() {
 	q.body = nil
 }
 
-// statusWriter records the status code sent.
+// statusWriter records the status code and body size sent.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	bytes  int64
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -249,7 +293,16 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Flush implements http.Flusher for streaming responses.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
@@ -265,12 +318,22 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		q.reset()
 		h.pool.Put(q)
 	}()
+	if h.inflight != nil {
+		h.inflight.Begin()
+		defer h.inflight.End()
+	}
 	w := &statusWriter{ResponseWriter: rw}
 	ev := &q.ev
-	ev.Method = r.Method
+	ev.Start, ev.Method, ev.Path, ev.Proto = start, r.Method, r.URL.Path, r.Proto
+	if h.tracer != nil {
+		ctx, end := h.tracer.Start(r.Context(), r)
+		r = r.WithContext(ctx)
+		defer func() { end(ev) }()
+	}
 	if h.observer != nil {
+		ev.Referer, ev.UserAgent = r.Header.Get("Referer"), r.Header.Get("User-Agent")
 		defer func() {
-			ev.Status = w.status
+			ev.Status, ev.Bytes = w.status, w.bytes
 			ev.Duration = h.now().Sub(start)
 			h.observer.Observe(ev)
 		}()
@@ -290,6 +353,13 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 	if len(rt.Limits) > 0 {
 		id := p.Identity.Identify(r, start)
+		if h.observer != nil {
+			ev.ClientKind, ev.Client, ev.APIKey = id.ClientKind.String(), id.Client, id.APIKey
+			if id.IP.IsValid() {
+				ev.IP = id.IP.String()
+			}
+			ev.IPFallback = id.IPFallback
+		}
 		for _, l := range rt.Limits {
 			if l.Exempt(id.IP, id.APIKey) {
 				continue
@@ -344,7 +414,9 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithTimeout(ctx, rt.Timeout)
 		defer cancel()
 	}
+	upStart := h.now()
 	rp.ServeHTTP(w, r.WithContext(ctx))
+	ev.Upstream = h.now().Sub(upStart)
 }
 
 // decide runs the store call for q.hits and writes the rate-limit headers.
@@ -354,8 +426,15 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, p *policy.Polic
 	ev := &q.ev
 	q.ds = grow(q.ds, len(q.hits))
 	ctx, cancel := context.WithTimeout(r.Context(), p.Store.Timeout)
+	var endSpan func(error)
+	if h.tracer != nil {
+		ctx, endSpan = h.tracer.Store(ctx, len(q.hits))
+	}
 	allowed, err := h.store.Decide(ctx, now, q.hits, q.ds)
 	cancel()
+	if endSpan != nil {
+		endSpan(err)
+	}
 	ev.StoreLatency = h.now().Sub(now)
 	if err != nil {
 		ev.StoreErr = err

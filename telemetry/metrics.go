@@ -198,6 +198,12 @@ func (m *Metrics) Observe(ev *proxy.Event) {
 	if ev.StoreErr != nil {
 		m.storeErrs.Add(ctx, 1, m.storeErrAttrs[storeErrKind(ev.StoreErr)].add...)
 	}
+	if ev.Upstream > 0 {
+		m.Upstream(ev.Route, ev.Upstream)
+	}
+	if ev.IPFallback {
+		m.ClientIPFallback()
+	}
 }
 
 // nearLimit reports whether an allowed decision left at most 10% of its

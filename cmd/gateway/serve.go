@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"net/url"
 	"os"
 	"os/signal"
 	"sync"
@@ -16,11 +18,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tollgate/gateway/accesslog"
+	"github.com/tollgate/gateway/admin"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 	"github.com/tollgate/gateway/ratelimit/redisstore"
+	"github.com/tollgate/gateway/telemetry"
 )
 
 // serveCommand implements `gateway [serve]`.
@@ -66,6 +71,12 @@ type gateway struct {
 	local    ratelimit.Store
 	ready    func(context.Context) error
 	storeCfg policy.Store
+	mem      *memstore.Store
+
+	otel      *otelSetup
+	metrics   *telemetry.Metrics
+	accessLog *accesslog.Writer
+	logFile   *os.File
 
 	public, admin     *http.Server
 	publicLn, adminLn net.Listener
@@ -88,7 +99,12 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 	if err := g.openStores(p); err != nil {
 		return nil, err
 	}
-	h, err := proxy.New(p, proxy.Options{Store: g.store, Local: g.local, Logger: log})
+	opts, err := g.observe(p)
+	if err != nil {
+		g.store.Close()
+		return nil, err
+	}
+	h, err := proxy.New(p, opts)
 	if err != nil {
 		g.store.Close()
 		return nil, err
@@ -125,9 +141,74 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 	return g, nil
 }
 
+// observe sets up metrics, tracing and the access log, and returns the
+// proxy options that feed them.
+func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
+	opts := proxy.Options{Store: g.store, Local: g.local, Logger: g.log}
+	ot, err := setupTelemetry(context.Background(), g.environ, g.log)
+	if err != nil {
+		return opts, fmt.Errorf("telemetry: %w", err)
+	}
+	g.otel = ot
+	g.metrics, err = telemetry.NewMetrics(ot.Meter(), telemetry.MetricsOptions{
+		LiveKeys: func() int64 { return int64(g.mem.Len()) },
+	})
+	if err != nil {
+		return opts, fmt.Errorf("metrics: %w", err)
+	}
+	observers := telemetry.Observers{g.metrics}
+	if al := p.AccessLog; al.Path != "" {
+		var out io.Writer
+		switch al.Path {
+		case "stdout":
+			out = os.Stdout
+		case "stderr":
+			out = os.Stderr
+		default:
+			g.logFile, err = os.OpenFile(al.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+			if err != nil {
+				return opts, fmt.Errorf("access_log.path: %w", err)
+			}
+			out = g.logFile
+		}
+		format, err := accesslog.ParseFormat(al.Format)
+		if err != nil {
+			return opts, fmt.Errorf("access_log.format: %w", err)
+		}
+		g.accessLog, err = accesslog.NewWriter(out, accesslog.Options{
+			Format: format, RawClient: al.RawClient, Salt: []byte(al.Salt), FlushInterval: al.FlushInterval,
+		})
+		if err != nil {
+			return opts, fmt.Errorf("access_log: %w", err)
+		}
+		observers = append(observers, telemetry.AccessLog{W: g.accessLog})
+	}
+	// The metrics observer first: it also counts requests in flight.
+	if len(observers) == 1 {
+		opts.Observer = g.metrics
+	} else {
+		opts.Observer = inflightObservers{observers, g.metrics}
+	}
+	if tr := telemetry.NewTracing(ot.TracerProvider(), nil); tr.Enabled() {
+		opts.Tracer = tr
+	}
+	return opts, nil
+}
+
+// inflightObservers fans events out to several observers and counts
+// requests in flight with one of them.
+type inflightObservers struct {
+	telemetry.Observers
+	inflight proxy.InFlight
+}
+
+func (o inflightObservers) Begin() { o.inflight.Begin() }
+func (o inflightObservers) End()   { o.inflight.End() }
+
 // openStores builds the configured store and the local fallback.
 func (g *gateway) openStores(p *policy.Policy) error {
 	mem := memstore.New(memstore.Options{MaxKeys: p.Store.MemoryMaxKeys})
+	g.mem = mem
 	switch p.Store.Backend {
 	case "", "memory":
 		g.store, g.local = mem, mem
@@ -223,6 +304,19 @@ func (g *gateway) shutdown() {
 		g.local.Close()
 	}
 	g.store.Close()
+	if g.accessLog != nil {
+		if err := g.accessLog.Close(); err != nil {
+			g.log.Warn("access log", "err", err)
+		}
+		if g.logFile != nil {
+			g.logFile.Close()
+		}
+	}
+	octx, ocancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := g.otel.Shutdown(octx); err != nil {
+		g.log.Warn("telemetry shutdown", "err", err)
+	}
+	ocancel()
 	g.log.Info("stopped")
 }
 
@@ -233,6 +327,7 @@ func (g *gateway) reload() error {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	p, err := loadPolicy(g.path, g.environ)
+	g.metrics.Reload(err == nil)
 	if err != nil {
 		g.lastReload.Store(&reloadResult{At: time.Now(), OK: false, Error: err.Error()})
 		g.log.Error("reload rejected; keeping the previous configuration", "config", g.path, "problems", problems(err))
@@ -242,8 +337,8 @@ func (g *gateway) reload() error {
 	if !sameStore(g.storeCfg, p.Store) {
 		g.log.Warn("store settings changed; they take effect on restart (other changes applied now)")
 	}
-	if old.Server.Listen != p.Server.Listen || old.Server.AdminListen != p.Server.AdminListen {
-		g.log.Warn("listen addresses changed; they take effect on restart (other changes applied now)")
+	if old.Server != p.Server || old.AdminToken != p.AdminToken || old.AccessLog != p.AccessLog {
+		g.log.Warn("server, admin or access_log settings changed; they take effect on restart (other changes applied now)")
 	}
 	if err := g.handler.Swap(p); err != nil {
 		g.lastReload.Store(&reloadResult{At: time.Now(), OK: false, Error: err.Error()})
@@ -270,7 +365,36 @@ func (g *gateway) adminMux() *http.ServeMux {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", g.readyz)
+	// The admin token, when set, guards everything but the probes. It is
+	// read at startup: changing it takes a restart.
+	token := g.handler.Policy().AdminToken
+	mux.Handle("GET /metrics", admin.RequireToken(token, g.otel.MetricsHandler()))
+	mux.Handle("/admin/", admin.Handler(admin.Options{
+		Config:  func() any { return g.handler.Policy().Redacted() },
+		Store:   g.store,
+		Resolve: g.resolveLimit,
+		Reload:  g.reload,
+		Token:   token,
+		Logger:  g.log,
+	}))
+	debug := http.NewServeMux()
+	debug.HandleFunc("/debug/pprof/", pprof.Index)
+	debug.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	debug.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	debug.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/debug/pprof/", admin.RequireToken(token, debug))
 	return mux
+}
+
+// resolveLimit maps an admin request's limit and client to the counter key
+// the live path uses.
+func (g *gateway) resolveLimit(limit, key string, q url.Values) (*ratelimit.Limit, string, error) {
+	l, k, err := g.handler.CounterKey(limit, key, q)
+	if errors.Is(err, proxy.ErrUnknownLimit) {
+		return nil, "", fmt.Errorf("%w: %v", admin.ErrNotFound, err)
+	}
+	return l, k, err
 }
 
 // readyz reports 200 when the gateway should receive traffic: not

@@ -1,0 +1,52 @@
+package telemetry
+
+import (
+	"github.com/tollgate/gateway/accesslog"
+	"github.com/tollgate/gateway/proxy"
+)
+
+// AccessLog is a proxy.Observer that writes one access-log line per
+// request, in the format `gateway replay` reads.
+type AccessLog struct {
+	// W receives the lines; it hashes identities as it was configured to.
+	W *accesslog.Writer
+}
+
+// Observe implements proxy.Observer.
+func (a AccessLog) Observe(ev *proxy.Event) {
+	decision, limit, _ := summarize(ev)
+	outcome := ev.Outcome.String()
+	if ev.Outcome == proxy.OutcomeForwarded && shadowDenied(ev) {
+		outcome = OutcomeShadowLimited
+	}
+	e := accesslog.Entry{
+		Time:       ev.Start,
+		Client:     ev.Client,
+		ClientKind: ev.ClientKind,
+		APIKey:     ev.APIKey,
+		IP:         ev.IP,
+		Method:     ev.Method,
+		Path:       ev.Path,
+		Proto:      ev.Proto,
+		Status:     ev.Status,
+		Bytes:      ev.Bytes,
+		Referer:    ev.Referer,
+		UserAgent:  ev.UserAgent,
+		Route:      ev.Route,
+		Outcome:    outcome,
+		Decision:   decision,
+		Limit:      limit,
+		Latency:    ev.Duration,
+	}
+	a.W.Log(&e)
+}
+
+// shadowDenied reports whether a shadow limit would have denied ev.
+func shadowDenied(ev *proxy.Event) bool {
+	for i := range min(len(ev.Hits), len(ev.Decisions)) {
+		if l := ev.Hits[i].Limit; l != nil && l.Shadow && !ev.Decisions[i].Allowed {
+			return true
+		}
+	}
+	return false
+}
