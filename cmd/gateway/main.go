@@ -45,6 +45,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return serveCommand(args, environ, stdout, stderr)
 	case "validate":
 		return validateCommand(args, environ, stdout, stderr)
+	case "replay":
+		return replayCommand(args, environ, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "gateway", versionString())
 		return exitOK
@@ -62,6 +64,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   gateway [--config PATH]            serve (default PATH: ./gateway.toml)
   gateway validate [--config PATH]   check a config and print a summary or every problem
+  gateway replay [--config PATH] --log FILE [--format combined|jsonl]   replay an access log through the limits
   gateway version                    print the version
 `)
 }

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"github.com/tollgate/gateway/accesslog"
+	"github.com/tollgate/gateway/replay"
+)
+
+// replayCommand implements `gateway replay --config PATH --log FILE
+// [--format combined|jsonl]`: it replays an access log through the
+// configured routes, identities and limits on the log's own clock and
+// prints what every limit decided. Malformed lines go to stderr.
+func replayCommand(args, environ []string, stdout, stderr io.Writer) int {
+	var f commonFlags
+	fs := newFlagSet("replay", stderr, &f)
+	logPath := fs.String("log", "", "access log to replay (required; - for stdin)")
+	format := fs.String("format", "auto", "log format: combined, jsonl or auto (per line)")
+	if err := fs.Parse(args); err != nil {
+		return exitInvalid
+	}
+	if *logPath == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "gateway replay: --log FILE is required and takes no arguments")
+		return exitInvalid
+	}
+	lf, err := accesslog.ParseFormat(*format)
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway replay: --format: %v\n", err)
+		return exitInvalid
+	}
+	p, err := loadPolicy(f.config, environ)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: invalid configuration:\n", f.config)
+		for _, line := range problems(err) {
+			fmt.Fprintf(stderr, "  %s\n", line)
+		}
+		return exitInvalid
+	}
+	in := io.Reader(os.Stdin)
+	if *logPath != "-" {
+		file, err := os.Open(*logPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "gateway replay: %v\n", err)
+			return exitFailure
+		}
+		defer file.Close()
+		in = file
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := replay.Run(ctx, p, in, replay.Options{Format: lf, Errors: stderr})
+	if rep != nil {
+		if werr := rep.Write(stdout); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "gateway replay: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}

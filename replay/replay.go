@@ -1,0 +1,306 @@
+// Package replay runs an access log through a policy on a virtual clock, so
+// that an operator can try a limit on yesterday's traffic before enforcing
+// it.
+//
+// Every well-formed line becomes a synthetic *http.Request served by the
+// live request path itself — proxy.Handler with an in-memory store, the
+// log's timestamps as its clock and a transport that answers 200 without
+// touching the network — and the decisions are read back through
+// proxy.Observer. Beside every approximate limit (sliding_window_counter)
+// an exact sliding log of the same rates, fed the same admitted history,
+// counts the decisions on which the two disagree.
+//
+// What a log line cannot carry is approximated, as documented on Run:
+// hashed identities replay as distinct opaque identities (bucket membership
+// is kept, exemptions by IP or API key cannot match), the Host header comes
+// from the logged route, the cost is each limit's static cost, and a
+// concurrency limit never binds because every replayed request completes
+// at once.
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/bits"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/gateway/accesslog"
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/proxy"
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+)
+
+// DefaultMaxReported is how many malformed lines Run prints when
+// Options.MaxReported is 0.
+const DefaultMaxReported = 20
+
+// Options configure Run.
+type Options struct {
+	// Format is the log's format; accesslog.Auto (the zero value) tells
+	// combined and jsonl apart line by line.
+	Format accesslog.Format
+	// Errors receives one line per malformed log line ("line N: reason"),
+	// up to MaxReported, then a count of the rest. Nil discards them; the
+	// Report counts them either way.
+	Errors io.Writer
+	// MaxReported bounds the malformed lines written to Errors. Default
+	// DefaultMaxReported.
+	MaxReported int
+	// MaxKeys bounds the in-memory store. Default the policy's
+	// store.memory.max_keys.
+	MaxKeys int
+}
+
+// Report is the outcome of a replay.
+type Report struct {
+	// Lines is the number of lines read, blank and malformed included.
+	Lines int
+	// Requests is the number of well-formed lines replayed.
+	Requests int64
+	// Malformed is the number of lines skipped as malformed.
+	Malformed int
+	// First and Last are the earliest and latest timestamps replayed.
+	First, Last time.Time
+	// Outcomes counts what the gateway did with the replayed requests.
+	Outcomes map[proxy.Outcome]int64
+	// Limits has one entry per limit of the policy, in configuration
+	// order, including limits no request reached.
+	Limits []*LimitReport
+}
+
+// LimitReport is what one limit decided during a replay.
+type LimitReport struct {
+	// Name, Algorithm and Shadow describe the limit.
+	Name      string
+	Algorithm ratelimit.Algorithm
+	Shadow    bool
+	// Requests is the number of requests the limit decided (exempt
+	// clients and unmatched routes skip it).
+	Requests int64
+	// Allowed and Denied split Requests by the limit's own verdict; for a
+	// shadow limit Denied is what it would have denied. A request allowed
+	// here may still have been denied by another limit.
+	Allowed, Denied int64
+	// PeakUsed of PeakLimit is the highest usage any key reached, as the
+	// fraction of the reported window's capacity (after the decision).
+	PeakUsed, PeakLimit int64
+	// Compared reports whether the limit is approximate and was compared
+	// with an exact sliding log; FalseAllows and FalseDenies are then the
+	// decisions on which the two disagreed, the log being fed the same
+	// admitted history (see package accuracy for the method).
+	Compared                 bool
+	FalseAllows, FalseDenies int64
+}
+
+// Run replays the access log read from log through p and returns what each
+// limit decided. Malformed lines are reported to o.Errors and skipped; the
+// returned error is non-nil only when reading fails or ctx is cancelled
+// (the Report then covers the lines replayed so far).
+//
+// Each entry becomes a request with the logged method and path, the Host
+// of the logged route (when it still exists and names one) and:
+//
+//   - RemoteAddr: the logged client IP when it is an address; a hashed IP
+//     replays as a synthetic address (fd00::/8, unique per hash in its
+//     leading bits, so that any ipv6_prefix ≥ 8 + log2(distinct clients)
+//     keeps them apart);
+//   - the API key header carrying the logged (hashed) API key;
+//   - for a client identified by user header, the user header carrying the
+//     logged user, sent from the first trusted proxy with the client IP in
+//     X-Forwarded-For. Users from a JWT cannot be replayed (the token is
+//     not logged) and fall back to the next identity source.
+func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Report, error) {
+	if p == nil {
+		return nil, errors.New("replay: nil policy")
+	}
+	if o.MaxReported <= 0 {
+		o.MaxReported = DefaultMaxReported
+	}
+	if o.MaxKeys <= 0 {
+		o.MaxKeys = p.Store.MemoryMaxKeys
+	}
+	rep := &Report{Outcomes: make(map[proxy.Outcome]int64)}
+	obs := newObserver(p, rep)
+	clk := &clock{}
+	h, err := proxy.New(p, proxy.Options{
+		Store:     memstore.New(memstore.Options{MaxKeys: o.MaxKeys}),
+		Now:       clk.Now,
+		Transport: okTransport{},
+		Observer:  obs,
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	b := newBuilder(p)
+	parser := accesslog.NewParser(log, o.Format)
+	parser.OnMalformed = func(le accesslog.LineError) {
+		if o.Errors != nil && rep.Malformed < o.MaxReported {
+			fmt.Fprintf(o.Errors, "line %d: %v\n", le.Line, le.Err)
+		}
+		rep.Malformed++
+	}
+	rec := httptest.NewRecorder()
+	for parser.Next() {
+		if rep.Requests&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				rep.Lines = parser.Line()
+				return rep, err
+			}
+		}
+		e := parser.Entry()
+		if rep.Requests == 0 || e.Time.Before(rep.First) {
+			rep.First = e.Time
+		}
+		if e.Time.After(rep.Last) {
+			rep.Last = e.Time
+		}
+		rep.Requests++
+		t := e.Time.UnixMicro()
+		clk.now.Store(t)
+		obs.now = t
+		resetRecorder(rec)
+		h.ServeHTTP(rec, b.request(ctx, e))
+	}
+	rep.Lines = parser.Line()
+	if o.Errors != nil && rep.Malformed > o.MaxReported {
+		fmt.Fprintf(o.Errors, "... and %d more malformed lines (%d in all)\n", rep.Malformed-o.MaxReported, rep.Malformed)
+	}
+	if err := parser.Err(); err != nil {
+		return rep, fmt.Errorf("replay: reading the log: %w", err)
+	}
+	return rep, nil
+}
+
+// resetRecorder readies rec for the next request without reallocating.
+func resetRecorder(rec *httptest.ResponseRecorder) {
+	clear(rec.HeaderMap)
+	rec.Body.Reset()
+	*rec = httptest.ResponseRecorder{HeaderMap: rec.HeaderMap, Body: rec.Body, Code: http.StatusOK}
+}
+
+// clock is the virtual clock: the current entry's timestamp in ticks.
+type clock struct{ now atomic.Int64 }
+
+// Now returns the clock's instant.
+func (c *clock) Now() time.Time { return time.UnixMicro(c.now.Load()) }
+
+// okTransport answers every upstream request 200 with an empty body.
+type okTransport struct{}
+
+func (okTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return &http.Response{
+		Status: "200 OK", StatusCode: http.StatusOK,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: http.NoBody, Request: r,
+	}, nil
+}
+
+// builder turns log entries into requests.
+type builder struct {
+	hosts      map[string]string // route name → host
+	apiHeader  string
+	userHeader string
+	proxyAddr  string // RemoteAddr of a trusted proxy, "" when none
+	synthetic  map[string]string
+}
+
+func newBuilder(p *policy.Policy) *builder {
+	b := &builder{
+		hosts:     make(map[string]string, len(p.Routes)),
+		apiHeader: http.CanonicalHeaderKey(p.Config.Identity.APIKeyHeader),
+		synthetic: make(map[string]string),
+	}
+	if b.apiHeader == "" {
+		b.apiHeader = "X-Api-Key"
+	}
+	if u := p.Config.Identity.UserHeader; u != "" {
+		b.userHeader = http.CanonicalHeaderKey(u)
+	}
+	for _, s := range p.Config.Identity.TrustedProxies {
+		if pf, err := netip.ParsePrefix(s); err == nil {
+			b.proxyAddr = netip.AddrPortFrom(pf.Addr(), 0).String()
+			break
+		}
+		if a, err := netip.ParseAddr(s); err == nil {
+			b.proxyAddr = netip.AddrPortFrom(a, 0).String()
+			break
+		}
+	}
+	for _, rt := range p.Routes {
+		b.hosts[rt.Name] = rt.Host
+	}
+	return b
+}
+
+// anonymous is the address of entries that carry neither IP nor client.
+const anonymous = "192.0.2.1"
+
+// ip returns the address text a request of e comes from.
+func (b *builder) ip(e *accesslog.Entry) string {
+	v := e.IP
+	if v == "" && (e.ClientKind == "ip" || e.ClientKind == "remote_addr") {
+		v = e.Client
+	}
+	if v == "" {
+		return anonymous
+	}
+	if a, err := netip.ParseAddr(v); err == nil {
+		return a.String()
+	}
+	if s, ok := b.synthetic[v]; ok {
+		return s
+	}
+	// The n-th distinct hash gets fd00::/8 plus n bit-reversed, so the
+	// distinguishing bits come first and survive prefix masking.
+	n := uint64(len(b.synthetic) + 1)
+	r := bits.Reverse64(n) >> 8
+	var a [16]byte
+	a[0] = 0xfd
+	for i := 1; i < 8; i++ {
+		a[i] = byte(r >> (8 * (7 - i)))
+	}
+	s := netip.AddrFrom16(a).String()
+	b.synthetic[v] = s
+	return s
+}
+
+// request builds the synthetic request of e.
+func (b *builder) request(ctx context.Context, e *accesslog.Entry) *http.Request {
+	path := e.Path
+	if path == "" || path[0] != '/' {
+		path = "/" + path
+	}
+	r := &http.Request{
+		Method:     e.Method,
+		URL:        &url.URL{Path: path},
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     make(http.Header, 2),
+		Body:       http.NoBody,
+		Host:       b.hosts[e.Route],
+	}
+	ip := b.ip(e)
+	if e.APIKey != "" {
+		r.Header[b.apiHeader] = []string{e.APIKey}
+	}
+	if e.ClientKind == "user" && e.Client != "" && b.userHeader != "" && b.proxyAddr != "" {
+		r.Header[b.userHeader] = []string{e.Client}
+		r.Header["X-Forwarded-For"] = []string{ip}
+		r.RemoteAddr = b.proxyAddr
+	} else {
+		r.RemoteAddr = net.JoinHostPort(ip, "0")
+	}
+	return r.WithContext(ctx)
+}

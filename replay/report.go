@@ -1,0 +1,61 @@
+package replay
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tollgate/gateway/proxy"
+)
+
+// outcomeOrder is the order in which Write lists outcomes.
+var outcomeOrder = []proxy.Outcome{proxy.OutcomeForwarded, proxy.OutcomeLimited, proxy.OutcomeNoRoute,
+	proxy.OutcomeBadRequest, proxy.OutcomeStoreError, proxy.OutcomeUpstreamError}
+
+// Write prints r as text: a summary line, the outcomes, then one row per
+// limit with requests, allowed, denied, peak usage and, for approximate
+// limits, the disagreement with the exact sliding log.
+func (r *Report) Write(w io.Writer) error {
+	span := r.Last.Sub(r.First)
+	fmt.Fprintf(w, "replayed %d requests from %d lines (%d malformed)", r.Requests, r.Lines, r.Malformed)
+	if r.Requests > 0 {
+		fmt.Fprintf(w, ", %s to %s (%s)", r.First.UTC().Format(time.RFC3339), r.Last.UTC().Format(time.RFC3339), span)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprint(w, "outcomes:")
+	for _, o := range outcomeOrder {
+		if n := r.Outcomes[o]; n > 0 {
+			fmt.Fprintf(w, " %s=%d", o, n)
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "limit\talgorithm\tmode\trequests\tallowed\tdenied\tpeak usage\tvs exact log\t")
+	for _, l := range r.Limits {
+		mode := "enforce"
+		if l.Shadow {
+			mode = "shadow"
+		}
+		peak := "-"
+		if l.PeakLimit > 0 {
+			peak = fmt.Sprintf("%d/%d", l.PeakUsed, l.PeakLimit)
+		}
+		cmp := "exact"
+		if l.Compared {
+			cmp = fmt.Sprintf("%d false allows, %d false denies (%s)", l.FalseAllows, l.FalseDenies,
+				percent(l.FalseAllows+l.FalseDenies, l.Requests))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", l.Name, l.Algorithm, mode,
+			l.Requests, l.Allowed, l.Denied, peak, cmp)
+	}
+	return tw.Flush()
+}
+
+func percent(n, of int64) string {
+	if of == 0 {
+		return "0%"
+	}
+	return fmt.Sprintf("%.4f%%", 100*float64(n)/float64(of))
+}
