@@ -1,0 +1,99 @@
+package redisstore
+
+import (
+	"sync"
+	"time"
+)
+
+// BreakerState is the state of the store's circuit breaker.
+type BreakerState uint8
+
+const (
+	// BreakerClosed lets every call through.
+	BreakerClosed BreakerState = iota
+	// BreakerOpen fails every call fast with ErrBreakerOpen until the
+	// cooldown has passed.
+	BreakerOpen
+	// BreakerHalfOpen lets one probe call through; its outcome closes or
+	// reopens the breaker.
+	BreakerHalfOpen
+)
+
+// String returns "closed", "open" or "half-open".
+func (b BreakerState) String() string {
+	switch b {
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return "closed"
+}
+
+// breaker opens after a run of consecutive failures, so that while Redis is
+// down calls fail at once instead of each paying the timeout; after a
+// cooldown it lets one probe through, and the probe's success closes it.
+type breaker struct {
+	threshold int
+	cooldown  time.Duration
+
+	mu       sync.Mutex
+	st       BreakerState
+	failures int
+	openedAt time.Time
+	probing  bool
+}
+
+func (b *breaker) init(threshold int, cooldown time.Duration) {
+	b.threshold, b.cooldown = threshold, cooldown
+}
+
+// allow reports whether a call may proceed at now.
+func (b *breaker) allow(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.st {
+	case BreakerClosed:
+		return true
+	case BreakerOpen:
+		if now.Sub(b.openedAt) < b.cooldown {
+			return false
+		}
+		b.st, b.probing = BreakerHalfOpen, true
+		return true
+	default: // half-open: one probe at a time
+		if b.probing {
+			return false
+		}
+		b.probing = true
+		return true
+	}
+}
+
+// success records a call that reached a healthy Redis.
+func (b *breaker) success() {
+	b.mu.Lock()
+	b.st, b.failures, b.probing = BreakerClosed, 0, false
+	b.mu.Unlock()
+}
+
+// failure records a failed call at now.
+func (b *breaker) failure(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures++
+	if b.st == BreakerHalfOpen || b.failures >= b.threshold {
+		b.st, b.openedAt, b.probing = BreakerOpen, now, false
+	}
+}
+
+// state returns the state at now (an open breaker past its cooldown reads
+// as half-open).
+func (b *breaker) state(now time.Time) BreakerState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.st == BreakerOpen && now.Sub(b.openedAt) >= b.cooldown {
+		return BreakerHalfOpen
+	}
+	return b.st
+}

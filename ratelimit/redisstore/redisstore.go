@@ -1,0 +1,613 @@
+// Package redisstore is a ratelimit.Store whose counters live in Redis
+// (standalone, Sentinel or Cluster), so that a fleet of gateways shares them.
+//
+// Every algorithm runs inside one Lua script (decide.lua, embedded) that
+// mirrors the Go window math of package ratelimit bit for bit: integer ticks
+// (µs), doubles in the order ARCHITECTURE.md writes them, doubles stored with
+// %.17g. All hits of one request are decided by one EVALSHA on standalone and
+// Sentinel: the script checks every hit first and counts only if every
+// enforced hit allows. Every key is passed in KEYS, and every key carries a
+// TTL just longer than the state it holds (concurrency keys: a lease TTL
+// refreshed on every acquire).
+//
+// Scripts run with redis.Script.Run: EVALSHA, and EVAL only when Redis
+// answers NOSCRIPT (a restarted server or SCRIPT FLUSH). No other failure is
+// retried: an increment whose reply was lost may have been applied.
+//
+// Failures return errors wrapping ratelimit.ErrStore; the caller applies its
+// on_error policy. A circuit breaker fails calls fast while Redis is down and
+// probes it to recover, and a local deny cache answers a request that Redis
+// has denied until T without a round trip until T.
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+//go:embed decide.lua
+var decideSrc string
+
+//go:embed release.lua
+var releaseSrc string
+
+// Clock selects whose clock a decision uses.
+type Clock uint8
+
+const (
+	// ClockLocal decides at the now passed to Decide (the gateway's clock).
+	ClockLocal Clock = iota
+	// ClockStore decides at redis.call('TIME') read inside the script, so
+	// every gateway shares the Redis server's clock at no extra round trip.
+	// Redis 7 replicates a script's effects, not the script, so reading TIME
+	// in a script that writes is safe.
+	ClockStore
+)
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Prefix is prepended to every key: prefix + hit.Key + ":" + Limit.ID.
+	// Default "" (the gateway passes store.redis.prefix, "tollgate:").
+	Prefix string
+	// Clock selects the decision clock. Default ClockLocal.
+	Clock Clock
+	// Timeout bounds one store call, including waiting for a pooled
+	// connection. Default 50ms. The client must have ContextTimeoutEnabled
+	// for the deadline to bound the socket.
+	Timeout time.Duration
+	// DenyCacheSize is the number of denied hit sets remembered locally:
+	// 0 means 10000, a negative value disables the cache.
+	DenyCacheSize int
+	// LeaseTTL is the TTL of a concurrency key, refreshed on every acquire,
+	// so that the slots of a crashed gateway heal. Default 5 minutes.
+	LeaseTTL time.Duration
+	// TTLMargin is added to every key's TTL beyond the instant its state
+	// expires, to absorb clock skew between gateways with ClockLocal.
+	// Default 1s.
+	TTLMargin time.Duration
+	// BreakerFailures is the number of consecutive failed calls that open
+	// the circuit breaker. Default 5.
+	BreakerFailures int
+	// BreakerCooldown is how long the breaker stays open before one probe
+	// call is let through. Default 250ms.
+	BreakerCooldown time.Duration
+}
+
+// Store is a ratelimit.Store backed by Redis. It is safe for concurrent use.
+type Store struct {
+	client  redis.UniversalClient
+	cluster bool
+	opts    Options
+	decide  *redis.Script
+	release *redis.Script
+	breaker breaker
+	deny    *lru.Cache[string, *denied]
+	stats   counters
+}
+
+var _ ratelimit.Store = (*Store)(nil)
+
+// New returns a Store using client, which the caller keeps owning (Close
+// does not close it). It fails when the options are invalid.
+func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	if opts.Clock != ClockLocal && opts.Clock != ClockStore {
+		return nil, fmt.Errorf("redisstore: unknown clock %d", opts.Clock)
+	}
+	if opts.Timeout < 0 || opts.LeaseTTL < 0 || opts.TTLMargin < 0 || opts.BreakerCooldown < 0 || opts.BreakerFailures < 0 {
+		return nil, errors.New("redisstore: negative timeout, lease, margin or breaker setting")
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 50 * time.Millisecond
+	}
+	if opts.LeaseTTL == 0 {
+		opts.LeaseTTL = 5 * time.Minute
+	}
+	if opts.TTLMargin == 0 {
+		opts.TTLMargin = time.Second
+	}
+	if opts.BreakerFailures == 0 {
+		opts.BreakerFailures = 5
+	}
+	if opts.BreakerCooldown == 0 {
+		opts.BreakerCooldown = 250 * time.Millisecond
+	}
+	s := &Store{
+		client:  client,
+		opts:    opts,
+		decide:  redis.NewScript(decideSrc),
+		release: redis.NewScript(releaseSrc),
+	}
+	s.breaker.init(opts.BreakerFailures, opts.BreakerCooldown)
+	_, s.cluster = client.(*redis.ClusterClient)
+	if opts.DenyCacheSize >= 0 {
+		size := opts.DenyCacheSize
+		if size == 0 {
+			size = 10000
+		}
+		c, err := lru.New[string, *denied](size)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: deny cache: %w", err)
+		}
+		s.deny = c
+	}
+	return s, nil
+}
+
+// Key returns the Redis key holding limit's counters for hit key k.
+func (s *Store) Key(l *ratelimit.Limit, k string) string {
+	return s.opts.Prefix + k + ":" + l.ID
+}
+
+// call runs f under the store's timeout and the circuit breaker, and wraps
+// its error in ratelimit.ErrStore.
+func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) error {
+	s.stats.calls.Add(1)
+	if !s.breaker.allow(time.Now()) {
+		s.stats.breakerRejects.Add(1)
+		return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, ErrBreakerOpen)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	err := f(ctx)
+	switch {
+	case err == nil:
+		s.breaker.success()
+		return nil
+	case isStateError(err):
+		// Redis is healthy; this key holds something we cannot read.
+		s.breaker.success()
+		s.stats.stateErrors.Add(1)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		s.breaker.failure(time.Now())
+		s.stats.timeouts.Add(1)
+	default:
+		s.breaker.failure(time.Now())
+		s.stats.otherErrors.Add(1)
+	}
+	return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, err)
+}
+
+// isStateError reports whether err is a script error about one key's
+// content (wrong type or corrupt state) rather than an unhealthy server.
+func isStateError(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "WRONGTYPE") || strings.Contains(msg, "tollgate: corrupt")
+}
+
+// ErrBreakerOpen is wrapped (with ratelimit.ErrStore) by every call failed
+// fast while the circuit breaker is open.
+var ErrBreakerOpen = errors.New("circuit breaker open")
+
+// Decide implements ratelimit.Store.
+func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
+	if len(out) < len(hits) {
+		return false, fmt.Errorf("redisstore: %d decisions for %d hits", len(out), len(hits))
+	}
+	for i, h := range hits {
+		if err := checkHit(h); err != nil {
+			return false, fmt.Errorf("redisstore: hit %d: %w", i, err)
+		}
+	}
+	if len(hits) == 0 {
+		return true, nil
+	}
+	var ck string
+	if s.deny != nil {
+		ck = s.cacheKey(hits)
+		if s.denyLookup(ck, now, out[:len(hits)]) {
+			s.stats.denyCacheHits.Add(1)
+			return false, nil
+		}
+	}
+	var allowed bool
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		if s.cluster {
+			allowed, err = s.decideCluster(ctx, now, hits, out)
+		} else {
+			allowed, _, err = s.run(ctx, s.client, 0, now, hits, out, nil)
+		}
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	if !allowed && s.deny != nil {
+		s.denyStore(ck, now, hits, out[:len(hits)])
+	}
+	return allowed, nil
+}
+
+func checkHit(h ratelimit.Hit) error {
+	switch {
+	case h.Limit == nil:
+		return errors.New("nil limit")
+	case h.Limit.ID == "":
+		return fmt.Errorf("limit %q not finished (empty ID)", h.Limit.Name)
+	case h.Cost < 1:
+		return fmt.Errorf("cost %d < 1", h.Cost)
+	}
+	return nil
+}
+
+// Script modes (ARGV[2] of decide.lua).
+const (
+	modeDecide = 0
+	modeCheck  = 1
+	modeRefund = 2
+)
+
+// written is what one decide call changed on one key, so that a refund can
+// put the old value back if nobody changed the key since.
+type written struct {
+	restore bool // the script wrote this key
+	old     string
+	oldOK   bool // the key existed before
+	new     string
+}
+
+// run executes decide.lua for hits in one round trip and fills out. With
+// refund non-nil (mode modeRefund) it first restores those values. It
+// returns the per-hit written values when mode is modeDecide on a cluster.
+func (s *Store) run(ctx context.Context, c redis.Scripter, mode int, now time.Time, hits []ratelimit.Hit,
+	out []ratelimit.Decision, refund []written) (bool, []written, error) {
+	keys := make([]string, len(hits))
+	args := make([]any, 0, 6+len(hits)*9+len(refund)*4)
+	nowArg := ""
+	if s.opts.Clock == ClockLocal {
+		nowArg = strconv.FormatInt(now.UnixMicro(), 10)
+	}
+	wantOld := "0"
+	if s.cluster && mode == modeDecide {
+		wantOld = "1"
+	}
+	args = append(args, nowArg, mode, wantOld, s.opts.LeaseTTL.Milliseconds(), s.opts.TTLMargin.Milliseconds(), len(hits))
+	for i, h := range hits {
+		l := h.Limit
+		keys[i] = s.Key(l, h.Key)
+		shadow := 0
+		if l.Shadow {
+			shadow = 1
+		}
+		n := l.Windows()
+		args = append(args, int(l.Algorithm), shadow, h.Cost, n)
+		for w := range n {
+			p := l.Params(w)
+			args = append(args, p.Limit, p.Window, p.Capacity, p.Precision, p.Buckets)
+		}
+	}
+	for _, r := range refund {
+		args = append(args, b2i(r.restore), r.new, b2i(r.oldOK), r.old)
+	}
+	res, err := s.decide.Run(ctx, c, keys, args...).Slice()
+	if err != nil {
+		return false, nil, err
+	}
+	return parseReply(res, hits, out, wantOld == "1")
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// parseReply turns decide.lua's reply into Decisions, choosing the reported
+// window exactly as ratelimit.Check and ratelimit.Report do.
+func parseReply(res []any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld bool) (bool, []written, error) {
+	pos := 0
+	next := func() int64 {
+		if pos >= len(res) {
+			pos++
+			return 0
+		}
+		v, _ := res[pos].(int64)
+		pos++
+		return v
+	}
+	allowed := next() == 1
+	next() // now
+	for i, h := range hits {
+		l := h.Limit
+		d := ratelimit.Decision{}
+		counted := next() == 1
+		never := int(next())
+		n := l.Windows()
+		var ok [8]bool
+		var ra, rem, reset [8]int64
+		okS, raS, remS, resetS := ok[:0], ra[:0], rem[:0], reset[:0]
+		for range n {
+			okS = append(okS, next() == 1)
+			raS = append(raS, next())
+			remS = append(remS, next())
+			resetS = append(resetS, next())
+		}
+		switch {
+		case never > 0:
+			d = ratelimit.Decision{Never: true, Window: never - 1}
+		default:
+			d.Allowed = true
+			longest := int64(-1)
+			for w := range n {
+				if okS[w] {
+					continue
+				}
+				d.Allowed = false
+				if raS[w] > longest {
+					longest, d.Window = raS[w], w
+				}
+			}
+			if !d.Allowed {
+				d.RetryAfter = time.Duration(longest) * ratelimit.Tick
+			}
+		}
+		if d.Allowed {
+			best := -1.0
+			for w := range n {
+				frac := float64(remS[w]) / float64(l.Params(w).Capacity)
+				if best < 0 || frac < best {
+					best, d.Window = frac, w
+				}
+			}
+		}
+		d.Counted = counted
+		d.Limit = l.Params(d.Window).Capacity
+		d.Remaining = remS[d.Window]
+		d.Reset = time.Duration(resetS[d.Window]) * ratelimit.Tick
+		out[i] = d
+	}
+	if pos > len(res) {
+		return false, nil, fmt.Errorf("short script reply (%d values)", len(res))
+	}
+	if !wantOld {
+		return allowed, nil, nil
+	}
+	ws := make([]written, len(hits))
+	for i := range hits {
+		if pos+3 > len(res) {
+			return false, nil, fmt.Errorf("short script reply (%d values)", len(res))
+		}
+		existed, _ := res[pos].(int64)
+		old, _ := res[pos+1].(string)
+		nw, _ := res[pos+2].(string)
+		pos += 3
+		ws[i] = written{restore: out[i].Counted, old: old, oldOK: existed == 1, new: nw}
+	}
+	return allowed, ws, nil
+}
+
+// Release implements ratelimit.Store.
+func (s *Store) Release(ctx context.Context, hits []ratelimit.Hit) error {
+	var keys []string
+	var args []any
+	for i, h := range hits {
+		if err := checkHit(h); err != nil {
+			return fmt.Errorf("redisstore: hit %d: %w", i, err)
+		}
+		if h.Limit.Algorithm != ratelimit.Concurrency {
+			continue
+		}
+		keys = append(keys, s.Key(h.Limit, h.Key))
+		args = append(args, h.Cost)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return s.call(ctx, func(ctx context.Context) error {
+		if !s.cluster {
+			return s.release.Run(ctx, s.client, keys, args...).Err()
+		}
+		// One script per slot.
+		for _, g := range groupBySlot(keys) {
+			ks, as := make([]string, len(g)), make([]any, len(g))
+			for j, i := range g {
+				ks[j], as[j] = keys[i], args[i]
+			}
+			if err := s.release.Run(ctx, s.client, ks, as...).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Usage implements ratelimit.Store. It runs the decision script in check
+// mode (cost 1), which changes nothing.
+func (s *Store) Usage(ctx context.Context, now time.Time, limit *ratelimit.Limit, key string) ([]ratelimit.WindowUsage, error) {
+	hits := []ratelimit.Hit{{Limit: limit, Key: key, Cost: 1}}
+	if err := checkHit(hits[0]); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	var res []any
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		keys := []string{s.Key(limit, key)}
+		args := []any{"", modeCheck, "0", s.opts.LeaseTTL.Milliseconds(), s.opts.TTLMargin.Milliseconds(), 1}
+		if s.opts.Clock == ClockLocal {
+			args[0] = strconv.FormatInt(now.UnixMicro(), 10)
+		}
+		n := limit.Windows()
+		args = append(args, int(limit.Algorithm), 0, 1, n)
+		for w := range n {
+			p := limit.Params(w)
+			args = append(args, p.Limit, p.Window, p.Capacity, p.Precision, p.Buckets)
+		}
+		res, err = s.decide.Run(ctx, s.client, keys, args...).Slice()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := limit.Windows()
+	if len(res) < 4+4*n {
+		return nil, fmt.Errorf("redis store: %w: short script reply", ratelimit.ErrStore)
+	}
+	out := make([]ratelimit.WindowUsage, n)
+	for w := range n {
+		rem, _ := res[4+4*w+2].(int64)
+		reset, _ := res[4+4*w+3].(int64)
+		p := limit.Params(w)
+		u := ratelimit.WindowUsage{Used: p.Capacity - rem, Remaining: rem, Reset: time.Duration(reset) * ratelimit.Tick}
+		if w < len(limit.Rates) {
+			u.Rate = limit.Rates[w]
+		}
+		out[w] = u
+	}
+	return out, nil
+}
+
+// Reset implements ratelimit.Store. It also forgets every locally cached
+// denial, which may involve the key.
+func (s *Store) Reset(ctx context.Context, limit *ratelimit.Limit, key string) error {
+	if limit == nil || limit.ID == "" {
+		return errors.New("redisstore: reset of an unfinished limit")
+	}
+	if s.deny != nil {
+		s.deny.Purge()
+	}
+	return s.call(ctx, func(ctx context.Context) error {
+		return s.client.Del(ctx, s.Key(limit, key)).Err()
+	})
+}
+
+// Close implements ratelimit.Store. It does not close the client, which
+// the caller owns.
+func (s *Store) Close() error {
+	if s.deny != nil {
+		s.deny.Purge()
+	}
+	return nil
+}
+
+// Ready reports whether the store can serve decisions: nil when the breaker
+// is closed (or due to probe) and Redis answers PING within the timeout.
+// It is meant for /readyz.
+func (s *Store) Ready(ctx context.Context) error {
+	if st := s.breaker.state(time.Now()); st == BreakerOpen {
+		return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, ErrBreakerOpen)
+	}
+	return s.call(ctx, func(ctx context.Context) error { return s.client.Ping(ctx).Err() })
+}
+
+// Stats are cumulative counters of a Store, for metrics.
+type Stats struct {
+	// Calls is the number of store calls attempted (decisions answered by
+	// the deny cache are not calls).
+	Calls uint64
+	// Timeouts counts calls that hit their deadline.
+	Timeouts uint64
+	// StateErrors counts calls failed by a key of the wrong type or with
+	// unreadable content.
+	StateErrors uint64
+	// OtherErrors counts every other failed call (connection refused,
+	// READONLY, CLUSTERDOWN, ...).
+	OtherErrors uint64
+	// BreakerRejects counts calls failed fast by the open breaker.
+	BreakerRejects uint64
+	// DenyCacheHits counts decisions answered by the local deny cache.
+	DenyCacheHits uint64
+	// Refunds counts Cluster refunds of earlier slots after a later denial.
+	Refunds uint64
+	// Breaker is the breaker's state now.
+	Breaker BreakerState
+}
+
+type counters struct {
+	calls, timeouts, stateErrors, otherErrors, breakerRejects, denyCacheHits, refunds atomic.Uint64
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Calls:          s.stats.calls.Load(),
+		Timeouts:       s.stats.timeouts.Load(),
+		StateErrors:    s.stats.stateErrors.Load(),
+		OtherErrors:    s.stats.otherErrors.Load(),
+		BreakerRejects: s.stats.breakerRejects.Load(),
+		DenyCacheHits:  s.stats.denyCacheHits.Load(),
+		Refunds:        s.stats.refunds.Load(),
+		Breaker:        s.breaker.state(time.Now()),
+	}
+}
+
+// denied is a cached denial: the decisions Redis returned at instant at,
+// valid until until (the earliest RetryAfter among the denying enforced
+// hits), so every denying hit still denies until then.
+type denied struct {
+	at, until time.Time
+	out       []ratelimit.Decision
+}
+
+// cacheKey identifies a hit set: keys, limits and costs.
+func (s *Store) cacheKey(hits []ratelimit.Hit) string {
+	var b strings.Builder
+	for _, h := range hits {
+		b.WriteString(h.Limit.ID)
+		b.WriteByte(0)
+		b.WriteString(h.Key)
+		b.WriteByte(0)
+		b.WriteString(strconv.FormatInt(h.Cost, 10))
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// denyStore caches a denial when every denying enforced hit promises a
+// RetryAfter (not Never, not Concurrency's unknown 0).
+func (s *Store) denyStore(ck string, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) {
+	var wait time.Duration = -1
+	for i, h := range hits {
+		d := out[i]
+		if h.Limit.Shadow || d.Allowed {
+			continue
+		}
+		if d.Never || d.RetryAfter <= 0 {
+			return
+		}
+		if wait < 0 || d.RetryAfter < wait {
+			wait = d.RetryAfter
+		}
+	}
+	if wait <= 0 {
+		return
+	}
+	s.deny.Add(ck, &denied{at: now, until: now.Add(wait), out: append([]ratelimit.Decision(nil), out...)})
+}
+
+// denyLookup answers from the cache if a denial for ck is still valid at
+// now, with RetryAfter and Reset shortened by the time elapsed.
+func (s *Store) denyLookup(ck string, now time.Time, out []ratelimit.Decision) bool {
+	e, ok := s.deny.Get(ck)
+	if !ok {
+		return false
+	}
+	if !now.Before(e.until) || now.Before(e.at) {
+		s.deny.Remove(ck)
+		return false
+	}
+	el := now.Sub(e.at)
+	for i, d := range e.out {
+		d.Counted = false
+		if d.RetryAfter > 0 {
+			d.RetryAfter -= el
+		}
+		d.Reset = max(d.Reset-el, 0)
+		out[i] = d
+	}
+	return true
+}
