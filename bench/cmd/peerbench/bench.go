@@ -1,0 +1,452 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// target is one server under test: a gateway process in one mode, or one
+// server block of the nginx peer.
+type target struct {
+	peer   string // "tollgate" or "nginx"
+	m      mode
+	url    string
+	script string // wrk Lua script rotating keys, "" for the hot key
+	// cpu returns the CPU time used so far by the target's processes.
+	cpu func() time.Duration
+}
+
+func (t *target) name() string { return t.peer + " " + t.m.name }
+
+// round is one measured wrk run against one target.
+type round struct {
+	wrk                       wrkResult
+	proxyCPU, upCPU, redisCPU time.Duration
+}
+
+// targetResult collects a target's rounds and its callgrind figure.
+type targetResult struct {
+	t      *target
+	rounds []round
+	// instructions per request under callgrind (user space), 0 if not measured.
+	instr      float64
+	cgRequests int64
+	cgNon2xx   int64
+	cgErr      string
+}
+
+// results is everything the report prints.
+type results struct {
+	started, finished time.Time
+	targets           []*targetResult
+	callgrind         bool
+}
+
+// env is the running benchmark: its temp dir, processes and shared parts.
+type env struct {
+	o        *options
+	tmp      string
+	ps       *procs
+	gateway  string // built binary
+	upAddr   string
+	upProc   *proc
+	redis    *proc
+	redisAdr string
+}
+
+func bench(ctx context.Context, o *options, modes []mode, tmp string, ps *procs) (*results, error) {
+	e := &env{o: o, tmp: tmp, ps: ps}
+	res := &results{started: time.Now(), callgrind: o.callgrind == "on"}
+
+	fmt.Fprintln(os.Stderr, "peerbench: building ./cmd/gateway")
+	e.gateway = filepath.Join(tmp, "gateway")
+	build := exec.CommandContext(ctx, "go", "build", "-o", e.gateway, "./cmd/gateway")
+	build.Dir = o.root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build ./cmd/gateway: %w\n%s", err, out)
+	}
+	if err := e.startUpstream(); err != nil {
+		return nil, err
+	}
+	for _, m := range modes {
+		if m.redis {
+			if err := e.startRedis(); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+
+	var targets []*target
+	var nginxServers []nginxServer
+	nginxTargets := map[int]mode{}
+	script := ""
+	for _, m := range modes {
+		if m.manyKeys && script == "" {
+			var err error
+			if script, err = keysScript(tmp, o.load.keys); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, m := range modes {
+		t, err := e.startGateway(m, "50ms", false)
+		if err != nil {
+			return nil, err
+		}
+		if m.manyKeys {
+			t.script = script
+		}
+		targets = append(targets, t)
+		if !m.redis {
+			port, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			nginxServers = append(nginxServers, nginxServer{port: port, limit: m.limit})
+			nginxTargets[port] = m
+		}
+	}
+	if len(nginxServers) > 0 {
+		ng, err := e.startNginx("nginx", nginxServers, o.nginxWorkers, false)
+		if err != nil {
+			return nil, err
+		}
+		pid := ng.cmd.Process.Pid
+		// Interleave: each nginx mode right after the gateway's same mode.
+		var mixed []*target
+		for _, t := range targets {
+			mixed = append(mixed, t)
+			for _, s := range nginxServers {
+				if m := nginxTargets[s.port]; m.name == t.m.name {
+					mixed = append(mixed, &target{peer: "nginx", m: m, script: t.script,
+						url: fmt.Sprintf("http://127.0.0.1:%d/", s.port), cpu: func() time.Duration { return groupCPU(pid) }})
+				}
+			}
+		}
+		targets = mixed
+	}
+
+	for _, t := range targets {
+		res.targets = append(res.targets, &targetResult{t: t})
+	}
+	fmt.Fprintf(os.Stderr, "peerbench: %d targets; warm-up %s each, then %d rounds of %s\n",
+		len(targets), o.warmup, o.rounds, o.duration)
+	for _, t := range targets {
+		if _, _, err := runWrk(ctx, o.load.wrkArgs(t.url, t.script, o.warmup)); err != nil {
+			return nil, fmt.Errorf("%s warm-up: %w", t.name(), err)
+		}
+	}
+	for r := 0; r < o.rounds; r++ {
+		order := make([]*targetResult, len(res.targets))
+		copy(order, res.targets)
+		if r%2 == 1 {
+			for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
+				order[i], order[j] = order[j], order[i]
+			}
+		}
+		for _, tr := range order {
+			rd, err := e.measure(ctx, tr.t)
+			if err != nil {
+				return nil, err
+			}
+			tr.rounds = append(tr.rounds, rd)
+			fmt.Fprintf(os.Stderr, "peerbench: round %d %-30s %8.0f req/s  p50 %-9s p99 %-9s cpu %6.1f µs/req\n",
+				r+1, tr.t.name(), rd.wrk.rps, rd.wrk.p50, rd.wrk.p99, perReq(rd.proxyCPU, rd.wrk.requests))
+		}
+	}
+	if res.callgrind {
+		if err := e.callgrindAll(ctx, res, nginxServers); err != nil {
+			return nil, err
+		}
+	}
+	res.finished = time.Now()
+	return res, nil
+}
+
+// measure runs one wrk round against t and the CPU deltas around it.
+func (e *env) measure(ctx context.Context, t *target) (round, error) {
+	upPID := e.upProc.cmd.Process.Pid
+	redisCPU := func() time.Duration { return 0 }
+	if t.m.redis {
+		pid := e.redis.cmd.Process.Pid
+		redisCPU = func() time.Duration { d, _ := cpuTime(pid); return d }
+	}
+	p0, r0 := t.cpu(), redisCPU()
+	u0, _ := cpuTime(upPID)
+	w, _, err := runWrk(ctx, e.o.load.wrkArgs(t.url, t.script, e.o.duration))
+	if err != nil {
+		return round{}, fmt.Errorf("%s: %w", t.name(), err)
+	}
+	p1, r1 := t.cpu(), redisCPU()
+	u1, _ := cpuTime(upPID)
+	return round{wrk: w, proxyCPU: p1 - p0, upCPU: u1 - u0, redisCPU: r1 - r0}, nil
+}
+
+func (e *env) startUpstream() error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	e.upAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	e.upProc, err = e.ps.start(e.tmp, "upstream", nil, self, "upstream", "-listen", e.upAddr)
+	if err != nil {
+		return err
+	}
+	return waitHTTP(e.upProc, e.upAddr, "/", 10*time.Second)
+}
+
+func (e *env) startRedis() error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	e.redisAdr = fmt.Sprintf("127.0.0.1:%d", port)
+	bin, err := lookPath("redis-server")
+	if err != nil {
+		return err
+	}
+	e.redis, err = e.ps.start(e.tmp, "redis", nil, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", e.tmp, "--daemonize", "no", "--protected-mode", "no")
+	if err != nil {
+		return err
+	}
+	return waitRedis(e.redis, e.redisAdr, 10*time.Second)
+}
+
+// startGateway starts a gateway in mode m; under callgrind when cg is set.
+func (e *env) startGateway(m mode, storeTimeout string, cg bool) (*target, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	admin, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	name := "gateway-" + m.name
+	if cg {
+		name = "cg-" + name
+	}
+	listen, adminAddr := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", admin)
+	conf := gatewayTOML(m, listen, adminAddr, e.upAddr, e.redisAdr, storeTimeout)
+	confPath := filepath.Join(e.tmp, name+".toml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	bin, args := e.gateway, []string{"--config", confPath, "--log-level", "warn"}
+	var envv []string
+	wait := 15 * time.Second
+	if cg {
+		envv = []string{"GODEBUG=asyncpreemptoff=1"}
+		args = append([]string{"--tool=callgrind", "--callgrind-out-file=" + filepath.Join(e.tmp, name+".cg"), bin}, args...)
+		bin, wait = "valgrind", 90*time.Second
+	}
+	p, err := e.ps.start(e.tmp, name, envv, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(p, adminAddr, "/healthz", wait); err != nil {
+		return nil, err
+	}
+	pid := p.cmd.Process.Pid
+	return &target{peer: "tollgate", m: m, url: "http://" + listen + "/",
+		cpu: func() time.Duration { d, _ := cpuTime(pid); return d }}, nil
+}
+
+// startNginx starts nginx with one server block per entry of servers;
+// single-process (master_process off) when cg is set, under callgrind.
+func (e *env) startNginx(name string, servers []nginxServer, workers int, cg bool) (*proc, error) {
+	dir := filepath.Join(e.tmp, name)
+	for _, sub := range []string{"", "client_body", "proxy", "fastcgi", "uwsgi", "scgi", "logs"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o777); err != nil {
+			return nil, err
+		}
+	}
+	// Workers may run as another user when started by root: let them in.
+	_ = os.Chmod(e.tmp, 0o755)
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, []byte(nginxConf(dir, workers, e.upAddr, servers, cg)), 0o644); err != nil {
+		return nil, err
+	}
+	bin, err := lookPath("nginx")
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-p", dir, "-c", conf, "-e", filepath.Join(dir, "nginx-error.log")}
+	wait := 10 * time.Second
+	if cg {
+		args = append([]string{"--tool=callgrind", "--callgrind-out-file=" + filepath.Join(e.tmp, name+".cg"), bin}, args...)
+		bin, wait = "valgrind", 60*time.Second
+	}
+	p, err := e.ps.start(e.tmp, name, nil, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range servers {
+		if err := waitHTTP(p, fmt.Sprintf("127.0.0.1:%d", s.port), "/", wait); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// callgrindAll measures instructions per request of every target: a fresh
+// instance under callgrind, warmed up, counters zeroed, one wrk run,
+// counters dumped.
+func (e *env) callgrindAll(ctx context.Context, res *results, nginxServers []nginxServer) error {
+	fmt.Fprintln(os.Stderr, "peerbench: callgrind phase (instructions per request)")
+	var ng *proc
+	ngPorts := map[string]int{}
+	if len(nginxServers) > 0 {
+		var servers []nginxServer
+		for _, tr := range res.targets {
+			if tr.t.peer != "nginx" {
+				continue
+			}
+			port, err := freePort()
+			if err != nil {
+				return err
+			}
+			servers = append(servers, nginxServer{port: port, limit: tr.t.m.limit})
+			ngPorts[tr.t.m.name] = port
+		}
+		var err error
+		if ng, err = e.startNginx("cg-nginx", servers, 1, true); err != nil {
+			return err
+		}
+		defer e.ps.stop(ng)
+	}
+	for _, tr := range res.targets {
+		var p *proc
+		url := ""
+		if tr.t.peer == "nginx" {
+			p, url = ng, fmt.Sprintf("http://127.0.0.1:%d/", ngPorts[tr.t.m.name])
+		} else {
+			// A generous store budget: under valgrind the gateway runs
+			// ~50x slower and a 50ms deadline would measure on_error.
+			t, err := e.startGateway(tr.t.m, "5s", true)
+			if err != nil {
+				return err
+			}
+			url = t.url
+			p = e.ps.list[len(e.ps.list)-1]
+		}
+		err := e.callgrindOne(ctx, tr, p, url)
+		if tr.t.peer != "nginx" {
+			e.ps.stop(p)
+		}
+		if err != nil {
+			tr.cgErr = err.Error()
+			fmt.Fprintf(os.Stderr, "peerbench: callgrind %s: %v\n", tr.t.name(), err)
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "peerbench: callgrind %-30s %8.0f instructions/request (%d requests)\n",
+			tr.t.name(), tr.instr, tr.cgRequests)
+	}
+	return nil
+}
+
+func (e *env) callgrindOne(ctx context.Context, tr *targetResult, p *proc, url string) error {
+	pid := strconv.Itoa(p.cmd.Process.Pid)
+	if _, _, err := runWrk(ctx, e.o.load.wrkArgs(url, tr.t.script, 2*time.Second)); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, "callgrind_control", "-z", pid).CombinedOutput(); err != nil {
+		return fmt.Errorf("callgrind_control -z: %w: %s", err, out)
+	}
+	w, _, err := runWrk(ctx, e.o.load.wrkArgs(url, tr.t.script, e.o.cgDuration))
+	if err != nil {
+		return err
+	}
+	before, _ := filepath.Glob(filepath.Join(e.tmp, p.name+".cg.*"))
+	if out, err := exec.CommandContext(ctx, "callgrind_control", "-d", pid).CombinedOutput(); err != nil {
+		return fmt.Errorf("callgrind_control -d: %w: %s", err, out)
+	}
+	var dump string
+	deadline := time.Now().Add(20 * time.Second)
+	for dump == "" && time.Now().Before(deadline) {
+		after, _ := filepath.Glob(filepath.Join(e.tmp, p.name+".cg.*"))
+		for _, f := range after {
+			if !contains(before, f) {
+				dump = f
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if dump == "" {
+		return fmt.Errorf("no callgrind dump appeared for %s", p.name)
+	}
+	total, err := callgrindSummary(dump)
+	if err != nil {
+		return err
+	}
+	if w.requests == 0 {
+		return fmt.Errorf("wrk completed no requests")
+	}
+	tr.instr = float64(total) / float64(w.requests)
+	tr.cgRequests, tr.cgNon2xx = w.requests, w.non2xx
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// callgrindSummary reads the Ir total of a callgrind dump. The file may
+// still be being written: retry until its summary line is there.
+func callgrindSummary(path string) (int64, error) {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "summary:"); ok {
+					f := strings.Fields(v)
+					if len(f) > 0 {
+						return strconv.ParseInt(f[0], 10, 64)
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%s: no summary line", path)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func perReq(d time.Duration, n int64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(d.Microseconds()) / float64(n)
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,13 @@
+#!/bin/sh
+# Peer benchmark of issue 7: Tollgate beside nginx on loopback, driven by wrk.
+#
+#   bench/peer.sh                      full run (~5-6 minutes), table written into BENCHMARKS.md
+#   bench/peer.sh -write '' -rounds 1  quick look, print only
+#
+# Needs go, wrk, nginx, redis-server (apt-get install wrk nginx redis-server)
+# and, for instructions per request, valgrind. Every flag is passed on to
+# bench/cmd/peerbench (go run ./bench/cmd/peerbench -h lists them).
+set -eu
+cd "$(dirname "$0")/.."
+export PEERBENCH_CMD="bench/peer.sh${*:+ $*}"
+exec go run ./bench/cmd/peerbench -write BENCHMARKS.md "$@"
