@@ -141,12 +141,12 @@ func rate(n int64, w time.Duration) ratelimit.Rate { return ratelimit.Rate{Limit
 func parityLimits(t testing.TB) []*ratelimit.Limit {
 	return []*ratelimit.Limit{
 		finished(t, ratelimit.Limit{Name: "fw", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(5, time.Second), rate(12, 5*time.Second)}}),
-		finished(t, ratelimit.Limit{Name: "el", Algorithm: ratelimit.FixedWindowElastic, Rates: []ratelimit.Rate{rate(4, 700 * time.Millisecond)}}),
+		finished(t, ratelimit.Limit{Name: "el", Algorithm: ratelimit.FixedWindowElastic, Rates: []ratelimit.Rate{rate(4, 700*time.Millisecond)}}),
 		finished(t, ratelimit.Limit{Name: "log", Algorithm: ratelimit.SlidingWindowLog, Rates: []ratelimit.Rate{rate(6, time.Second), rate(15, 4*time.Second)}}),
 		finished(t, ratelimit.Limit{Name: "swc", Algorithm: ratelimit.SlidingWindowCounter, Rates: []ratelimit.Rate{rate(7, time.Second)}}),
 		finished(t, ratelimit.Limit{Name: "swcp", Algorithm: ratelimit.SlidingWindowCounter, Precision: 250 * time.Millisecond, Rates: []ratelimit.Rate{rate(9, time.Second), rate(20, 3*time.Second)}}),
 		finished(t, ratelimit.Limit{Name: "tb", Algorithm: ratelimit.TokenBucket, Burst: 8, Rates: []ratelimit.Rate{rate(3, time.Second)}}),
-		finished(t, ratelimit.Limit{Name: "tb2", Algorithm: ratelimit.TokenBucket, Rates: []ratelimit.Rate{rate(7, 900 * time.Millisecond), rate(30, 7*time.Second)}}),
+		finished(t, ratelimit.Limit{Name: "tb2", Algorithm: ratelimit.TokenBucket, Rates: []ratelimit.Rate{rate(7, 900*time.Millisecond), rate(30, 7*time.Second)}}),
 		// gcra is left out: at real epoch instants ratelimit.GCRAState.Allow
 		// can loop forever when (now + c·T) − now rounds above τ for c = B
 		// (reported to the ratelimit package's owner); the conformance suite
