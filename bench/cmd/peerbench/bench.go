@@ -37,6 +37,7 @@ type targetResult struct {
 	rounds []round
 	// instructions per request under callgrind (user space), 0 if not measured.
 	instr      float64
+	redisInstr float64 // redis-server instructions per decision (Redis modes)
 	cgRequests int64
 	cgNon2xx   int64
 	cgErr      string
@@ -97,7 +98,7 @@ func bench(ctx context.Context, o *options, modes []mode, tmp string, ps *procs)
 		}
 	}
 	for _, m := range modes {
-		t, err := e.startGateway(m, "50ms", false)
+		t, err := e.startGateway(m, e.redisAdr, "50ms", false)
 		if err != nil {
 			return nil, err
 		}
@@ -226,7 +227,7 @@ func (e *env) startRedis() error {
 }
 
 // startGateway starts a gateway in mode m; under callgrind when cg is set.
-func (e *env) startGateway(m mode, storeTimeout string, cg bool) (*target, error) {
+func (e *env) startGateway(m mode, redisAddr, storeTimeout string, cg bool) (*target, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -238,9 +239,11 @@ func (e *env) startGateway(m mode, storeTimeout string, cg bool) (*target, error
 	name := "gateway-" + m.name
 	if cg {
 		name = "cg-" + name
+	} else if redisAddr != e.redisAdr {
+		name = "cgredis-" + name
 	}
 	listen, adminAddr := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", admin)
-	conf := gatewayTOML(m, listen, adminAddr, e.upAddr, e.redisAdr, storeTimeout)
+	conf := gatewayTOML(m, listen, adminAddr, e.upAddr, redisAddr, storeTimeout)
 	confPath := filepath.Join(e.tmp, name+".toml")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return nil, err
@@ -336,7 +339,7 @@ func (e *env) callgrindAll(ctx context.Context, res *results, nginxServers []ngi
 		} else {
 			// A generous store budget: under valgrind the gateway runs
 			// ~50x slower and a 50ms deadline would measure on_error.
-			t, err := e.startGateway(tr.t.m, "5s", true)
+			t, err := e.startGateway(tr.t.m, e.redisAdr, "5s", true)
 			if err != nil {
 				return err
 			}
@@ -355,24 +358,88 @@ func (e *env) callgrindAll(ctx context.Context, res *results, nginxServers []ngi
 		fmt.Fprintf(os.Stderr, "peerbench: callgrind %-30s %8.0f instructions/request (%d requests)\n",
 			tr.t.name(), tr.instr, tr.cgRequests)
 	}
+	if e.redis == nil {
+		return nil
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	bin, err := lookPath("redis-server")
+	if err != nil {
+		return err
+	}
+	redis, err := e.ps.start(e.tmp, "cg-redis", nil, "valgrind", "--tool=callgrind",
+		"--callgrind-out-file="+filepath.Join(e.tmp, "cg-redis.cg"), bin, "--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", e.tmp, "--daemonize", "no")
+	if err != nil {
+		return err
+	}
+	defer e.ps.stop(redis)
+	if err := waitRedis(redis, addr, 60*time.Second); err != nil {
+		return err
+	}
+	for _, tr := range res.targets {
+		if !tr.t.m.redis {
+			continue
+		}
+		if err := e.callgrindRedis(ctx, tr, redis, addr); err != nil {
+			tr.cgErr = err.Error()
+			fmt.Fprintf(os.Stderr, "peerbench: callgrind redis for %s: %v\n", tr.t.name(), err)
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "peerbench: callgrind redis-server for %-19s %8.0f instructions/decision\n",
+			tr.t.name(), tr.redisInstr)
+	}
 	return nil
 }
 
 func (e *env) callgrindOne(ctx context.Context, tr *targetResult, p *proc, url string) error {
-	pid := strconv.Itoa(p.cmd.Process.Pid)
-	if _, _, err := runWrk(ctx, e.o.load.wrkArgs(url, tr.t.script, 2*time.Second)); err != nil {
-		return err
-	}
-	if out, err := exec.CommandContext(ctx, "callgrind_control", "-z", pid).CombinedOutput(); err != nil {
-		return fmt.Errorf("callgrind_control -z: %w: %s", err, out)
-	}
-	w, _, err := runWrk(ctx, e.o.load.wrkArgs(url, tr.t.script, e.o.cgDuration))
+	total, w, err := e.callgrindCount(ctx, tr.t, p, url)
 	if err != nil {
 		return err
 	}
+	tr.instr = float64(total) / float64(w.requests)
+	tr.cgRequests, tr.cgNon2xx = w.requests, w.non2xx
+	return nil
+}
+
+// callgrindRedis counts redis-server's instructions per decision: a
+// native gateway (5s store budget) in t's mode in front of a redis-server
+// under callgrind.
+func (e *env) callgrindRedis(ctx context.Context, tr *targetResult, redis *proc, redisAddr string) error {
+	t, err := e.startGateway(tr.t.m, redisAddr, "5s", false)
+	if err != nil {
+		return err
+	}
+	gw := e.ps.list[len(e.ps.list)-1]
+	defer e.ps.stop(gw)
+	total, w, err := e.callgrindCount(ctx, tr.t, redis, t.url)
+	if err != nil {
+		return err
+	}
+	tr.redisInstr = float64(total) / float64(w.requests)
+	return nil
+}
+
+// callgrindCount warms p up through url, zeroes its callgrind counters,
+// runs one wrk and returns the instructions p executed meanwhile.
+func (e *env) callgrindCount(ctx context.Context, t *target, p *proc, url string) (int64, wrkResult, error) {
+	pid := strconv.Itoa(p.cmd.Process.Pid)
+	if _, _, err := runWrk(ctx, e.o.load.wrkArgs(url, t.script, 2*time.Second)); err != nil {
+		return 0, wrkResult{}, err
+	}
+	if out, err := exec.CommandContext(ctx, "callgrind_control", "-z", pid).CombinedOutput(); err != nil {
+		return 0, wrkResult{}, fmt.Errorf("callgrind_control -z: %w: %s", err, out)
+	}
+	w, _, err := runWrk(ctx, e.o.load.wrkArgs(url, t.script, e.o.cgDuration))
+	if err != nil {
+		return 0, w, err
+	}
 	before, _ := filepath.Glob(filepath.Join(e.tmp, p.name+".cg.*"))
 	if out, err := exec.CommandContext(ctx, "callgrind_control", "-d", pid).CombinedOutput(); err != nil {
-		return fmt.Errorf("callgrind_control -d: %w: %s", err, out)
+		return 0, w, fmt.Errorf("callgrind_control -d: %w: %s", err, out)
 	}
 	var dump string
 	deadline := time.Now().Add(20 * time.Second)
@@ -386,18 +453,16 @@ func (e *env) callgrindOne(ctx context.Context, tr *targetResult, p *proc, url s
 		time.Sleep(100 * time.Millisecond)
 	}
 	if dump == "" {
-		return fmt.Errorf("no callgrind dump appeared for %s", p.name)
+		return 0, w, fmt.Errorf("no callgrind dump appeared for %s", p.name)
 	}
 	total, err := callgrindSummary(dump)
 	if err != nil {
-		return err
+		return 0, w, err
 	}
 	if w.requests == 0 {
-		return fmt.Errorf("wrk completed no requests")
+		return 0, w, fmt.Errorf("wrk completed no requests")
 	}
-	tr.instr = float64(total) / float64(w.requests)
-	tr.cgRequests, tr.cgNon2xx = w.requests, w.non2xx
-	return nil
+	return total, w, nil
 }
 
 func contains(list []string, s string) bool {

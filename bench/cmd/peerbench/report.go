@@ -28,15 +28,15 @@ func report(o *options, res *results, args []string) string {
 	fmt.Fprintf(&b, "Machine: %d cores (nproc), %s, Linux %s; %s, %s, %s, %s.\n\n",
 		runtime.NumCPU(), cpuModel(), firstLine("uname", "-r"), firstLine("go", "version"),
 		firstLine("nginx", "-v"), firstLine("redis-server", "--version"), firstLine("wrk", "-v"))
-	fmt.Fprintf(&b, "Command: `%s`\n\n", cmd)
+	fmt.Fprintf(&b, "Command: `%s` (gateway built from `%s`)\n\n", cmd, gitDescribe(o.root))
 	fmt.Fprintf(&b, "Load: `wrk -t%d -c%d -d%s --latency` per round, %d rounds alternating targets (order reversed on every other round), "+
 		"after a %s warm-up of each; 1-key modes send `X-API-Key: %s`, 10k-keys modes rotate %d keys with a wrk Lua script. "+
 		"wrk, the upstream, the gateways, nginx (%d workers) and Redis all share the same cores, so req/s and latency are only indicative; "+
 		"compare on CPU per request and instructions per request.\n\n",
 		o.load.threads, o.load.conns, o.duration, o.rounds, o.warmup, o.load.hotKey, o.load.keys, o.nginxWorkers)
 
-	b.WriteString("| target | mode | req/s best | req/s median | p50 | p99 | CPU µs/req | instr/req | upstream CPU µs/req | Redis CPU µs/decision | non-2xx |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| target | mode | req/s best | req/s median | p50 | p99 | CPU µs/req | instr/req | upstream CPU µs/req | Redis CPU µs/decision | Redis instr/decision | non-2xx |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, tr := range res.targets {
 		var rps, p50, p99 []float64
 		var reqs, non2xx int64
@@ -55,13 +55,17 @@ func report(o *options, res *results, args []string) string {
 		for _, v := range rps {
 			best = max(best, v)
 		}
-		redis := "—"
+		redis, redisInstr := "—", "—"
 		if tr.t.m.redis {
 			redis = fmt.Sprintf("%.1f", perReq(rc, reqs))
+			redisInstr = "n/m"
+			if res.callgrind && tr.cgErr == "" {
+				redisInstr = fmt.Sprintf("%.1fk", tr.redisInstr/1000)
+			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %s | %s | %.1f | %s | %.1f | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %s | %s | %.1f | %s | %.1f | %s | %s | %s |\n",
 			tr.t.peer, tr.t.m.name, best, median(rps), fmtDur(median(p50)), fmtDur(median(p99)),
-			perReq(cpu, reqs), instrCell(res, tr), perReq(up, reqs), redis, pct(non2xx, reqs))
+			perReq(cpu, reqs), instrCell(res, tr), perReq(up, reqs), redis, redisInstr, pct(non2xx, reqs))
 	}
 	b.WriteString("\n")
 	b.WriteString(ratios(res))
@@ -70,7 +74,8 @@ Columns: **CPU µs/req** is the user+system CPU time of the target's processes
 (the gateway; nginx's master and workers) from /proc/<pid>/stat over all
 rounds, divided by the requests wrk completed; **upstream** and **Redis** are
 the same for the upstream process and redis-server (one decision per
-request). **instr/req** is user-space instructions per request counted by
+request). **Redis instr/decision** is redis-server's user-space instructions
+per request under callgrind, behind a native gateway in the same mode. **instr/req** is user-space instructions per request counted by
 valgrind callgrind on a separate instance of the target (nginx with
 master_process off; the gateway with GODEBUG=asyncpreemptoff=1 and a 5s
 store budget), counters zeroed after a warm-up and dumped after one wrk
@@ -208,4 +213,15 @@ func writeSection(path, md string) error {
 		text += sectionHeading + "\n\n" + block + "\n"
 	}
 	return os.WriteFile(path, []byte(text), 0o644)
+}
+
+// gitDescribe names the source the gateway was built from.
+func gitDescribe(root string) string {
+	cmd := exec.Command("git", "describe", "--always", "--dirty")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return "unknown revision"
+	}
+	return strings.TrimSpace(string(out))
 }
