@@ -150,36 +150,81 @@ func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Repo
 		}
 		rep.Malformed++
 	}
-	rec := httptest.NewRecorder()
-	for parser.Next() {
-		if rep.Requests&1023 == 0 {
-			if err := ctx.Err(); err != nil {
-				rep.Lines = parser.Line()
-				return rep, err
+	// Parsing and request building run on their own goroutine, one batch
+	// ahead of the handler; decisions stay strictly in log order.
+	batches := make(chan []job, 4)
+	free := make(chan []job, 6)
+	var readErr error
+	go func() {
+		defer close(batches)
+		batch := make([]job, 0, batchSize)
+		for parser.Next() {
+			e := parser.Entry()
+			batch = append(batch, job{at: e.Time, r: b.request(ctx, e)})
+			if len(batch) == batchSize {
+				if ctx.Err() != nil {
+					return
+				}
+				batches <- batch
+				select {
+				case batch = <-free:
+				default:
+					batch = make([]job, 0, batchSize)
+				}
 			}
 		}
-		e := parser.Entry()
-		if rep.Requests == 0 || e.Time.Before(rep.First) {
-			rep.First = e.Time
+		if len(batch) > 0 {
+			batches <- batch
 		}
-		if e.Time.After(rep.Last) {
-			rep.Last = e.Time
+		rep.Lines, readErr = parser.Line(), parser.Err()
+	}()
+	rec := httptest.NewRecorder()
+	for batch := range batches {
+		if ctx.Err() != nil {
+			continue // drain: the producer stops at its next batch
 		}
-		rep.Requests++
-		t := e.Time.UnixMicro()
-		clk.now.Store(t)
-		obs.now = t
-		resetRecorder(rec)
-		h.ServeHTTP(rec, b.request(ctx, e))
+		for i := range batch {
+			j := &batch[i]
+			if rep.Requests == 0 || j.at.Before(rep.First) {
+				rep.First = j.at
+			}
+			if j.at.After(rep.Last) {
+				rep.Last = j.at
+			}
+			rep.Requests++
+			t := j.at.UnixMicro()
+			clk.now.Store(t)
+			obs.now = t
+			resetRecorder(rec)
+			h.ServeHTTP(rec, j.r)
+			*j = job{}
+		}
+		select {
+		case free <- batch[:0]:
+		default:
+		}
 	}
-	rep.Lines = parser.Line()
+	// The producer has finished (batches is closed): its fields are ours.
+	if err := ctx.Err(); err != nil {
+		return rep, err
+	}
 	if o.Errors != nil && rep.Malformed > o.MaxReported {
 		fmt.Fprintf(o.Errors, "... and %d more malformed lines (%d in all)\n", rep.Malformed-o.MaxReported, rep.Malformed)
 	}
-	if err := parser.Err(); err != nil {
-		return rep, fmt.Errorf("replay: reading the log: %w", err)
+	if readErr != nil {
+		return rep, fmt.Errorf("replay: reading the log: %w", readErr)
 	}
 	return rep, nil
+}
+
+// batchSize is the number of requests handed from the parser to the
+// handler at once.
+const batchSize = 256
+
+// job is one parsed line ready to be served.
+type job struct {
+	at time.Time
+	r  *http.Request
 }
 
 // resetRecorder readies rec for the next request without reallocating.
