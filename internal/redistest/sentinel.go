@@ -120,7 +120,7 @@ func (g *SentinelGroup) MasterAddr() (string, error) {
 
 // Failover asks the sentinels to promote the replica and waits until the
 // sentinels report the new master, it answers role master, and the old
-// master replicates from it. It returns the new master's address.
+// master has become its replica. It returns the new master's address.
 func (g *SentinelGroup) Failover(t testing.TB) string {
 	t.Helper()
 	old, err := g.MasterAddr()
@@ -142,7 +142,10 @@ func (g *SentinelGroup) Failover(t testing.TB) string {
 		if r := role(now); r != "master" {
 			return fmt.Errorf("new master %s has role %q", now, r)
 		}
-		return linkUp(old)
+		if r := role(old); r != "slave" {
+			return fmt.Errorf("old master %s has role %q", old, r)
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatalf("redistest: failover never completed: %v", err)

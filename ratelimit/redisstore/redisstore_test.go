@@ -54,7 +54,7 @@ func sharedCluster() *redistest.ClusterGroup {
 func newClient(t testing.TB, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true,
-		DialTimeout: 250 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
+		DialTimeout: 250 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
 		PoolSize: 20, PoolTimeout: 200 * time.Millisecond,
 	})
 	t.Cleanup(func() { c.Close() })
@@ -64,7 +64,7 @@ func newClient(t testing.TB, addr string) *redis.Client {
 func newClusterClient(t testing.TB, addrs []string) *redis.ClusterClient {
 	c := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: addrs, MaxRetries: -1, MaxRedirects: 3, ContextTimeoutEnabled: true,
-		DialTimeout: 250 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
+		DialTimeout: 250 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
 		PoolSize: 20, PoolTimeout: 200 * time.Millisecond,
 	})
 	t.Cleanup(func() { c.Close() })
@@ -74,7 +74,7 @@ func newClusterClient(t testing.TB, addrs []string) *redis.ClusterClient {
 func newFailoverClient(t testing.TB, g *redistest.SentinelGroup) *redis.Client {
 	c := redis.NewFailoverClient(&redis.FailoverOptions{
 		MasterName: g.Name, SentinelAddrs: g.SentinelAddrs(), MaxRetries: -1, ContextTimeoutEnabled: true,
-		DialTimeout: 250 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
+		DialTimeout: 250 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
 		PoolSize: 20, PoolTimeout: 200 * time.Millisecond,
 	})
 	t.Cleanup(func() { c.Close() })

@@ -1,0 +1,100 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/redisstore"
+)
+
+// BenchmarkDecide measures decisions per second and p99 latency per
+// algorithm against the shared local redis-server, from parallel callers,
+// one key per caller goroutine (limits high enough to allow).
+func BenchmarkDecide(b *testing.B) {
+	c := newClient(b, standard.Addr)
+	for _, l := range []ratelimit.Limit{
+		{Name: "fixed_window", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(1<<40, time.Minute)}},
+		{Name: "fixed_window_elastic", Algorithm: ratelimit.FixedWindowElastic, Rates: []ratelimit.Rate{rate(1<<40, time.Minute)}},
+		{Name: "sliding_window_log", Algorithm: ratelimit.SlidingWindowLog, Rates: []ratelimit.Rate{rate(100, time.Millisecond)}},
+		{Name: "sliding_window_counter", Algorithm: ratelimit.SlidingWindowCounter, Rates: []ratelimit.Rate{rate(1<<40, time.Minute)}},
+		{Name: "token_bucket", Algorithm: ratelimit.TokenBucket, Rates: []ratelimit.Rate{rate(1<<40, time.Second)}},
+		{Name: "gcra", Algorithm: ratelimit.GCRA, Rates: []ratelimit.Rate{rate(1<<40, time.Second)}},
+		{Name: "concurrency", Algorithm: ratelimit.Concurrency, MaxInFlight: 1 << 40},
+	} {
+		lim := finished(b, l)
+		b.Run(l.Name, func(b *testing.B) {
+			s := newStore(b, c, redisstore.Options{Timeout: time.Second})
+			var id atomic.Int64
+			var mu sync.Mutex
+			var lat []time.Duration
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				key := "{b" + strconv.FormatInt(id.Add(1), 10) + "}k"
+				hits := []ratelimit.Hit{{Limit: lim, Key: key, Cost: 1}}
+				out := make([]ratelimit.Decision, 1)
+				local := make([]time.Duration, 0, 1024)
+				for pb.Next() {
+					start := time.Now()
+					if _, err := s.Decide(context.Background(), start, hits, out); err != nil {
+						b.Error(err)
+						return
+					}
+					local = append(local, time.Since(start))
+				}
+				mu.Lock()
+				lat = append(lat, local...)
+				mu.Unlock()
+			})
+			if len(lat) > 0 {
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			}
+		})
+	}
+}
+
+// TestLogMemory measures MEMORY USAGE of one sliding_window_log key holding
+// L timestamps in our packed format and in the classic sorted-set design
+// (ZADD of unique members scored by timestamp), at L = 100 and L = 1000.
+// The figures go into BENCHMARKS.md.
+func TestLogMemory(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, standard.Addr)
+	s := newStore(t, c, redisstore.Options{Timeout: 5 * time.Second, DenyCacheSize: -1})
+	now := time.Now()
+	for _, n := range []int64{100, 1000} {
+		l := finished(t, ratelimit.Limit{Name: fmt.Sprint("mem", n), Algorithm: ratelimit.SlidingWindowLog, Rates: []ratelimit.Rate{rate(n, time.Hour)}})
+		key := "{mem}" + strconv.FormatInt(n, 10)
+		out := make([]ratelimit.Decision, 1)
+		for i := range n {
+			ok, err := s.Decide(ctx, now.Add(time.Duration(i)*time.Millisecond), []ratelimit.Hit{{Limit: l, Key: key, Cost: 1}}, out)
+			if err != nil || !ok {
+				t.Fatalf("unit %d: %v %v", i, ok, err)
+			}
+		}
+		ours := c.MemoryUsage(ctx, s.Key(l, key)).Val()
+		zkey := "zset:" + key
+		for i := range n {
+			ts := now.Add(time.Duration(i) * time.Millisecond).UnixMicro()
+			c.ZAdd(ctx, zkey, redisZ(float64(ts), strconv.FormatInt(ts, 10)+"-"+strconv.FormatInt(i, 10)))
+		}
+		zset := c.MemoryUsage(ctx, zkey).Val()
+		c.Del(ctx, zkey)
+		t.Logf("L=%d: packed log %d bytes (%.1f B/entry), sorted set %d bytes (%.1f B/entry)",
+			n, ours, float64(ours)/float64(n), zset, float64(zset)/float64(n))
+		if ours*3 > zset {
+			t.Errorf("L=%d: packed log %d bytes is not well below the sorted set's %d", n, ours, zset)
+		}
+	}
+}
+
+func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
