@@ -80,6 +80,10 @@ var rules = map[string]rule{
 	"cmd/accuracy": {allow: []string{"accuracy", "ratelimit"}},
 	// Load generator driving gateway processes over HTTP.
 	"bench/cmd/peerbench": {},
+	// Soak and key-rotation load programs, and their out-of-process probe
+	// (/proc and the admin listener).
+	"bench/soak":       {allow: []string{"bench/soak/probe"}},
+	"bench/soak/probe": {},
 	// `gateway replay`: an access log through the configured limits on a
 	// virtual clock, via the real handler and an in-memory store.
 	"replay": {allow: []string{"accesslog", "policy", "proxy", "ratelimit", "ratelimit/memstore"}},
