@@ -168,10 +168,13 @@ func gcraParams(p *Params) (t, tau float64) {
 	return t, float64(p.Capacity) * t
 }
 
-// allowedAt reports whether cost units are admitted at now.
+// allowedAt reports whether cost units are admitted at now:
+// max(tat − now, 0) + c·T ≤ τ. (Written this way, not as
+// max(tat, now) + c·T − now, because adding and then subtracting an
+// instant of ~1.7e15 ticks rounds c·T up, so that a cost equal to the burst
+// could never be admitted and the RetryAfter search would not end.)
 func (s *GCRAState) allowedAt(now int64, c, t, tau float64) bool {
-	n := float64(now)
-	return math.Max(s.TAT, n)+c*t-n <= tau
+	return math.Max(s.TAT-float64(now), 0)+c*t <= tau
 }
 
 // Allow implements Window. RetryAfter starts from ceil(tat' − τ − now) and

@@ -136,8 +136,10 @@ local function gparams(p)
   local t = p.W / p.L
   return t, p.Cap * t
 end
+-- max(tat - now, 0) + c*T <= tau: see GCRAState.allowedAt in Go for why
+-- it is not written as max(tat, now) + c*T - now.
 local function gallowed(s, t, c, et, tau)
-  return mmax(s[1], t) + c * et - t <= tau
+  return mmax(s[1] - t, 0) + c * et <= tau
 end
 A[GCRA].allow = function(s, p, cost)
   local et, tau = gparams(p)

@@ -147,10 +147,8 @@ func parityLimits(t testing.TB) []*ratelimit.Limit {
 		finished(t, ratelimit.Limit{Name: "swcp", Algorithm: ratelimit.SlidingWindowCounter, Precision: 250 * time.Millisecond, Rates: []ratelimit.Rate{rate(9, time.Second), rate(20, 3*time.Second)}}),
 		finished(t, ratelimit.Limit{Name: "tb", Algorithm: ratelimit.TokenBucket, Burst: 8, Rates: []ratelimit.Rate{rate(3, time.Second)}}),
 		finished(t, ratelimit.Limit{Name: "tb2", Algorithm: ratelimit.TokenBucket, Rates: []ratelimit.Rate{rate(7, 900*time.Millisecond), rate(30, 7*time.Second)}}),
-		// gcra is left out: at real epoch instants ratelimit.GCRAState.Allow
-		// can loop forever when (now + c·T) − now rounds above τ for c = B
-		// (reported to the ratelimit package's owner); the conformance suite
-		// covers gcra.
+		finished(t, ratelimit.Limit{Name: "gcra", Algorithm: ratelimit.GCRA, Burst: 5, Rates: []ratelimit.Rate{rate(4, time.Second)}}),
+		finished(t, ratelimit.Limit{Name: "gcra2", Algorithm: ratelimit.GCRA, Rates: []ratelimit.Rate{rate(6, 700*time.Millisecond)}}),
 		finished(t, ratelimit.Limit{Name: "shadow", Algorithm: ratelimit.FixedWindow, Shadow: true, Rates: []ratelimit.Rate{rate(3, time.Second)}}),
 		finished(t, ratelimit.Limit{Name: "conc", Algorithm: ratelimit.Concurrency, MaxInFlight: 3}),
 	}
