@@ -123,6 +123,9 @@ func (s *TokenBucketState) Allow(p *Params, now, cost int64) (bool, int64) {
 	if t >= c {
 		return true, 0
 	}
+	if cost > p.Capacity {
+		return false, 0 // never: no wait helps
+	}
 	d := max(s.TS-now, 0) + ceilTicks((c-t)*float64(p.Window)/float64(p.Limit))
 	d = max(d, 1)
 	for s.level(p, now+d) < c {
@@ -184,6 +187,9 @@ func (s *GCRAState) Allow(p *Params, now, cost int64) (bool, int64) {
 	c := float64(cost)
 	if s.allowedAt(now, c, t, tau) {
 		return true, 0
+	}
+	if cost > p.Capacity {
+		return false, 0 // never: no wait helps
 	}
 	n := float64(now)
 	tat := math.Max(s.TAT, n) + c*t

@@ -1,0 +1,307 @@
+package ratelimit
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// arrival is one request of a generated sequence.
+type arrival struct {
+	at, cost int64
+}
+
+// arrivals decodes fuzz bytes into a sequence: 3 bytes per request, a time
+// step of 0..4095 ticks scaled by unit (steps backwards when back is set and
+// the top bit of the first byte is set) and a cost of 1..4.
+func arrivals(data []byte, unit int64, back bool) []arrival {
+	var out []arrival
+	now := int64(1_702_080_000_000_000)
+	for len(data) >= 3 && len(out) < 400 {
+		step := (int64(data[0]&0x0f)<<8 | int64(data[1])) * unit
+		if back && data[0]&0x80 != 0 {
+			step = -step
+		}
+		now += step
+		out = append(out, arrival{at: now, cost: 1 + int64(data[2]%4)})
+		data = data[3:]
+	}
+	return out
+}
+
+// admitted is one counted request, at the effective instant m (the latest
+// clock seen so far, which equals at for a monotone clock).
+type admitted struct {
+	at, m, cost int64
+	up          int64 // the clock's total forward movement so far
+}
+
+// simulate runs seq through one window state of l, counting what is
+// allowed, and checks on the way that RetryAfter is exact for exact
+// algorithms and that Remaining stays in range.
+func simulate[S any, P WindowPtr[S]](t *testing.T, l *Limit, seq []arrival, clone func(S) S) (out []admitted, decisions []bool) {
+	t.Helper()
+	p := l.Params(0)
+	var s S
+	w := P(&s)
+	if len(seq) > 0 {
+		w.Init(&p, seq[0].at)
+	}
+	m, up := int64(math.MinInt64), int64(0)
+	for i, a := range seq {
+		if i > 0 {
+			up += max(a.at-seq[i-1].at, 0)
+		}
+		m = max(m, a.at)
+		ok, ra := w.Allow(&p, a.at, a.cost)
+		decisions = append(decisions, ok)
+		if !ok && l.Algorithm != Concurrency && a.cost <= p.Capacity {
+			if ra < 1 {
+				t.Fatalf("request %d (t+%d, cost %d): RetryAfter %d < 1", i, a.at-seq[0].at, a.cost, ra)
+			}
+			c := clone(s)
+			if ok2, _ := P(&c).Allow(&p, a.at+ra, a.cost); !ok2 {
+				t.Fatalf("request %d (cost %d): denied at now+RetryAfter (%d)", i, a.cost, ra)
+			}
+			if ra > 1 && l.Algorithm.Exact() {
+				if ok2, _ := P(&c).Allow(&p, a.at+ra-1, a.cost); ok2 {
+					t.Fatalf("request %d (cost %d): allowed at now+RetryAfter-1 (%d)", i, a.cost, ra-1)
+				}
+			}
+		}
+		if ok {
+			w.Take(&p, a.at, a.cost)
+			out = append(out, admitted{a.at, m, a.cost, up})
+		}
+		if r := w.Remaining(&p, a.at); r < 0 || r > p.Capacity {
+			t.Fatalf("request %d: Remaining %d outside 0..%d", i, r, p.Capacity)
+		}
+	}
+	return out, decisions
+}
+
+func same[S any](s S) S { return s }
+
+func cloneLog(s LogState) LogState {
+	s.ring = append([]uint64(nil), s.ring...)
+	return s
+}
+
+func cloneCounter(s SlidingCounterState) SlidingCounterState {
+	s.Counts = append([]int64(nil), s.Counts...)
+	return s
+}
+
+func mkLimit(t *testing.T, a Algorithm, limit int64, window time.Duration, burst int64, precision time.Duration) *Limit {
+	t.Helper()
+	l := &Limit{Name: "p", Algorithm: a, Rates: []Rate{{Limit: limit, Window: window}}, Burst: burst, Precision: precision}
+	if err := l.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// checkSequence runs every property on one decoded sequence.
+func checkSequence(t *testing.T, data []byte, back bool) {
+	const L, W = 5, 1000 // 5 per 1000 ticks; T = 200 ticks exactly
+	win := time.Duration(W) * Tick
+	seq := arrivals(data, 7, back)
+	if len(seq) == 0 {
+		return
+	}
+
+	// fixed_window: never more than L per aligned window (of the latest
+	// clock seen); never denies what its definition allows.
+	fw := mkLimit(t, FixedWindow, L, win, 0, 0)
+	adm, dec := simulate[FixedWindowState](t, fw, seq, same)
+	perWindow := map[int64]int64{}
+	for _, a := range adm {
+		perWindow[floorDiv(a.m, W)] += a.cost
+	}
+	for w, n := range perWindow {
+		if n > L {
+			t.Fatalf("fixed_window admitted %d > %d in window %d", n, L, w)
+		}
+	}
+	if !back {
+		used := map[int64]int64{}
+		for i, a := range seq {
+			allow := used[floorDiv(a.at, W)]+a.cost <= L
+			if allow != dec[i] {
+				t.Fatalf("fixed_window request %d: got %v, reference %v", i, dec[i], allow)
+			}
+			if allow {
+				used[floorDiv(a.at, W)] += a.cost
+			}
+		}
+	}
+
+	// sliding_window_log: never more than L in any interval (t−W, t].
+	lg := mkLimit(t, SlidingWindowLog, L, win, 0, 0)
+	adm, dec = simulate[LogState](t, lg, seq, cloneLog)
+	for _, a := range adm {
+		var n int64
+		for _, b := range adm {
+			if b.m > a.m-W && b.m <= a.m {
+				n += b.cost
+			}
+		}
+		if n > L {
+			t.Fatalf("sliding_window_log admitted %d > %d in (%d, %d]", n, L, a.m-W, a.m)
+		}
+	}
+	if !back {
+		var log []admitted
+		for i, a := range seq {
+			var n int64
+			for _, b := range log {
+				if b.at > a.at-W {
+					n += b.cost
+				}
+			}
+			allow := n+a.cost <= L
+			if allow != dec[i] {
+				t.Fatalf("sliding_window_log request %d: got %v, reference %v", i, dec[i], allow)
+			}
+			if allow {
+				log = append(log, admitted{at: a.at, cost: a.cost})
+			}
+		}
+	}
+
+	// sliding_window_counter with 4 sub-buckets: the same decisions as the
+	// estimate computed naively from the admitted requests.
+	for _, prec := range []int64{W, W / 4} {
+		sc := mkLimit(t, SlidingWindowCounter, L, win, 0, time.Duration(prec)*Tick)
+		_, dec = simulate[SlidingCounterState](t, sc, seq, cloneCounter)
+		if back {
+			continue
+		}
+		var log []admitted
+		p := sc.Params(0)
+		for i, a := range seq {
+			bi := floorDiv(a.at, prec)
+			e := a.at - bi*prec
+			var full, partial int64
+			for _, b := range log {
+				switch j := floorDiv(b.at, prec); {
+				case j > bi-p.Buckets && j <= bi:
+					full += b.cost
+				case j == bi-p.Buckets:
+					partial += b.cost
+				}
+			}
+			allow := fits(&p, estimate(&p, full, partial, e), a.cost)
+			if allow != dec[i] {
+				t.Fatalf("sliding_window_counter P=%d request %d: got %v, reference %v", prec, i, dec[i], allow)
+			}
+			if allow {
+				log = append(log, admitted{at: a.at, cost: a.cost})
+			}
+		}
+	}
+
+	// token_bucket and gcra (burst 3, T = 200 ticks): identical decisions,
+	// equal to an integer reference, and never more than B + t/T over any
+	// span in which the clock moved forward by t ticks.
+	const B, T = 3, W / L
+	tb := mkLimit(t, TokenBucket, L, win, B, 0)
+	admTB, decTB := simulate[TokenBucketState](t, tb, seq, same)
+	gc := mkLimit(t, GCRA, L, win, B, 0)
+	admGC, decGC := simulate[GCRAState](t, gc, seq, same)
+	// Credit in ticks of refill; like the stores, only a counted request
+	// writes state back.
+	credit, ts := int64(B*T), seq[0].at
+	for i, a := range seq {
+		now := min(B*T, credit+max(a.at-ts, 0))
+		allow := now >= a.cost*T
+		if allow {
+			credit, ts = now-a.cost*T, max(ts, a.at)
+		}
+		// With a clock stepping back gcra is stricter than the bucket (its
+		// tat' − now grows), so only the bound below applies.
+		if decTB[i] != allow || (!back && decGC[i] != allow) {
+			t.Fatalf("request %d (cost %d): token_bucket %v, gcra %v, integer reference %v", i, a.cost, decTB[i], decGC[i], allow)
+		}
+	}
+	for name, adm := range map[string][]admitted{"token_bucket": admTB, "gcra": admGC} {
+		for i, a := range adm {
+			var n int64
+			for _, b := range adm[i:] {
+				n += b.cost
+				// The clock's forward movement bounds the refill (it
+				// equals b.at − a.at when the clock never steps back).
+				if n*T > B*T+(b.up-a.up) {
+					t.Fatalf("%s admitted %d units in %d ticks, more than %d + t/%d", name, n, b.up-a.up, B, T)
+				}
+			}
+		}
+	}
+
+	// fixed_window_elastic: at most L between resets of its box, and
+	// every denial is inside a box.
+	el := mkLimit(t, FixedWindowElastic, L, win, 0, 0)
+	simulate[ElasticState](t, el, seq, same)
+}
+
+// FuzzAlgorithms checks the properties of every algorithm on arbitrary
+// arrival sequences with a monotone clock.
+func FuzzAlgorithms(f *testing.F) {
+	f.Add([]byte{})                                      // nothing
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})    // a burst at one tick
+	f.Add([]byte{0, 20, 1, 0, 20, 3, 0, 30, 2, 0, 1, 0}) // steady, mixed costs
+	f.Add([]byte{0, 142, 0, 0, 1, 3, 0, 0, 3, 0, 28, 1}) // across window edges
+	f.Fuzz(func(t *testing.T, data []byte) { checkSequence(t, data, false) })
+}
+
+// FuzzClockBack checks the same bounds when the clock also steps back:
+// nothing panics, and no backwards step admits more than a clock that
+// never went back would have allowed.
+func FuzzClockBack(f *testing.F) {
+	f.Add([]byte{0, 200, 0, 0x80, 150, 1, 0x80, 10, 3, 0, 1, 0})
+	f.Add([]byte{0x0f, 255, 3, 0x8f, 255, 3, 0x8f, 255, 3, 0, 0, 3})
+	f.Add([]byte{0, 0, 0, 0x80, 1, 0, 0x80, 1, 0, 0x80, 1, 0})
+	f.Fuzz(func(t *testing.T, data []byte) { checkSequence(t, data, true) })
+}
+
+// TestPropertiesPseudoRandom runs the properties over a fixed set of
+// pseudo-random sequences, bounded in count, as part of the normal tests.
+func TestPropertiesPseudoRandom(t *testing.T) {
+	x := uint64(0x9e3779b97f4a7c15)
+	for range 200 {
+		data := make([]byte, 150)
+		for i := range data {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			data[i] = byte(x)
+		}
+		checkSequence(t, data, false)
+		checkSequence(t, data, true)
+	}
+}
+
+func TestLogStateLargeCostAndRebase(t *testing.T) {
+	l := mkLimit(t, SlidingWindowLog, 1<<20, time.Hour, 0, 0)
+	p := l.Params(0)
+	var s LogState
+	now := int64(1_702_080_000_000_000)
+	s.Init(&p, now)
+	// A cost above one run's 2^18 units splits into several entries.
+	s.Take(&p, now, 3*logMaxRun+5)
+	if s.Units() != 3*logMaxRun+5 || s.n != 4 {
+		t.Fatalf("after cost 3·2^18+5: units %d, entries %d; want %d, 4", s.Units(), s.n, 3*logMaxRun+5)
+	}
+	if got := s.Remaining(&p, now); got != 1<<20-(3*logMaxRun+5) {
+		t.Fatalf("Remaining = %d", got)
+	}
+	// Far later, everything has expired and a new base is taken.
+	later := now + 2*logMaxOffset
+	s.Take(&p, later, 1)
+	if s.Units() != 1 || s.Remaining(&p, later) != 1<<20-1 {
+		t.Fatalf("after a long gap: units %d, remaining %d", s.Units(), s.Remaining(&p, later))
+	}
+	if s.Bytes() > 8*8 {
+		t.Errorf("ring holds %d bytes for 5 entries ever", s.Bytes())
+	}
+}
