@@ -1,9 +1,10 @@
 package headers
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -45,18 +46,133 @@ func WriteProblem(w http.ResponseWriter, p Problem) {
 	if p.Title == "" {
 		p.Title = http.StatusText(p.Status)
 	}
-	body, err := json.Marshal(p)
-	if err != nil { // cannot happen: every field is a plain string or number
-		body = []byte(`{"type":"about:blank","status":500}`)
-	}
-	body = append(body, '\n')
+	bp := bodyPool.Get().(*[]byte)
+	body := append(appendProblem((*bp)[:0], &p), '\n')
 	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h["Content-Type"] = problemContentType
+	h["Cache-Control"] = noStore
+	h["X-Content-Type-Options"] = noSniff
+	h["Content-Length"] = IntValue(int64(len(body)))
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
+	if cap(body) <= 4096 {
+		*bp = body
+		bodyPool.Put(bp)
+	}
+}
+
+// Header values shared by every problem response; net/http only reads them.
+var (
+	problemContentType = []string{"application/problem+json"}
+	noStore            = []string{"no-store"}
+	noSniff            = []string{"nosniff"}
+)
+
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// intValues caches the header values of small integers (Content-Length of
+// problem bodies, Retry-After).
+var intValues = func() [][]string {
+	v := make([][]string, 4096)
+	for i := range v {
+		v[i] = []string{strconv.Itoa(i)}
+	}
+	return v
+}()
+
+// IntValue returns a header value holding n. Values below 4096 are shared
+// and must not be modified.
+func IntValue(n int64) []string {
+	if n >= 0 && n < int64(len(intValues)) {
+		return intValues[n]
+	}
+	return []string{strconv.FormatInt(n, 10)}
+}
+
+// appendProblem appends p as JSON, byte for byte what encoding/json's
+// Marshal writes for it, without reflection.
+func appendProblem(b []byte, p *Problem) []byte {
+	b = append(b, `{"type":`...)
+	b = appendString(b, p.Type)
+	b = append(b, `,"title":`...)
+	b = appendString(b, p.Title)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(p.Status), 10)
+	if p.Detail != "" {
+		b = append(b, `,"detail":`...)
+		b = appendString(b, p.Detail)
+	}
+	if len(p.ViolatedPolicies) > 0 {
+		b = append(b, `,"violated-policies":[`...)
+		for i, name := range p.ViolatedPolicies {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, name)
+		}
+		b = append(b, ']')
+	}
+	if p.RetryAfter != 0 {
+		b = append(b, `,"retry_after":`...)
+		b = strconv.AppendInt(b, p.RetryAfter, 10)
+	}
+	return append(b, '}')
+}
+
+// appendString appends s as a JSON string the way encoding/json does:
+// HTML-sensitive characters, control characters, U+2028 and U+2029 escaped,
+// invalid UTF-8 replaced by U+FFFD.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // TooManyRequests builds the 429 body for a denied request from its hits and

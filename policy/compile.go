@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/textproto"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -590,7 +591,9 @@ func buildRoute(c *RouteConfig, path string, e *errs_) *Route {
 		if r.ContentType == "" {
 			r.ContentType = "text/plain; charset=utf-8"
 		}
-		rt.Respond = &Respond{Status: r.Status, Body: r.Body, ContentType: r.ContentType}
+		rt.Respond = &Respond{Status: r.Status, Body: r.Body, ContentType: r.ContentType,
+			ContentTypeHeader:   []string{r.ContentType},
+			ContentLengthHeader: []string{strconv.Itoa(len(r.Body))}}
 	}
 	rt.Timeout = duration(c.Timeout, path+".timeout", true, e)
 	return rt

@@ -201,6 +201,9 @@ type Respond struct {
 	Body string
 	// ContentType is the response Content-Type.
 	ContentType string
+	// ContentTypeHeader and ContentLengthHeader are the header values,
+	// built once so that answering allocates nothing. Read-only.
+	ContentTypeHeader, ContentLengthHeader []string
 }
 
 // Limit returns the limit named name, or nil.

@@ -15,9 +15,6 @@ import (
 	"github.com/tollgate/gateway/policy"
 )
 
-// requestKey carries the request's scratch space to the ReverseProxy error
-// handler.
-type requestKey struct{}
 
 // gatewayOwned lists request headers only the gateway may set: client-sent
 // copies never reach the upstream. (ReverseProxy already drops Forwarded and
@@ -118,7 +115,10 @@ func isTrusted(trusted []netip.Prefix, remoteAddr string) bool {
 // upstreamError answers a failed upstream exchange: 504 when the route's
 // timeout expired, 502 otherwise, nothing when the client went away.
 func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	q, _ := r.Context().Value(requestKey{}).(*request)
+	var q *request
+	if sw, ok := w.(*statusWriter); ok {
+		q = sw.q
+	}
 	if q != nil {
 		q.ev.Outcome = OutcomeUpstreamError
 	}

@@ -49,6 +49,13 @@ type Options struct {
 	Tracer Tracer
 }
 
+// NonBlocking is implemented by stores whose calls never wait on I/O or
+// on another request (the in-memory store): the handler then decides
+// without a deadline, saving a timer per request.
+type NonBlocking interface {
+	NonBlocking() bool
+}
+
 // InFlight counts requests in flight. Begin is called when a request
 // arrives and End exactly once when it finishes.
 type InFlight interface {
@@ -160,6 +167,8 @@ type Handler struct {
 	observer  Observer
 	inflight  InFlight
 	tracer    Tracer
+	// nonBlocking is set when the store promises never to block.
+	nonBlocking bool
 	snap      atomic.Pointer[snapshot]
 	pool      sync.Pool // *request
 	buffers   bufferPool
@@ -186,6 +195,9 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 		tracer:    opts.Tracer,
 	}
 	h.inflight, _ = opts.Observer.(InFlight)
+	if nb, ok := opts.Store.(NonBlocking); ok && nb.NonBlocking() {
+		h.nonBlocking = true
+	}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -247,6 +259,9 @@ type request struct {
 	ev   Event
 	// body wraps the client's request body, if there is one.
 	body *bodyReader
+	// w wraps the client's ResponseWriter; the ReverseProxy error handler
+	// finds the request through it.
+	w statusWriter
 }
 
 // bodyReader records the first error reading the client's body, so that a
@@ -273,6 +288,7 @@ func (q *request) reset() {
 	q.key = q.key[:0]
 	q.ev = Event{}
 	q.body = nil
+	q.w = statusWriter{}
 }
 
 // statusWriter records the status code and body size sent.
@@ -280,6 +296,7 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	q      *request
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -322,7 +339,8 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.inflight.Begin()
 		defer h.inflight.End()
 	}
-	w := &statusWriter{ResponseWriter: rw}
+	q.w = statusWriter{ResponseWriter: rw, q: q}
+	w := &q.w
 	ev := &q.ev
 	ev.Start, ev.Method, ev.Path, ev.Proto = start, r.Method, r.URL.Path, r.Proto
 	if h.tracer != nil {
@@ -408,7 +426,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		q.body = &bodyReader{ReadCloser: r.Body}
 		r.Body = q.body
 	}
-	ctx := context.WithValue(r.Context(), requestKey{}, q)
+	ctx := r.Context()
 	if rt.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, rt.Timeout)
@@ -425,13 +443,20 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 func (h *Handler) decide(w http.ResponseWriter, r *http.Request, p *policy.Policy, rt *policy.Route, q *request, now time.Time) bool {
 	ev := &q.ev
 	q.ds = grow(q.ds, len(q.hits))
-	ctx, cancel := context.WithTimeout(r.Context(), p.Store.Timeout)
+	// A store that cannot block (the memory store) needs no deadline: the
+	// timer would cost more than the decision.
+	ctx, cancel := r.Context(), context.CancelFunc(nil)
+	if !h.nonBlocking {
+		ctx, cancel = context.WithTimeout(ctx, p.Store.Timeout)
+	}
 	var endSpan func(error)
 	if h.tracer != nil {
 		ctx, endSpan = h.tracer.Store(ctx, len(q.hits))
 	}
 	allowed, err := h.store.Decide(ctx, now, q.hits, q.ds)
-	cancel()
+	if cancel != nil {
+		cancel()
+	}
 	if endSpan != nil {
 		endSpan(err)
 	}
@@ -443,7 +468,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, p *policy.Polic
 			allowed, err = h.local.Decide(r.Context(), now, q.hits, q.ds)
 		case p.Store.OnError == policy.OnErrorDeny:
 			ev.Outcome = OutcomeStoreError
-			w.Header().Set("Retry-After", "1")
+			w.Header()["Retry-After"] = headers.IntValue(1)
 			headers.WriteProblem(w, headers.Problem{
 				Status:     http.StatusServiceUnavailable,
 				Title:      "Service Unavailable",
@@ -468,7 +493,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, p *policy.Polic
 	ev.Outcome = OutcomeLimited
 	pb := headers.TooManyRequests(q.hits, q.ds)
 	if pb.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(pb.RetryAfter, 10))
+		w.Header()["Retry-After"] = headers.IntValue(pb.RetryAfter)
 	}
 	headers.WriteProblem(w, pb)
 	return false
@@ -539,14 +564,13 @@ func grow(ds []ratelimit.Decision, n int) []ratelimit.Decision {
 }
 
 func respond(w http.ResponseWriter, rs *policy.Respond) {
-	ct := rs.ContentType
-	if ct == "" {
-		ct = "text/plain; charset=utf-8"
-	}
-	w.Header().Set("Content-Type", ct)
-	w.Header().Set("Content-Length", strconv.Itoa(len(rs.Body)))
+	// The values are built once per route at compile time; net/http only
+	// reads them.
+	h := w.Header()
+	h["Content-Type"] = rs.ContentTypeHeader
+	h["Content-Length"] = rs.ContentLengthHeader
 	w.WriteHeader(rs.Status)
-	_, _ = w.Write([]byte(rs.Body))
+	_, _ = io.WriteString(w, rs.Body)
 }
 
 // sanitize bounds a client-supplied path before it is echoed in a body.
