@@ -499,11 +499,17 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, p *policy.Polic
 	return false
 }
 
-// logShadow reports what shadow limits would have denied.
+// logShadow reports what shadow limits would have denied, at debug level:
+// the access log (outcome shadow_limited) and the tollgate.decisions metric
+// (mode="shadow") are the per-request record; a line per request at info
+// would flood the log under exactly the load a shadow limit is tried on.
 func (h *Handler) logShadow(hits []ratelimit.Hit, ds []ratelimit.Decision) {
+	if !h.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
 	for i := range hits {
 		if hits[i].Limit.Shadow && !ds[i].Allowed {
-			h.log.Info("shadow limit would deny", "limit", hits[i].Limit.Name,
+			h.log.Debug("shadow limit would deny", "limit", hits[i].Limit.Name,
 				"retry_after", ds[i].RetryAfter.String())
 		}
 	}
