@@ -64,10 +64,9 @@ func fits(p *Params, est float64, cost int64) bool {
 
 // Allow implements Window. When denied, RetryAfter walks buckets j = i …
 // i+N+1 (future counts zero) and returns the first instant j·P + e' − now
-// whose estimate admits cost, e' found from the closed form
-// ceil(P − (L − c − full_j)·P / partial_j), clamped to [start, P−1] and then
-// moved by single ticks (forward while it fails, back while the tick
-// before also fits).
+// whose estimate admits cost: e' is the smallest offset in [start, P−1]
+// that fits (the estimate is monotone in e'), searched from the closed form
+// ceil(P − (L − c − full_j)·P / partial_j).
 func (s *SlidingCounterState) Allow(p *Params, now, cost int64) (bool, int64) {
 	i, e := s.index(p, now)
 	full, partial := s.sums(p, i)
@@ -87,21 +86,16 @@ func (s *SlidingCounterState) Allow(p *Params, now, cost int64) (bool, int64) {
 		if full+cost > p.Limit {
 			continue // even a zero-weight partial does not fit
 		}
+		ok := func(g int64) bool { return fits(p, estimate(p, full, partial, g), cost) }
+		if !ok(P - 1) {
+			continue // the estimate only falls within a bucket
+		}
 		g := start
 		if partial > 0 {
 			x := float64(p.Limit - cost - full)
-			g = clamp(ceilTicks(float64(P)-x*float64(P)/float64(partial)), start, P-1)
+			g = ceilTicks(float64(P) - x*float64(P)/float64(partial))
 		}
-		for g < P && !fits(p, estimate(p, full, partial, g), cost) {
-			g++
-		}
-		if g == P {
-			continue
-		}
-		for g > start && fits(p, estimate(p, full, partial, g-1), cost) {
-			g--
-		}
-		return false, j*P + g - now
+		return false, j*P + smallest(start, P-1, g, ok) - now
 	}
 	// Unreachable for cost ≤ L: bucket i+N+1 has an estimate of 0.
 	return false, (i+p.Buckets+1)*P - now

@@ -57,6 +57,16 @@ func (l *Limit) Params(i int) Params {
 	return p
 }
 
+// param returns a pointer to Params(i): the cached one of a finished limit
+// (no allocation), else a fresh copy.
+func (l *Limit) param(i int) *Params {
+	if i < len(l.params) {
+		return &l.params[i]
+	}
+	p := l.Params(i)
+	return &p
+}
+
 // Window is the state of one window of one key. Every algorithm's state type
 // implements it with pointer receivers; all methods take the window's Params
 // and the decision instant now in ticks. Allow, Remaining and Expiry never
@@ -112,12 +122,12 @@ func Check[S any, P WindowPtr[S]](l *Limit, states []S, now, cost int64, d *Deci
 	*d = Decision{Allowed: true}
 	var longest int64 = -1
 	for i := range states {
-		p := l.Params(i)
+		p := l.param(i)
 		if cost > p.Capacity {
 			*d = Decision{Never: true, Window: i}
 			return
 		}
-		ok, ra := P(&states[i]).Allow(&p, now, cost)
+		ok, ra := P(&states[i]).Allow(p, now, cost)
 		if ok {
 			continue
 		}
@@ -135,8 +145,7 @@ func Check[S any, P WindowPtr[S]](l *Limit, states []S, now, cost int64, d *Deci
 // Take counts cost at now in every window of states.
 func Take[S any, P WindowPtr[S]](l *Limit, states []S, now, cost int64) {
 	for i := range states {
-		p := l.Params(i)
-		P(&states[i]).Take(&p, now, cost)
+		P(&states[i]).Take(l.param(i), now, cost)
 	}
 }
 
@@ -148,18 +157,18 @@ func Report[S any, P WindowPtr[S]](l *Limit, states []S, now int64, d *Decision)
 	if d.Allowed {
 		best := -1.0
 		for i := range states {
-			p := l.Params(i)
-			frac := float64(P(&states[i]).Remaining(&p, now)) / float64(p.Capacity)
+			p := l.param(i)
+			frac := float64(P(&states[i]).Remaining(p, now)) / float64(p.Capacity)
 			if best < 0 || frac < best {
 				best, d.Window = frac, i
 			}
 		}
 	}
-	p := l.Params(d.Window)
+	p := l.param(d.Window)
 	w := P(&states[d.Window])
 	d.Limit = p.Capacity
-	d.Remaining = w.Remaining(&p, now)
-	d.Reset = time.Duration(ResetOf(w, &p, now)) * Tick
+	d.Remaining = w.Remaining(p, now)
+	d.Reset = time.Duration(ResetOf(w, p, now)) * Tick
 }
 
 // Usage writes the state of every window of states at now into out
@@ -167,11 +176,11 @@ func Report[S any, P WindowPtr[S]](l *Limit, states []S, now int64, d *Decision)
 // Remaining.
 func Usage[S any, P WindowPtr[S]](l *Limit, states []S, now int64, out []WindowUsage) {
 	for i := range states {
-		p := l.Params(i)
+		p := l.param(i)
 		w := P(&states[i])
-		rem := w.Remaining(&p, now)
+		rem := w.Remaining(p, now)
 		u := WindowUsage{Used: p.Capacity - rem, Remaining: rem,
-			Reset: time.Duration(ResetOf(w, &p, now)) * Tick}
+			Reset: time.Duration(ResetOf(w, p, now)) * Tick}
 		if i < len(l.Rates) {
 			u.Rate = l.Rates[i]
 		}
@@ -183,8 +192,7 @@ func Usage[S any, P WindowPtr[S]](l *Limit, states []S, now int64, out []WindowU
 func Expiry[S any, P WindowPtr[S]](l *Limit, states []S) int64 {
 	exp := int64(math.MinInt64)
 	for i := range states {
-		p := l.Params(i)
-		exp = max(exp, P(&states[i]).Expiry(&p))
+		exp = max(exp, P(&states[i]).Expiry(l.param(i)))
 	}
 	return exp
 }
@@ -192,8 +200,7 @@ func Expiry[S any, P WindowPtr[S]](l *Limit, states []S) int64 {
 // Init makes every window of states fresh at now.
 func Init[S any, P WindowPtr[S]](l *Limit, states []S, now int64) {
 	for i := range states {
-		p := l.Params(i)
-		P(&states[i]).Init(&p, now)
+		P(&states[i]).Init(l.param(i), now)
 	}
 }
 
@@ -217,4 +224,35 @@ func ceilTicks(x float64) int64 {
 		return 0
 	}
 	return int64(math.Ceil(x))
+}
+
+// smallest returns the smallest d in [lo, hi] with ok(d), given that ok is
+// monotone (false … false true … true) and ok(hi) holds, starting from a
+// guess: it gallops from the guess towards the boundary and then bisects,
+// so a guess that float rounding puts far off still costs O(log) probes.
+// Every store finds the same d, whatever its search, because the answer is
+// defined by ok alone.
+func smallest(lo, hi, guess int64, ok func(int64) bool) int64 {
+	guess = clamp(guess, lo, hi)
+	if ok(guess) {
+		hi = guess
+		for step := int64(1); hi-step >= lo && ok(hi-step); step *= 2 {
+			hi -= step
+		}
+	} else {
+		lo = guess + 1
+		for step := int64(1); lo+step-1 < hi && !ok(lo+step-1); step *= 2 {
+			lo += step
+		}
+	}
+	// Now ok(hi) holds and every d < lo fails: bisect [lo, hi].
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if ok(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return hi
 }

@@ -117,6 +117,10 @@ type Limit struct {
 	// mode or the keys): a reload that leaves a definition unchanged keeps
 	// the same ID, so its counters survive. Set by Finish.
 	ID string
+
+	// params caches Params(i) for every window; set by Finish so that the
+	// hot path passes a pointer to it without allocating.
+	params []Params
 }
 
 // Finish validates l and computes its ID. It must be called once after the
@@ -131,6 +135,10 @@ func (l *Limit) Finish() error {
 		fmt.Fprintf(h, "|%d/%d", r.Limit, r.Window)
 	}
 	l.ID = strconv.FormatUint(h.Sum64(), 36)
+	l.params = l.params[:0]
+	for i := range l.Windows() {
+		l.params = append(l.params, l.Params(i))
+	}
 	return nil
 }
 

@@ -114,9 +114,9 @@ func (s *TokenBucketState) level(p *Params, now int64) float64 {
 	return math.Min(float64(p.Capacity), s.Tokens+float64(elapsed)*float64(p.Limit)/float64(p.Window))
 }
 
-// Allow implements Window. RetryAfter starts from
-// (max(ts, now) − now) + ceil((c − tokens) * W / L) and moves by single
-// ticks until level(now+d) ≥ c and level(now+d−1) < c (or d = 1).
+// Allow implements Window. RetryAfter is the smallest d ≥ 1 with
+// level(now+d) ≥ c, searched from (max(ts, now) − now) +
+// ceil((c − tokens) * W / L).
 func (s *TokenBucketState) Allow(p *Params, now, cost int64) (bool, int64) {
 	t := s.level(p, now)
 	c := float64(cost)
@@ -126,15 +126,9 @@ func (s *TokenBucketState) Allow(p *Params, now, cost int64) (bool, int64) {
 	if cost > p.Capacity {
 		return false, 0 // never: no wait helps
 	}
-	d := max(s.TS-now, 0) + ceilTicks((c-t)*float64(p.Window)/float64(p.Limit))
-	d = max(d, 1)
-	for s.level(p, now+d) < c {
-		d++
-	}
-	for d > 1 && s.level(p, now+d-1) >= c {
-		d--
-	}
-	return false, d
+	guess := max(s.TS-now, 0) + ceilTicks((c-t)*float64(p.Window)/float64(p.Limit))
+	ok := func(d int64) bool { return s.level(p, now+d) >= c }
+	return false, smallest(1, upper(guess, ok), guess, ok)
 }
 
 // Take implements Window.
@@ -180,8 +174,8 @@ func (s *GCRAState) allowedAt(now int64, c, t, tau float64) bool {
 	return math.Max(s.TAT-float64(now), 0)+c*t <= tau
 }
 
-// Allow implements Window. RetryAfter starts from ceil(tat' − τ − now) and
-// moves by single ticks until exact.
+// Allow implements Window. RetryAfter is the smallest d ≥ 1 admitting
+// cost at now+d, searched from ceil(tat' − τ − now).
 func (s *GCRAState) Allow(p *Params, now, cost int64) (bool, int64) {
 	t, tau := gcraParams(p)
 	c := float64(cost)
@@ -193,14 +187,9 @@ func (s *GCRAState) Allow(p *Params, now, cost int64) (bool, int64) {
 	}
 	n := float64(now)
 	tat := math.Max(s.TAT, n) + c*t
-	d := max(ceilTicks(tat-tau-n), 1)
-	for !s.allowedAt(now+d, c, t, tau) {
-		d++
-	}
-	for d > 1 && s.allowedAt(now+d-1, c, t, tau) {
-		d--
-	}
-	return false, d
+	guess := max(ceilTicks(tat-tau-n), 1)
+	ok := func(d int64) bool { return s.allowedAt(now+d, c, t, tau) }
+	return false, smallest(1, upper(guess, ok), guess, ok)
 }
 
 // Take implements Window: tat = max(tat, now) + c·T.
@@ -256,4 +245,14 @@ func (s *ConcurrencyState) Expiry(*Params) int64 {
 
 func clamp(v, lo, hi int64) int64 {
 	return min(max(v, lo), hi)
+}
+
+// upper returns an instant offset ≥ guess at which ok holds, doubling the
+// distance past the guess until it does.
+func upper(guess int64, ok func(int64) bool) int64 {
+	hi := max(guess, 1)
+	for step := int64(1); !ok(hi); step *= 2 {
+		hi += step
+	}
+	return hi
 }
