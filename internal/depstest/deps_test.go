@@ -84,6 +84,7 @@ var rules = map[string]rule{
 	// (/proc and the admin listener).
 	"bench/soak":       {allow: []string{"bench/soak/probe"}},
 	"bench/soak/probe": {},
+	"bench/keyrot":     {allow: []string{"bench/soak/probe"}},
 	// `gateway replay`: an access log through the configured limits on a
 	// virtual clock, via the real handler and an in-memory store.
 	"replay": {allow: []string{"accesslog", "policy", "proxy", "ratelimit", "ratelimit/memstore"}},
