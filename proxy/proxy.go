@@ -178,6 +178,7 @@ type Handler struct {
 type snapshot struct {
 	p       *policy.Policy
 	proxies map[*policy.Route]*httputil.ReverseProxy
+	shadow  map[*ratelimit.Limit]*shadowLog
 }
 
 // New returns a Handler serving p.
@@ -238,7 +239,13 @@ func (h *Handler) Swap(p *policy.Policy) error {
 	if p == nil {
 		return errors.New("proxy: nil policy")
 	}
-	s := &snapshot{p: p, proxies: make(map[*policy.Route]*httputil.ReverseProxy, len(p.Routes))}
+	s := &snapshot{p: p, proxies: make(map[*policy.Route]*httputil.ReverseProxy, len(p.Routes)),
+		shadow: make(map[*ratelimit.Limit]*shadowLog)}
+	for _, l := range p.Limits {
+		if l.Shadow {
+			s.shadow[l.Limit] = new(shadowLog)
+		}
+	}
 	for _, rt := range p.Routes {
 		if rt.Respond == nil && rt.Upstream != nil {
 			s.proxies[rt] = h.reverseProxy(rt, p)
@@ -399,7 +406,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 
 	if len(q.hits) > 0 {
-		if !h.decide(w, r, p, rt, q, start) {
+		if !h.decide(w, r, snap, rt, q, start) {
 			return
 		}
 	}
@@ -440,7 +447,8 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 // decide runs the store call for q.hits and writes the rate-limit headers.
 // It returns true when the request may go on, false when a response (429,
 // 503) has been written.
-func (h *Handler) decide(w http.ResponseWriter, r *http.Request, p *policy.Policy, rt *policy.Route, q *request, now time.Time) bool {
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot, rt *policy.Route, q *request, now time.Time) bool {
+	p := snap.p
 	ev := &q.ev
 	q.ds = grow(q.ds, len(q.hits))
 	// A store that cannot block (the memory store) needs no deadline: the
@@ -486,7 +494,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, p *policy.Polic
 	}
 	ev.Hits, ev.Decisions = q.hits, q.ds
 	headers.Set(w.Header(), p.Headers, rt.RateLimitPolicy, q.hits, q.ds, now)
-	h.logShadow(q.hits, q.ds)
+	h.logShadow(snap, q.hits, q.ds, now)
 	if allowed {
 		return true
 	}
@@ -499,19 +507,37 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, p *policy.Polic
 	return false
 }
 
-// logShadow reports what shadow limits would have denied, at debug level:
-// the access log (outcome shadow_limited) and the tollgate.decisions metric
-// (mode="shadow") are the per-request record; a line per request at info
-// would flood the log under exactly the load a shadow limit is tried on.
-func (h *Handler) logShadow(hits []ratelimit.Hit, ds []ratelimit.Decision) {
-	if !h.log.Enabled(context.Background(), slog.LevelDebug) {
-		return
-	}
+// shadowLogEvery is the least time between two log lines about one shadow
+// limit.
+const shadowLogEvery = time.Second
+
+// shadowLog rate-limits the log lines of one shadow limit.
+type shadowLog struct {
+	last       atomic.Int64 // unix nanoseconds of the last line
+	suppressed atomic.Int64 // denials not logged since
+}
+
+// logShadow logs what shadow limits would have denied: at most one line a
+// second per limit at info, counting the denials in between (the access
+// log, outcome shadow_limited, and the tollgate.decisions metric,
+// mode="shadow", record every one). A line per request would flood the log
+// under exactly the load a shadow limit is tried on.
+func (h *Handler) logShadow(snap *snapshot, hits []ratelimit.Hit, ds []ratelimit.Decision, now time.Time) {
 	for i := range hits {
-		if hits[i].Limit.Shadow && !ds[i].Allowed {
-			h.log.Debug("shadow limit would deny", "limit", hits[i].Limit.Name,
-				"retry_after", ds[i].RetryAfter.String())
+		if !hits[i].Limit.Shadow || ds[i].Allowed {
+			continue
 		}
+		sl := snap.shadow[hits[i].Limit]
+		if sl == nil {
+			continue
+		}
+		last := sl.last.Load()
+		if now.UnixNano()-last < int64(shadowLogEvery) || !sl.last.CompareAndSwap(last, now.UnixNano()) {
+			sl.suppressed.Add(1)
+			continue
+		}
+		h.log.Info("shadow limit would deny", "limit", hits[i].Limit.Name,
+			"retry_after", ds[i].RetryAfter.String(), "also_denied_since_last_line", sl.suppressed.Swap(0))
 	}
 }
 

@@ -1,11 +1,13 @@
 package proxy_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"net/http"
 	"net/http/httptest"
@@ -562,4 +564,62 @@ func TestSwapKeepsCounters(t *testing.T) {
 	if resp := get(t, gw.URL+"/"); resp.StatusCode != 200 {
 		t.Fatalf("after changing the limit: status %d, want 200 (new key space)", resp.StatusCode)
 	}
+}
+
+// TestShadowLogRateLimited checks that a shadow limit that keeps denying
+// logs one line a second, not one per request, and counts the rest.
+func TestShadowLogRateLimited(t *testing.T) {
+	p := compile(t, func(c *policy.Config) {
+		l := limit("candidate", "fixed_window", "1/hour")
+		l.Mode = "shadow"
+		c.Limits = []policy.LimitConfig{l}
+		rt := route("demo", "/", "", "candidate")
+		rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
+		c.Routes = []policy.RouteConfig{rt}
+	})
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h, err := proxy.New(p, proxy.Options{
+		Store:  memstore.New(memstore.Options{}),
+		Logger: slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil)),
+		Now:    func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
+		if w.Code != 200 {
+			t.Fatalf("status %d, want 200", w.Code)
+		}
+	}
+	serve() // allowed by the shadow limit too
+	for range 10 {
+		serve() // would be denied: the first one logs
+		now = now.Add(10 * time.Millisecond)
+	}
+	now = now.Add(time.Second)
+	serve() // a second later: logs again, counting the 9 in between
+	mu.Lock()
+	defer mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d log lines, want 2:\n%s", len(lines), buf.String())
+	}
+	if !strings.Contains(lines[1], `"also_denied_since_last_line":9`) {
+		t.Errorf("second line does not count the 9 suppressed denials: %s", lines[1])
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
