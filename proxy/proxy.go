@@ -322,6 +322,17 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// WriteString writes s without converting it to a []byte when the
+// underlying writer can take strings (net/http's can).
+func (w *statusWriter) WriteString(s string) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := io.WriteString(w.ResponseWriter, s)
+	w.bytes += int64(n)
+	return n, err
+}
+
 // Flush implements http.Flusher for streaming responses.
 func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
