@@ -62,8 +62,11 @@ func parseWindow(s string) (time.Duration, error) {
 	var days time.Duration
 	if i := strings.IndexByte(s, 'd'); i >= 0 {
 		n, err := strconv.ParseInt(s[:i], 10, 64)
-		if err != nil || n < 0 || n > int64(MaxWindow/(24*time.Hour)) {
+		if err != nil || n < 0 {
 			return 0, fmt.Errorf("unknown window %q (use second, minute, hour, day or a duration like 10s, 1h30m)", s)
+		}
+		if n > int64(MaxWindow/(24*time.Hour)) {
+			return 0, fmt.Errorf("window %q exceeds %s", s, MaxWindow)
 		}
 		days = time.Duration(n) * 24 * time.Hour
 		s = s[i+1:]
