@@ -171,7 +171,7 @@ func buildAccessLog(c *AccessLogConfig, e *errs_) AccessLog {
 }
 
 func buildServer(c *ServerConfig, e *errs_) Server {
-	s := Server{Listen: c.Listen, AdminListen: c.AdminListen, MaxHeaderBytes: c.MaxHeaderBytes}
+	s := Server{Listen: c.Listen, AdminListen: c.AdminListen, MaxHeaderBytes: c.MaxHeaderBytes, WatchConfig: c.WatchConfig}
 	checkAddr(c.Listen, "server.listen", false, e)
 	checkAddr(c.AdminListen, "server.admin_listen", true, e)
 	s.ReadHeaderTimeout = duration(c.ReadHeaderTimeout, "server.read_header_timeout", true, e)

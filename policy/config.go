@@ -76,6 +76,10 @@ type ServerConfig struct {
 	ShutdownTimeout string `mapstructure:"shutdown_timeout" json:"shutdown_timeout"`
 	// MaxHeaderBytes bounds request header size. Default 65536.
 	MaxHeaderBytes int `mapstructure:"max_header_bytes" json:"max_header_bytes"`
+	// WatchConfig reloads the configuration when its file changes (the
+	// file's directory is watched, so rename-writes and symlink swaps are
+	// seen; changes are debounced). Read at startup. Default false.
+	WatchConfig bool `mapstructure:"watch_config" json:"watch_config"`
 }
 
 // StoreConfig is the [store] table.

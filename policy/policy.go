@@ -66,6 +66,8 @@ type Server struct {
 	ShutdownTimeout time.Duration
 	// MaxHeaderBytes bounds request header size.
 	MaxHeaderBytes int
+	// WatchConfig reloads the configuration when its file changes.
+	WatchConfig bool
 }
 
 // OnError is what a store failure means for the request.

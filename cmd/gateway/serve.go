@@ -259,10 +259,12 @@ func (g *gateway) run(sigs <-chan os.Signal) error {
 		attrs = append(attrs, "admin_listen", g.adminLn.Addr().String())
 	}
 	g.log.Info("tollgate listening", attrs...)
+	stopWatch := g.startWatch()
 
 	for {
 		select {
 		case err := <-errc:
+			stopWatch()
 			g.shutdown()
 			return err
 		case sig := <-sigs:
@@ -271,6 +273,7 @@ func (g *gateway) run(sigs <-chan os.Signal) error {
 				continue
 			}
 			g.log.Info("shutting down", "signal", sig.String())
+			stopWatch()
 			g.shutdown()
 			return nil
 		}
