@@ -67,9 +67,9 @@ func TestRedisClusterExact(t *testing.T) {
 		res.check(t, n, 25)
 		if res.got[200] < 25 {
 			// Under-admission: show what the shared counter holds.
-			r, err := tryDo(&http.Client{Timeout: 5 * time.Second}, "GET", g.adminURL("/admin/limits?limit=shared-a"), nil, nil)
+			r, err := tryDo(&http.Client{Timeout: 5 * time.Second}, "GET", g.adminURL("/admin/limits?limit=shared-a&key=cluster-client-0"), nil, nil)
 			if err == nil {
-				t.Logf("GET /admin/limits?limit=shared-a after the burst: %s", r)
+				t.Logf("GET /admin/limits?limit=shared-a&key=cluster-client-0 after the burst: %s", r)
 			}
 		}
 	})

@@ -374,7 +374,7 @@ func table(w io.Writer, res *result, n int) {
 // the last (partial) interval.
 func throughput(res *result) (median, low float64) {
 	var v []float64
-	for _, r := range res.Rows[:max(0, len(res.Rows)-1)] {
+	for _, r := range res.Rows[1:max(1, len(res.Rows)-1)] { // not the idle row nor the last, partial one
 		v = append(v, r.RPS)
 	}
 	if len(v) == 0 {
