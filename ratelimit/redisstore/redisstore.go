@@ -3,8 +3,8 @@
 //
 // Every algorithm runs inside one Lua script (decide.lua, embedded) that
 // mirrors the Go window math of package ratelimit bit for bit: integer ticks
-// (µs), doubles in the order ARCHITECTURE.md writes them, doubles stored with
-// %.17g. All hits of one request are decided by one EVALSHA on standalone and
+// (µs), doubles in the order ARCHITECTURE.md writes them, doubles stored
+// bit-exact as packed little-endian IEEE 754 values. All hits of one request are decided by one EVALSHA on standalone and
 // Sentinel: the script checks every hit first and counts only if every
 // enforced hit allows. Every key is passed in KEYS, and every key carries a
 // TTL just longer than the state it holds (concurrency keys: a lease TTL
@@ -23,10 +23,13 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,6 +97,7 @@ type Store struct {
 	breaker breaker
 	deny    *lru.Cache[string, *denied]
 	stats   counters
+	params  sync.Map // limit ID → packed parameters (limitArg)
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -260,44 +264,96 @@ type written struct {
 	new     string
 }
 
+// callArgs is the reusable argument set of one decide call.
+type callArgs struct {
+	keys []string
+	args []any
+	hdr  []byte
+}
+
+var argPool = sync.Pool{New: func() any { return new(callArgs) }}
+
+// appendF64 appends v as a little-endian double (decide.lua reads '<d').
+func appendF64(b []byte, v float64) []byte {
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+}
+
+// limitArg returns the packed parameters of l (decide.lua's ARGV[1+h]):
+// algorithm, shadow, windows, then L, W, capacity, P, N per window. They
+// are built once per limit ID.
+func (s *Store) limitArg(l *ratelimit.Limit) string {
+	if v, ok := s.params.Load(l.ID); ok {
+		return v.(string)
+	}
+	n := l.Windows()
+	b := make([]byte, 0, 8*(3+5*n))
+	b = appendF64(b, float64(l.Algorithm))
+	b = appendF64(b, float64(b2i(l.Shadow)))
+	b = appendF64(b, float64(n))
+	for w := range n {
+		p := l.Params(w)
+		for _, v := range [...]int64{p.Limit, p.Window, p.Capacity, p.Precision, p.Buckets} {
+			b = appendF64(b, float64(v))
+		}
+	}
+	v := string(b)
+	s.params.Store(l.ID, v)
+	return v
+}
+
+// header packs decide.lua's ARGV[1].
+func (s *Store) header(b []byte, mode int, now time.Time, wantOld bool, costs func(yield func(int64) bool), n int) []byte {
+	useTime, t := 1.0, 0.0
+	if s.opts.Clock == ClockLocal {
+		useTime, t = 0, float64(now.UnixMicro())
+	}
+	b = appendF64(b, t)
+	b = appendF64(b, useTime)
+	b = appendF64(b, float64(mode))
+	b = appendF64(b, float64(b2i(wantOld)))
+	b = appendF64(b, float64(s.opts.LeaseTTL.Milliseconds()))
+	b = appendF64(b, float64(s.opts.TTLMargin.Milliseconds()))
+	b = appendF64(b, float64(n))
+	for c := range costs {
+		b = appendF64(b, float64(c))
+	}
+	return b
+}
+
 // run executes decide.lua for hits in one round trip and fills out. With
 // refund non-nil (mode modeRefund) it first restores those values. It
 // returns the per-hit written values when mode is modeDecide on a cluster.
 func (s *Store) run(ctx context.Context, c redis.Scripter, mode int, now time.Time, hits []ratelimit.Hit,
 	out []ratelimit.Decision, refund []written) (bool, []written, error) {
-	keys := make([]string, len(hits))
-	args := make([]any, 0, 6+len(hits)*9+len(refund)*4)
-	nowArg := ""
-	if s.opts.Clock == ClockLocal {
-		nowArg = strconv.FormatInt(now.UnixMicro(), 10)
-	}
-	wantOld := "0"
-	if s.cluster && mode == modeDecide {
-		wantOld = "1"
-	}
-	args = append(args, nowArg, mode, wantOld, s.opts.LeaseTTL.Milliseconds(), s.opts.TTLMargin.Milliseconds(), len(hits))
-	for i, h := range hits {
-		l := h.Limit
-		keys[i] = s.Key(l, h.Key)
-		shadow := 0
-		if l.Shadow {
-			shadow = 1
+	ca := argPool.Get().(*callArgs)
+	defer func() {
+		clear(ca.keys)
+		clear(ca.args)
+		ca.keys, ca.args, ca.hdr = ca.keys[:0], ca.args[:0], ca.hdr[:0]
+		argPool.Put(ca)
+	}()
+	wantOld := s.cluster && mode == modeDecide
+	costs := func(yield func(int64) bool) {
+		for _, h := range hits {
+			if !yield(h.Cost) {
+				return
+			}
 		}
-		n := l.Windows()
-		args = append(args, int(l.Algorithm), shadow, h.Cost, n)
-		for w := range n {
-			p := l.Params(w)
-			args = append(args, p.Limit, p.Window, p.Capacity, p.Precision, p.Buckets)
-		}
+	}
+	ca.hdr = s.header(ca.hdr, mode, now, wantOld, costs, len(hits))
+	ca.args = append(ca.args, ca.hdr)
+	for _, h := range hits {
+		ca.keys = append(ca.keys, s.Key(h.Limit, h.Key))
+		ca.args = append(ca.args, s.limitArg(h.Limit))
 	}
 	for _, r := range refund {
-		args = append(args, b2i(r.restore), r.new, b2i(r.oldOK), r.old)
+		ca.args = append(ca.args, strconv.Itoa(b2i(r.restore)), r.new, strconv.Itoa(b2i(r.oldOK)), r.old)
 	}
-	res, err := s.decide.Run(ctx, c, keys, args...).Slice()
+	res, err := s.decide.Run(ctx, c, ca.keys, ca.args...).Result()
 	if err != nil {
 		return false, nil, err
 	}
-	return parseReply(res, hits, out, wantOld == "1")
+	return parseReply(res, hits, out, wantOld)
 }
 
 func b2i(b bool) int {
@@ -307,35 +363,62 @@ func b2i(b bool) int {
 	return 0
 }
 
+// replyReader reads decide.lua's packed reply: little-endian doubles, each
+// an integer.
+type replyReader struct {
+	b   string
+	pos int
+	bad bool
+}
+
+func (r *replyReader) next() int64 {
+	if r.pos+8 > len(r.b) {
+		r.bad = true
+		return 0
+	}
+	b := r.b[r.pos : r.pos+8]
+	u := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	v := math.Float64frombits(u)
+	r.pos += 8
+	return int64(v)
+}
+
 // parseReply turns decide.lua's reply into Decisions, choosing the reported
 // window exactly as ratelimit.Check and ratelimit.Report do.
-func parseReply(res []any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld bool) (bool, []written, error) {
-	pos := 0
-	next := func() int64 {
-		if pos >= len(res) {
-			pos++
-			return 0
+func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld bool) (bool, []written, error) {
+	var packed string
+	var olds []any
+	switch v := res.(type) {
+	case string:
+		packed = v
+	case []any:
+		if len(v) > 0 {
+			packed, _ = v[0].(string)
+			olds = v[1:]
 		}
-		v, _ := res[pos].(int64)
-		pos++
-		return v
 	}
-	allowed := next() == 1
-	next() // now
+	r := replyReader{b: packed}
+	allowed := r.next() == 1
+	r.next() // now
+	var existed [16]bool
 	for i, h := range hits {
 		l := h.Limit
 		d := ratelimit.Decision{}
-		counted := next() == 1
-		never := int(next())
+		counted := r.next() == 1
+		never := int(r.next())
+		if e := r.next() == 1; i < len(existed) {
+			existed[i] = e
+		}
 		n := l.Windows()
 		var ok [8]bool
 		var ra, rem, reset [8]int64
 		okS, raS, remS, resetS := ok[:0], ra[:0], rem[:0], reset[:0]
 		for range n {
-			okS = append(okS, next() == 1)
-			raS = append(raS, next())
-			remS = append(remS, next())
-			resetS = append(resetS, next())
+			okS = append(okS, r.next() == 1)
+			raS = append(raS, r.next())
+			remS = append(remS, r.next())
+			resetS = append(resetS, r.next())
 		}
 		switch {
 		case never > 0:
@@ -367,26 +450,26 @@ func parseReply(res []any, hits []ratelimit.Hit, out []ratelimit.Decision, wantO
 		}
 		d.Counted = counted
 		d.Limit = l.Params(d.Window).Capacity
-		d.Remaining = remS[d.Window]
-		d.Reset = time.Duration(resetS[d.Window]) * ratelimit.Tick
+		if !r.bad {
+			d.Remaining = remS[d.Window]
+			d.Reset = time.Duration(resetS[d.Window]) * ratelimit.Tick
+		}
 		out[i] = d
 	}
-	if pos > len(res) {
-		return false, nil, fmt.Errorf("short script reply (%d values)", len(res))
+	if r.bad || r.pos != len(packed) {
+		return false, nil, fmt.Errorf("script reply of %d bytes does not match %d hits", len(packed), len(hits))
 	}
 	if !wantOld {
 		return allowed, nil, nil
 	}
+	if len(olds) != 2*len(hits) || len(hits) > len(existed) {
+		return false, nil, fmt.Errorf("short script reply (%d old values for %d hits)", len(olds), len(hits))
+	}
 	ws := make([]written, len(hits))
 	for i := range hits {
-		if pos+3 > len(res) {
-			return false, nil, fmt.Errorf("short script reply (%d values)", len(res))
-		}
-		existed, _ := res[pos].(int64)
-		old, _ := res[pos+1].(string)
-		nw, _ := res[pos+2].(string)
-		pos += 3
-		ws[i] = written{restore: out[i].Counted, old: old, oldOK: existed == 1, new: nw}
+		old, _ := olds[2*i].(string)
+		nw, _ := olds[2*i+1].(string)
+		ws[i] = written{restore: out[i].Counted, old: old, oldOK: existed[i], new: nw}
 	}
 	return allowed, ws, nil
 }
@@ -433,36 +516,39 @@ func (s *Store) Usage(ctx context.Context, now time.Time, limit *ratelimit.Limit
 	if err := checkHit(hits[0]); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	var res []any
+	dec := make([]ratelimit.Decision, 1)
+	var rem, reset []int64
 	err := s.call(ctx, func(ctx context.Context) error {
-		var err error
 		keys := []string{s.Key(limit, key)}
-		args := []any{"", modeCheck, "0", s.opts.LeaseTTL.Milliseconds(), s.opts.TTLMargin.Milliseconds(), 1}
-		if s.opts.Clock == ClockLocal {
-			args[0] = strconv.FormatInt(now.UnixMicro(), 10)
+		one := func(yield func(int64) bool) { yield(1) }
+		args := []any{s.header(nil, modeCheck, now, false, one, 1), s.limitArg(limit)}
+		res, err := s.decide.Run(ctx, s.client, keys, args...).Result()
+		if err != nil {
+			return err
 		}
-		n := limit.Windows()
-		args = append(args, int(limit.Algorithm), 0, 1, n)
-		for w := range n {
-			p := limit.Params(w)
-			args = append(args, p.Limit, p.Window, p.Capacity, p.Precision, p.Buckets)
+		if _, _, err := parseReply(res, hits, dec, false); err != nil {
+			return err
 		}
-		res, err = s.decide.Run(ctx, s.client, keys, args...).Slice()
-		return err
+		// parseReply validated the layout: allowed, now, counted, never,
+		// old-exists, then ok, retry, remaining, reset per window.
+		packed, _ := res.(string)
+		r := replyReader{b: packed, pos: 5 * 8}
+		for range limit.Windows() {
+			r.next()
+			r.next()
+			rem = append(rem, r.next())
+			reset = append(reset, r.next())
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	n := limit.Windows()
-	if len(res) < 4+4*n {
-		return nil, fmt.Errorf("redis store: %w: short script reply", ratelimit.ErrStore)
-	}
 	out := make([]ratelimit.WindowUsage, n)
 	for w := range n {
-		rem, _ := res[4+4*w+2].(int64)
-		reset, _ := res[4+4*w+3].(int64)
 		p := limit.Params(w)
-		u := ratelimit.WindowUsage{Used: p.Capacity - rem, Remaining: rem, Reset: time.Duration(reset) * ratelimit.Tick}
+		u := ratelimit.WindowUsage{Used: p.Capacity - rem[w], Remaining: rem[w], Reset: time.Duration(reset[w]) * ratelimit.Tick}
 		if w < len(limit.Rates) {
 			u.Rate = limit.Rates[w]
 		}

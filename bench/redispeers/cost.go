@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/redisstore"
+)
+
+// algo is one limit decided by our store in the benchmarks.
+type algo struct {
+	name  string
+	limit ratelimit.Limit
+}
+
+// algos are the limits every benchmark runs: rates high enough to allow
+// every request (sliding_window_log holds at most 100 entries).
+func algos() ([]algo, error) {
+	r := func(n int64, w time.Duration) []ratelimit.Rate { return []ratelimit.Rate{{Limit: n, Window: w}} }
+	as := []algo{
+		{"fixed_window", ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Rates: r(1<<40, time.Minute)}},
+		{"fixed_window_elastic", ratelimit.Limit{Algorithm: ratelimit.FixedWindowElastic, Rates: r(1<<40, time.Minute)}},
+		{"sliding_window_log", ratelimit.Limit{Algorithm: ratelimit.SlidingWindowLog, Rates: r(100, time.Millisecond)}},
+		{"sliding_window_counter", ratelimit.Limit{Algorithm: ratelimit.SlidingWindowCounter, Rates: r(1e9, time.Second)}},
+		{"token_bucket", ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Rates: r(1<<40, time.Second)}},
+		{"gcra", ratelimit.Limit{Algorithm: ratelimit.GCRA, Rates: r(1<<40, time.Second)}},
+		{"concurrency", ratelimit.Limit{Algorithm: ratelimit.Concurrency, MaxInFlight: 1 << 40}},
+	}
+	for i := range as {
+		as[i].limit.Name = as[i].name
+		if err := as[i].limit.Finish(); err != nil {
+			return nil, fmt.Errorf("%s: %w", as[i].name, err)
+		}
+	}
+	return as, nil
+}
+
+// costCase is one row of the script-cost table.
+type costCase struct {
+	name  string
+	limit *ratelimit.Limit
+	keys  int // distinct keys cycled through (1 = one hot key, allowed)
+	clock redisstore.Clock
+}
+
+// costRow is what one case cost Redis per decision.
+type costRow struct {
+	name          string
+	cpu           time.Duration // redis-server user+sys CPU per decision
+	usecPerCall   float64       // INFO commandstats usec per EVALSHA (script run only)
+	innerCalls    float64       // redis.call()s per decision (commandstats, all but EVALSHA)
+	inner         string        // which ones
+	instructions  float64       // callgrind, 0 when not measured
+	decisionsDone int
+}
+
+func newClient(addr string, pool int) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true,
+		DialTimeout: time.Second, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		PoolSize: pool, PoolTimeout: 5 * time.Second,
+	})
+}
+
+// runCost decides n times sequentially for every case against srv and
+// reports Redis's cost per decision.
+func runCost(ctx context.Context, srv *server, cases []costCase, n int) ([]costRow, error) {
+	c := newClient(srv.addr, 4)
+	defer c.Close()
+	var rows []costRow
+	for i, cs := range cases {
+		st, err := redisstore.New(c, redisstore.Options{Prefix: fmt.Sprintf("cost%d:", i), Clock: cs.clock,
+			Timeout: 30 * time.Second, DenyCacheSize: -1})
+		if err != nil {
+			return nil, err
+		}
+		hits := []ratelimit.Hit{{Limit: cs.limit, Cost: 1}}
+		out := make([]ratelimit.Decision, 1)
+		keys := make([]string, cs.keys)
+		for k := range keys {
+			keys[k] = "client-" + strconv.Itoa(k)
+		}
+		decide := func(j int) error {
+			hits[0].Key = keys[j%len(keys)]
+			ok, err := st.Decide(ctx, time.Now(), hits, out)
+			if err == nil && !ok {
+				err = fmt.Errorf("denied")
+			}
+			if cs.limit.Algorithm == ratelimit.Concurrency && err == nil {
+				err = st.Release(ctx, hits)
+			}
+			return err
+		}
+		for j := range min(200, n) { // warm-up: script loaded, connections open
+			if err := decide(j); err != nil {
+				return nil, fmt.Errorf("%s: %w", cs.name, err)
+			}
+		}
+		calls0, usec0, err := commandCalls(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		if srv.callgrind != "" {
+			if err := srv.zero(); err != nil {
+				return nil, err
+			}
+		}
+		cpu0, _ := srv.cpu()
+		for j := range n {
+			if err := decide(j + 200); err != nil {
+				return nil, fmt.Errorf("%s: %w", cs.name, err)
+			}
+		}
+		cpu1, _ := srv.cpu()
+		row := costRow{name: cs.name, cpu: (cpu1 - cpu0) / time.Duration(n), decisionsDone: n}
+		if srv.callgrind != "" {
+			ins, err := srv.instructions()
+			if err != nil {
+				return nil, err
+			}
+			row.instructions = float64(ins) / float64(n)
+		}
+		calls1, usec1, err := commandCalls(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		var inner []string
+		for name, v := range calls1 {
+			d := v - calls0[name]
+			switch name {
+			case "evalsha", "eval":
+				if name == "evalsha" {
+					row.usecPerCall = float64(usec1[name]-usec0[name]) / float64(d)
+				}
+				continue
+			case "info", "ping", "hello", "client|setinfo", "client|setname":
+				continue
+			}
+			if d > 0 {
+				if cs.limit.Algorithm == ratelimit.Concurrency && name == "evalsha" {
+					continue
+				}
+				row.innerCalls += float64(d) / float64(n)
+				inner = append(inner, fmt.Sprintf("%s %.2f", strings.ToUpper(name), float64(d)/float64(n)))
+			}
+		}
+		sort.Strings(inner)
+		row.inner = strings.Join(inner, ", ")
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func costCases(as []algo) []costCase {
+	var cs []costCase
+	for i := range as {
+		cs = append(cs, costCase{name: as[i].name, limit: &as[i].limit, keys: 1})
+	}
+	for i := range as {
+		if as[i].name == "sliding_window_counter" {
+			cs = append(cs,
+				costCase{name: "sliding_window_counter, 10k keys", limit: &as[i].limit, keys: 10000},
+				costCase{name: "sliding_window_counter, clock=store", limit: &as[i].limit, keys: 1, clock: redisstore.ClockStore})
+		}
+	}
+	return cs
+}
+
+func printCost(w io.Writer, rows []costRow, callgrind bool) {
+	fmt.Fprintf(w, "| case | Redis CPU µs/decision | EVALSHA usec_per_call | redis.call per decision |")
+	if callgrind {
+		fmt.Fprintf(w, " Redis instr/decision |")
+	}
+	fmt.Fprintf(w, "\n|---|---:|---:|---|")
+	if callgrind {
+		fmt.Fprintf(w, "---:|")
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %.1f | %.2f | %.2f (%s) |", r.name, float64(r.cpu.Nanoseconds())/1e3, r.usecPerCall, r.innerCalls, r.inner)
+		if callgrind {
+			fmt.Fprintf(w, " %.1fk |", r.instructions/1e3)
+		}
+		fmt.Fprintln(w)
+	}
+}

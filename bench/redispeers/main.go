@@ -1,0 +1,73 @@
+// Command redispeers benchmarks Tollgate's Redis store against the Redis
+// rate limiters people run today and against the ceiling one Redis core
+// allows, all against one redis-server it starts (and stops by PID).
+//
+//	go run . -cost             Redis cost per decision of our script, per algorithm
+//	go run . -cost -callgrind  the same with redis-server under callgrind (instructions)
+//	go run . -peers            decisions/s and p99: ours vs redis_rate vs ulule/limiter vs redis-benchmark EVALSHA
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// quiet drops go-redis's internal log lines (dial retries while a server
+// starts).
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func main() {
+	cost := flag.Bool("cost", false, "measure Redis's cost per decision of our script")
+	callgrind := flag.Bool("callgrind", false, "with -cost: run redis-server under valgrind callgrind and count instructions")
+	n := flag.Int("n", 5000, "with -cost: decisions per case")
+	peers := flag.Bool("peers", false, "measure throughput and p99 against the peers and the EVALSHA ceiling")
+	flag.StringVar(&only, "only", "", "with -cost: run only the cases whose name contains this")
+	flag.BoolVar(&keepDumps, "keep", false, "with -callgrind: keep the dumps for callgrind_annotate")
+	flag.Parse()
+	redis.SetLogger(quiet{})
+	if !*cost && !*peers {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(*cost, *callgrind, *n, *peers); err != nil {
+		fmt.Fprintln(os.Stderr, "redispeers:", err)
+		os.Exit(1)
+	}
+}
+
+// only filters the cost cases by name.
+var only string
+
+func run(cost, callgrind bool, n int, peers bool) error {
+	ctx := context.Background()
+	as, err := algos()
+	if err != nil {
+		return err
+	}
+	if cost {
+		srv, err := startRedis(callgrind)
+		if err != nil {
+			return err
+		}
+		var cases []costCase
+		for _, c := range costCases(as) {
+			if strings.Contains(c.name, only) {
+				cases = append(cases, c)
+			}
+		}
+		rows, err := runCost(ctx, srv, cases, n)
+		srv.stop()
+		if err != nil {
+			return err
+		}
+		printCost(os.Stdout, rows, callgrind)
+	}
+	return nil
+}
