@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -30,7 +31,10 @@ func main() {
 	peers := flag.Bool("peers", false, "measure throughput and p99 against the peers and the EVALSHA ceiling")
 	flag.StringVar(&only, "only", "", "with -cost: run only the cases whose name contains this")
 	flag.BoolVar(&keepDumps, "keep", false, "with -callgrind: keep the dumps for callgrind_annotate")
+	workers := flag.Int("workers", 8, "with -peers: goroutines per contender")
+	dur := flag.Duration("d", 3*time.Second, "with -peers: duration per contender")
 	flag.Parse()
+	peerWorkers, peerDur = *workers, *dur
 	redis.SetLogger(quiet{})
 	if !*cost && !*peers {
 		flag.Usage()
@@ -44,6 +48,11 @@ func main() {
 
 // only filters the cost cases by name.
 var only string
+
+var (
+	peerWorkers int
+	peerDur     time.Duration
+)
 
 func run(cost, callgrind bool, n int, peers bool) error {
 	ctx := context.Background()
@@ -68,6 +77,29 @@ func run(cost, callgrind bool, n int, peers bool) error {
 			return err
 		}
 		printCost(os.Stdout, rows, callgrind)
+	}
+	if peers {
+		srv, err := startRedis(false)
+		if err != nil {
+			return err
+		}
+		defer srv.stop()
+		var counter *algo
+		for i := range as {
+			if as[i].name == "sliding_window_counter" {
+				counter = &as[i]
+			}
+		}
+		const conns, depth = 4, 32
+		ceiling, err := runCeiling(ctx, srv, &counter.limit, conns, depth, peerDur)
+		if err != nil {
+			return err
+		}
+		rows, err := runPeers(ctx, srv, as, peerWorkers, peerDur)
+		if err != nil {
+			return err
+		}
+		printPeers(os.Stdout, rows, ceiling, depth)
 	}
 	return nil
 }

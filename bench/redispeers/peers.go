@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/ulule/limiter/v3"
+	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/redisstore"
+)
+
+// peerRow is one throughput measurement.
+type peerRow struct {
+	name      string
+	decisions int64
+	elapsed   time.Duration
+	p99       time.Duration
+	redisCPU  time.Duration // per decision
+}
+
+func (r peerRow) rate() float64 { return float64(r.decisions) / r.elapsed.Seconds() }
+
+// drive runs f from workers goroutines (worker id, call index) for d and
+// measures decisions/s, p99 and redis-server CPU per decision.
+func drive(srv *server, name string, workers int, d time.Duration, f func(w, i int) error) (peerRow, error) {
+	var n atomic.Int64
+	var firstErr atomic.Value
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	cpu0, _ := srv.cpu()
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, 1<<16)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					mu.Lock()
+					lat = append(lat, local...)
+					mu.Unlock()
+					return
+				default:
+				}
+				t := time.Now()
+				if err := f(w, i); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+				}
+				local = append(local, time.Since(t))
+				n.Add(1)
+			}
+		}()
+	}
+	time.Sleep(d)
+	close(stop)
+	wg.Wait()
+	el := time.Since(start)
+	cpu1, _ := srv.cpu()
+	if err, ok := firstErr.Load().(error); ok {
+		return peerRow{}, fmt.Errorf("%s: %w", name, err)
+	}
+	slices.Sort(lat)
+	row := peerRow{name: name, decisions: n.Load(), elapsed: el, redisCPU: (cpu1 - cpu0) / time.Duration(max(n.Load(), 1))}
+	if len(lat) > 0 {
+		row.p99 = lat[len(lat)*99/100]
+	}
+	return row, nil
+}
+
+// runPeers measures every contender against one redis-server, each for d
+// from workers goroutines with one key per goroutine.
+func runPeers(ctx context.Context, srv *server, as []algo, workers int, d time.Duration) ([]peerRow, error) {
+	c := newClient(srv.addr, workers+2)
+	defer c.Close()
+	keys := make([]string, workers)
+	for w := range keys {
+		keys[w] = "client-" + strconv.Itoa(w)
+	}
+	var rows []peerRow
+	add := func(r peerRow, err error) error {
+		if err == nil {
+			rows = append(rows, r)
+		}
+		return err
+	}
+	for i := range as {
+		l := &as[i].limit
+		st, err := redisstore.New(c, redisstore.Options{Prefix: "ours:", Timeout: 5 * time.Second, DenyCacheSize: -1})
+		if err != nil {
+			return nil, err
+		}
+		conc := l.Algorithm == ratelimit.Concurrency
+		hits := make([][]ratelimit.Hit, workers)
+		outs := make([][]ratelimit.Decision, workers)
+		for w := range hits {
+			hits[w] = []ratelimit.Hit{{Limit: l, Key: keys[w], Cost: 1}}
+			outs[w] = make([]ratelimit.Decision, 1)
+		}
+		err = add(drive(srv, "tollgate "+as[i].name, workers, d, func(w, _ int) error {
+			ok, err := st.Decide(ctx, time.Now(), hits[w], outs[w])
+			if err == nil && !ok {
+				return fmt.Errorf("denied")
+			}
+			if conc && err == nil {
+				err = st.Release(ctx, hits[w])
+			}
+			return err
+		}))
+		if err != nil {
+			return nil, err
+		}
+	}
+	rl := redis_rate.NewLimiter(c)
+	perSec := redis_rate.PerSecond(1e9)
+	if err := add(drive(srv, "redis_rate/v10 (GCRA)", workers, d, func(w, _ int) error {
+		res, err := rl.Allow(ctx, "rr:"+keys[w], perSec)
+		if err == nil && res.Allowed == 0 {
+			return fmt.Errorf("denied")
+		}
+		return err
+	})); err != nil {
+		return nil, err
+	}
+	store, err := ulredis.NewStoreWithOptions(c, limiter.StoreOptions{Prefix: "ul", MaxRetry: 1})
+	if err != nil {
+		return nil, err
+	}
+	ul := limiter.New(store, limiter.Rate{Period: time.Second, Limit: 1e9})
+	if err := add(drive(srv, "ulule/limiter/v3 (fixed window)", workers, d, func(w, _ int) error {
+		res, err := ul.Get(ctx, keys[w])
+		if err == nil && res.Reached {
+			return fmt.Errorf("denied")
+		}
+		return err
+	})); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// runCeiling runs our script as EVALSHA with the arguments of one real
+// sliding_window_counter decision, pipelined (conns connections, depth
+// commands in flight each): the most decisions one Redis core serves.
+func runCeiling(ctx context.Context, srv *server, l *ratelimit.Limit, conns, depth int, d time.Duration) (peerRow, error) {
+	c := newClient(srv.addr, conns+1)
+	defer c.Close()
+	// Capture one real decision's EVALSHA arguments.
+	var captured []any
+	c.AddHook(captureHook{f: func(args []any) {
+		if len(args) > 0 && args[0] == "evalsha" && captured == nil {
+			captured = slices.Clone(args)
+		}
+	}})
+	st, err := redisstore.New(c, redisstore.Options{Prefix: "ceil:", Timeout: 5 * time.Second, DenyCacheSize: -1})
+	if err != nil {
+		return peerRow{}, err
+	}
+	out := make([]ratelimit.Decision, 1)
+	if _, err := st.Decide(ctx, time.Now(), []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, out); err != nil {
+		return peerRow{}, err
+	}
+	if captured == nil {
+		return peerRow{}, fmt.Errorf("no EVALSHA seen")
+	}
+	return drive(srv, fmt.Sprintf("EVALSHA ceiling (pipelined, %d conns × %d deep)", conns, depth), conns, d, func(w, i int) error {
+		p := c.Pipeline()
+		for range depth {
+			p.Do(ctx, captured...)
+		}
+		_, err := p.Exec(ctx)
+		return err
+	})
+}
+
+type captureHook struct{ f func([]any) }
+
+func (captureHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h captureHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.f(cmd.Args())
+		return next(ctx, cmd)
+	}
+}
+func (captureHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func printPeers(w io.Writer, rows []peerRow, ceiling peerRow, depth int) {
+	ceil := ceiling.rate() * float64(depth)
+	fmt.Fprintln(w, "| contender | decisions/s | p99 | Redis CPU µs/decision | share of EVALSHA ceiling |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %.0f | %s | %.1f | %.0f%% |\n", r.name, r.rate(), r.p99.Round(time.Microsecond),
+			float64(r.redisCPU.Nanoseconds())/1e3, 100*r.rate()/ceil)
+	}
+	fmt.Fprintf(w, "| %s | %.0f | — | %.1f | 100%% |\n", ceiling.name, ceil,
+		float64(ceiling.redisCPU.Nanoseconds())/1e3/float64(depth))
+}
