@@ -60,7 +60,8 @@ const (
 
 // Options configure a Store. The zero value is usable.
 type Options struct {
-	// Prefix is prepended to every key: prefix + hit.Key + ":" + Limit.ID.
+	// Prefix is prepended to every key:
+	// prefix + hit.Key + ":" + Limit.ID + ":" + stateFormat.
 	// Default "" (the gateway passes store.redis.prefix, "tollgate:").
 	Prefix string
 	// Clock selects the decision clock. Default ClockLocal.
@@ -153,8 +154,14 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 
 // Key returns the Redis key holding limit's counters for hit key k.
 func (s *Store) Key(l *ratelimit.Limit, k string) string {
-	return s.opts.Prefix + k + ":" + l.ID
+	return s.opts.Prefix + k + ":" + l.ID + ":" + stateFormat
 }
+
+// stateFormat names the layout of the values the scripts store. It is part
+// of every key, so that gateways of different versions sharing one Redis
+// during a rolling upgrade keep separate counters instead of reading each
+// other's values as corrupt. Change it whenever decide.lua's layout changes.
+const stateFormat = "f2"
 
 // call runs f under the store's timeout and the circuit breaker, and wraps
 // its error in ratelimit.ErrStore.
