@@ -270,7 +270,14 @@ loop:
 	if sampleErr != nil {
 		return nil, fmt.Errorf("sampling: %w", sampleErr)
 	}
-	tr.CloseIdleConnections()
+	// Close the connections on both sides: the clients' and the gateway's
+	// pooled upstream connections (two goroutines and one fd each, kept for
+	// the transport's idle timeout). What remains after that is a leak.
+	quiesce := func() {
+		tr.CloseIdleConnections()
+		up.CloseClientConnections()
+	}
+	quiesce()
 	// Idle again: poll (bounded) until goroutines and fds are back within
 	// a few of the idle figures, then keep the last reading.
 	deadline := time.Now().Add(o.SettleWithin)
@@ -282,6 +289,7 @@ loop:
 		if settled(rep.Before, rep.After) || time.Now().After(deadline) {
 			break
 		}
+		quiesce()
 		time.Sleep(100 * time.Millisecond)
 	}
 	c.mu.Lock()
