@@ -13,11 +13,13 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/admin"
 	"github.com/tollgate/gateway/policy"
@@ -145,6 +147,13 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 // proxy options that feed them.
 func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 	opts := proxy.Options{Store: g.store, Local: g.local, Logger: g.log}
+	if p.Store.Backend != "redis" {
+		// The memory store counts on this process's monotonic clock, so a
+		// wall-clock step (NTP, an operator) neither refills buckets nor
+		// locks clients out (SCENARIOS 43). Redis with clock = "local"
+		// needs the wall clock every replica shares.
+		opts.Now = monotonicClock()
+	}
 	ot, err := setupTelemetry(context.Background(), g.environ, g.log)
 	if err != nil {
 		return opts, fmt.Errorf("telemetry: %w", err)
@@ -238,10 +247,35 @@ func (g *gateway) openStores(p *policy.Policy) error {
 			// Start degraded (SCENARIOS 28): store.on_error decides until
 			// Redis answers; the breaker probes it in the background.
 			g.log.Warn("redis store not reachable at startup; starting degraded", "on_error", p.Store.OnError, "err", err)
+		} else {
+			warnEvictionPolicy(ctx, client, g.log)
 		}
 		return nil
 	default:
 		return fmt.Errorf("store.backend: unknown backend %q", p.Store.Backend)
+	}
+}
+
+// monotonicClock returns a clock that reads the wall time once and then
+// advances with the monotonic clock only.
+func monotonicClock() func() time.Time {
+	base := time.Now()
+	return func() time.Time { return base.Add(time.Since(base)) }
+}
+
+// warnEvictionPolicy logs a warning when Redis may evict counter keys under
+// memory pressure, which silently resets limits (SCENARIOS 40). A Redis
+// that refuses CONFIG (managed services often do) is not an error.
+func warnEvictionPolicy(ctx context.Context, client redis.UniversalClient, log *slog.Logger) {
+	res, err := client.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		log.Debug("cannot read Redis maxmemory-policy", "err", err)
+		return
+	}
+	if policy := res["maxmemory-policy"]; strings.HasPrefix(policy, "allkeys-") {
+		log.Warn("Redis may evict rate-limit counters under memory pressure, resetting limits early; "+
+			"prefer maxmemory-policy volatile-lru/volatile-ttl/noeviction (every counter key has a TTL)",
+			"maxmemory-policy", policy)
 	}
 }
 
