@@ -94,7 +94,10 @@ func TestRedisKeyRotationTTLs(t *testing.T) {
 		if c.Val() == -1 { // go-redis reports TTL -1 as a Duration of -1
 			noTTL = append(noTTL, all[i])
 		}
-		byLimit[all[i][strings.LastIndexByte(all[i], ':')+1:]]++
+		// prefix + hit key ({TAG}HASH, no ':') + ":" + limit ID and
+		// whatever the store appends after it.
+		_, limitPart, _ := strings.Cut(strings.TrimPrefix(all[i], "tollgate:"), ":")
+		byLimit[limitPart]++
 	}
 	t.Logf("%d keys under tollgate: (%d limit IDs), %d without TTL", len(all), len(byLimit), len(noTTL))
 	if len(noTTL) > 0 {
