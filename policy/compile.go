@@ -458,6 +458,34 @@ func buildLimit(c *LimitConfig, path string, e *errs_) *Limit {
 		}
 		l.By = append(l.By, part)
 	}
+	switch c.OnMissing {
+	case "shared", "":
+	case "ip":
+		l.OnMissing = OnMissingIP
+	case "reject":
+		l.OnMissing = OnMissingReject
+	default:
+		e.add(path+".on_missing", "unknown value %q (want shared, ip or reject)", c.OnMissing)
+	}
+	if l.OnMissing == OnMissingIP {
+		seen := false
+		for _, part := range l.By {
+			switch part.Kind {
+			case keys.PartAPIKey, keys.PartUser, keys.PartHeader:
+				if !seen {
+					l.ByIP = append(l.ByIP, keys.Part{Kind: keys.PartIP})
+					seen = true
+				}
+			case keys.PartIP:
+				if !seen {
+					l.ByIP = append(l.ByIP, part)
+					seen = true
+				}
+			default:
+				l.ByIP = append(l.ByIP, part)
+			}
+		}
+	}
 	if c.Cost < 1 || c.Cost > ratelimit.MaxLimit {
 		e.add(path+".cost", "must be in 1..2^53, got %d", c.Cost)
 	}

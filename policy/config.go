@@ -234,6 +234,13 @@ type LimitConfig struct {
 	MaxInFlight int64 `mapstructure:"max_in_flight" json:"max_in_flight"`
 	// Exempt lists clients that this limit never limits.
 	Exempt ExemptConfig `mapstructure:"exempt" json:"exempt"`
+	// OnMissing is what a request lacking one of the by parts api_key,
+	// user or header:<Name> gets: "shared" (SPEC §3: the part is the literal
+	// "-", so every such request shares one counter), "ip" (the missing
+	// part is replaced by the client IP, in a namespace of its own, so
+	// anonymous clients are limited one by one) or "reject" (401, not
+	// counted). Default "shared".
+	OnMissing string `mapstructure:"on_missing" json:"on_missing"`
 }
 
 // ExemptConfig is `exempt = { ips = [...], api_keys_env = "..." }`.
@@ -325,6 +332,7 @@ func DefaultLimit() LimitConfig {
 		By:        []string{"client"},
 		Cost:      1,
 		Mode:      "enforce",
+		OnMissing: "shared",
 	}
 }
 

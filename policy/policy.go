@@ -145,9 +145,27 @@ type Limit struct {
 	CostHeader string
 	// ExemptIPs are client prefixes this limit never limits.
 	ExemptIPs []netip.Prefix
+	// OnMissing is what a request lacking an identity part of By gets.
+	OnMissing OnMissing
+	// ByIP is By with api_key, user and header parts replaced by ip: the
+	// key parts used when OnMissing is OnMissingIP and a part is missing.
+	ByIP []keys.Part
 
 	exemptKeys map[[32]byte]struct{}
 }
+
+// OnMissing is a limit's on_missing setting.
+type OnMissing uint8
+
+// The on_missing values.
+const (
+	// OnMissingShared keys a missing part as the literal "-" (SPEC §3).
+	OnMissingShared OnMissing = iota
+	// OnMissingIP keys the request by its client IP instead.
+	OnMissingIP
+	// OnMissingReject answers 401 without counting.
+	OnMissingReject
+)
 
 // Exempt reports whether a client with this IP or API key is exempt from
 // l. An invalid ip and an empty apiKey match nothing.

@@ -89,6 +89,7 @@ func TestValidate(t *testing.T) {
 		{"redis settings ignored for memory", func(c *Config) { c.Store.Redis.URL = "http://h" }, nil},
 		{"concurrency with rates", func(c *Config) { c.Limits[0].Algorithm, c.Limits[0].MaxInFlight = "concurrency", 4 }, []string{`limits[0]: concurrency takes max_in_flight, not rates`}},
 		{"shadow mode typo", func(c *Config) { c.Limits[0].Mode = "dry-run" }, []string{`limits[0].mode: unknown mode "dry-run"`}},
+		{"on_missing typo", func(c *Config) { c.Limits[0].OnMissing = "deny" }, []string{`limits[0].on_missing: unknown value "deny" (want shared, ip or reject)`}},
 		{"precision not dividing", func(c *Config) { c.Limits[1].Precision = "7s" }, []string{`limits[1]: precision applies only to sliding_window_counter`}},
 		{"unreachable route", func(c *Config) { c.Routes[1].PathPrefix, c.Routes[1].Methods = "/v1//search", []string{"GET"} }, []string{`routes[1]: matches the same host, path_prefix and methods as routes[0] ("search"), so it would never be chosen`}},
 		{"path prefix relative", func(c *Config) { c.Routes[1].PathPrefix = "demo" }, []string{`routes[1].path_prefix: must start with '/', got "demo"`}},

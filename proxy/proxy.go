@@ -410,8 +410,21 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 				})
 				return
 			}
+			parts := l.By
+			if l.OnMissing != policy.OnMissingShared && missingPart(parts, &id, r) {
+				if l.OnMissing == policy.OnMissingReject {
+					ev.Outcome = OutcomeBadRequest
+					headers.WriteProblem(w, headers.Problem{
+						Status: http.StatusUnauthorized,
+						Title:  "Unauthorized",
+						Detail: "limit " + strconv.Quote(l.Name) + " needs " + missingNames(parts),
+					})
+					return
+				}
+				parts = l.ByIP
+			}
 			n := len(q.key)
-			q.key = keys.AppendKey(q.key, l.By, &id, r, rt.Name)
+			q.key = keys.AppendKey(q.key, parts, &id, r, rt.Name)
 			q.hits = append(q.hits, ratelimit.Hit{Limit: l.Limit, Key: string(q.key[n:]), Cost: cost})
 		}
 	}
@@ -563,6 +576,44 @@ func (h *Handler) release(hits []ratelimit.Hit) {
 			_ = h.local.Release(ctx, hits)
 		}
 	}
+}
+
+// missingPart reports whether the request lacks a value for one of the
+// identity parts (api_key, user, header:<Name>) of a limit's key.
+func missingPart(parts []keys.Part, id *keys.Identity, r *http.Request) bool {
+	for _, p := range parts {
+		switch p.Kind {
+		case keys.PartAPIKey:
+			if id.APIKey == "" {
+				return true
+			}
+		case keys.PartUser:
+			if id.User == "" {
+				return true
+			}
+		case keys.PartHeader:
+			if r.Header.Get(p.Header) == "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// missingNames lists the identity parts of a key for a 401 body.
+func missingNames(parts []keys.Part) string {
+	var names []string
+	for _, p := range parts {
+		switch p.Kind {
+		case keys.PartAPIKey:
+			names = append(names, "an API key")
+		case keys.PartUser:
+			names = append(names, "an authenticated user")
+		case keys.PartHeader:
+			names = append(names, "header "+p.Header)
+		}
+	}
+	return strings.Join(names, " and ")
 }
 
 func hasConcurrency(hits []ratelimit.Hit) bool {
