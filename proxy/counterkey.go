@@ -38,7 +38,15 @@ func (h *Handler) CounterKey(limitName, client string, q url.Values) (*ratelimit
 		}
 	}
 	if value == "" {
-		return nil, "", errors.New("key: empty client identity")
+		if needsIdentity(l.By) {
+			return nil, "", fmt.Errorf("key: limit %q is keyed by a client identity; give key=api_key:V, user:V or ip:A", limitName)
+		}
+		// A shared limit (by = [], or route/method/header parts only):
+		// the identity is not part of the key.
+		if err := checkParts(limitName, l.By, q); err != nil {
+			return nil, "", err
+		}
+		return l.Limit, string(keys.AppendKey(nil, l.By, &id, buildRequest(q), q.Get("route"))), nil
 	}
 	switch kind {
 	case "api_key":
@@ -53,24 +61,55 @@ func (h *Handler) CounterKey(limitName, client string, q url.Values) (*ratelimit
 		ip = ip.WithZone("").Unmap()
 		id.Client, id.ClientKind, id.IP = ip.String(), keys.SourceIP, ip
 	}
-	r := &http.Request{Method: q.Get("method"), Header: http.Header{}, URL: &url.URL{}}
-	for _, part := range l.By {
+	if err := checkParts(limitName, l.By, q); err != nil {
+		return nil, "", err
+	}
+	r := buildRequest(q)
+	return l.Limit, string(keys.AppendKey(nil, l.By, &id, r, q.Get("route"))), nil
+}
+
+// needsIdentity reports whether a key built from parts depends on the
+// client's identity.
+func needsIdentity(parts []keys.Part) bool {
+	for _, p := range parts {
+		switch p.Kind {
+		case keys.PartClient, keys.PartIP, keys.PartAPIKey, keys.PartUser:
+			return true
+		}
+	}
+	return false
+}
+
+// checkParts reports a key part of the limit that the admin query does not
+// supply.
+func checkParts(limitName string, parts []keys.Part, q url.Values) error {
+	for _, part := range parts {
 		switch part.Kind {
 		case keys.PartRoute:
 			if q.Get("route") == "" {
-				return nil, "", fmt.Errorf("limit %q is keyed by route: add route=NAME", limitName)
+				return fmt.Errorf("limit %q is keyed by route: add route=NAME", limitName)
 			}
 		case keys.PartMethod:
-			if r.Method == "" {
-				return nil, "", fmt.Errorf("limit %q is keyed by method: add method=GET (or another)", limitName)
+			if q.Get("method") == "" {
+				return fmt.Errorf("limit %q is keyed by method: add method=GET (or another)", limitName)
 			}
 		case keys.PartHeader:
-			v := q.Get("header:" + part.Header)
-			if v == "" {
-				return nil, "", fmt.Errorf("limit %q is keyed by header %s: add header:%s=VALUE", limitName, part.Header, part.Header)
+			if q.Get("header:"+part.Header) == "" {
+				return fmt.Errorf("limit %q is keyed by header %s: add header:%s=VALUE", limitName, part.Header, part.Header)
 			}
-			r.Header.Set(part.Header, v)
 		}
 	}
-	return l.Limit, string(keys.AppendKey(nil, l.By, &id, r, q.Get("route"))), nil
+	return nil
+}
+
+// buildRequest is the request the admin query describes, for the key
+// parts that read one (method, headers).
+func buildRequest(q url.Values) *http.Request {
+	r := &http.Request{Method: q.Get("method"), Header: http.Header{}, URL: &url.URL{}}
+	for name, vs := range q {
+		if h, ok := strings.CutPrefix(name, "header:"); ok && len(vs) > 0 {
+			r.Header.Set(h, vs[0])
+		}
+	}
+	return r
 }

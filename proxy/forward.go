@@ -15,7 +15,6 @@ import (
 	"github.com/tollgate/gateway/policy"
 )
 
-
 // gatewayOwned lists request headers only the gateway may set: client-sent
 // copies never reach the upstream. (ReverseProxy already drops Forwarded and
 // X-Forwarded-* when Rewrite is used, and every hop-by-hop header, including

@@ -169,9 +169,9 @@ type Handler struct {
 	tracer    Tracer
 	// nonBlocking is set when the store promises never to block.
 	nonBlocking bool
-	snap      atomic.Pointer[snapshot]
-	pool      sync.Pool // *request
-	buffers   bufferPool
+	snap        atomic.Pointer[snapshot]
+	pool        sync.Pool // *request
+	buffers     bufferPool
 }
 
 // snapshot is one compiled policy with its reverse proxies.
