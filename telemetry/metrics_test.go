@@ -176,6 +176,11 @@ func TestStoreErrKind(t *testing.T) {
 		{fmt.Errorf("x: %w", context.Canceled), "canceled"},
 		{fmt.Errorf("%w: connection refused", ratelimit.ErrStore), "store"},
 		{errors.New("other"), "store"},
+		{fmt.Errorf("%w: WRONGPASS invalid username-password pair or user is disabled.", ratelimit.ErrStore), "auth"},
+		{fmt.Errorf("%w: NOAUTH Authentication required.", ratelimit.ErrStore), "auth"},
+		{fmt.Errorf("%w: READONLY You can't write against a read only replica.", ratelimit.ErrStore), "readonly"},
+		{fmt.Errorf("%w: OOM command not allowed when used memory > 'maxmemory'.", ratelimit.ErrStore), "oom"},
+		{fmt.Errorf("%w: circuit breaker open", ratelimit.ErrStore), "circuit_open"},
 	} {
 		if got := storeErrNames[storeErrKind(tc.err)]; got != tc.want {
 			t.Errorf("storeErrKind(%v) = %s, want %s", tc.err, got, tc.want)
