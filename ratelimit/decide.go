@@ -228,24 +228,55 @@ func ceilTicks(x float64) int64 {
 
 // smallest returns the smallest d in [lo, hi] with ok(d), given that ok is
 // monotone (false … false true … true) and ok(hi) holds, starting from a
-// guess: it gallops from the guess towards the boundary and then bisects,
-// so a guess that float rounding puts far off still costs O(log) probes.
-// Every store finds the same d, whatever its search, because the answer is
-// defined by ok alone.
+// guess: it gallops from the guess towards the boundary and then bisects
+// only the last gallop step, so a guess that is exact costs two probes
+// (ok(guess) and ¬ok(guess−1)) and one that float rounding puts far off
+// still costs O(log) probes. Every store finds the same d, whatever its
+// search, because the answer is defined by ok alone.
 func smallest(lo, hi, guess int64, ok func(int64) bool) int64 {
 	guess = clamp(guess, lo, hi)
 	if ok(guess) {
 		hi = guess
-		for step := int64(1); hi-step >= lo && ok(hi-step); step *= 2 {
+		for step := int64(1); hi-step >= lo; step *= 2 {
+			if !ok(hi - step) {
+				lo = hi - step + 1
+				break
+			}
 			hi -= step
 		}
 	} else {
 		lo = guess + 1
-		for step := int64(1); lo+step-1 < hi && !ok(lo+step-1); step *= 2 {
+		for step := int64(1); lo+step-1 < hi; step *= 2 {
+			if ok(lo + step - 1) {
+				hi = lo + step - 1
+				break
+			}
 			lo += step
 		}
 	}
-	// Now ok(hi) holds and every d < lo fails: bisect [lo, hi].
+	return bisect(lo, hi, ok)
+}
+
+// smallestFrom is smallest with no upper bound: ok must hold for some
+// d ≥ lo. It gallops up from the guess (doubling the step) when ok(guess)
+// fails.
+func smallestFrom(lo, guess int64, ok func(int64) bool) int64 {
+	guess = max(guess, lo)
+	if ok(guess) {
+		return smallest(lo, guess, guess, ok)
+	}
+	lo = guess + 1
+	for step := int64(1); ; step *= 2 {
+		if ok(lo + step - 1) {
+			return bisect(lo, lo+step-1, ok)
+		}
+		lo += step
+	}
+}
+
+// bisect returns the smallest d in [lo, hi] with ok(d), given that ok is
+// monotone, ok(hi) holds and every d < lo fails.
+func bisect(lo, hi int64, ok func(int64) bool) int64 {
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		if ok(mid) {

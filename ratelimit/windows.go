@@ -128,7 +128,7 @@ func (s *TokenBucketState) Allow(p *Params, now, cost int64) (bool, int64) {
 	}
 	guess := max(s.TS-now, 0) + ceilTicks((c-t)*float64(p.Window)/float64(p.Limit))
 	ok := func(d int64) bool { return s.level(p, now+d) >= c }
-	return false, smallest(1, upper(guess, ok), guess, ok)
+	return false, smallestFrom(1, guess, ok)
 }
 
 // Take implements Window.
@@ -189,7 +189,7 @@ func (s *GCRAState) Allow(p *Params, now, cost int64) (bool, int64) {
 	tat := math.Max(s.TAT, n) + c*t
 	guess := max(ceilTicks(tat-tau-n), 1)
 	ok := func(d int64) bool { return s.allowedAt(now+d, c, t, tau) }
-	return false, smallest(1, upper(guess, ok), guess, ok)
+	return false, smallestFrom(1, guess, ok)
 }
 
 // Take implements Window: tat = max(tat, now) + c·T.
@@ -245,14 +245,4 @@ func (s *ConcurrencyState) Expiry(*Params) int64 {
 
 func clamp(v, lo, hi int64) int64 {
 	return min(max(v, lo), hi)
-}
-
-// upper returns an instant offset ≥ guess at which ok holds, doubling the
-// distance past the guess until it does.
-func upper(guess int64, ok func(int64) bool) int64 {
-	hi := max(guess, 1)
-	for step := int64(1); !ok(hi); step *= 2 {
-		hi += step
-	}
-	return hi
 }

@@ -1,0 +1,115 @@
+package ratelimit
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// oracleFirst returns the smallest d ≥ lo with ok(d) by a plain doubling
+// search then bisection, independent of any guess.
+func oracleFirst(lo int64, ok func(int64) bool) int64 {
+	hi := lo
+	for step := int64(1); !ok(hi); step *= 2 {
+		hi += step
+	}
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if ok(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return hi
+}
+
+// TestSmallestAgreesWithOracle checks the guessed searches against a
+// guess-free one for random boundaries and guesses (exact, near, far, out
+// of range).
+func TestSmallestAgreesWithOracle(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		lo := r.Int64N(100)
+		b := lo + r.Int64N(1<<uint(r.IntN(40)))
+		hi := b + r.Int64N(1000)
+		ok := func(d int64) bool { return d >= b }
+		var guess int64
+		switch r.IntN(4) {
+		case 0:
+			guess = b
+		case 1:
+			guess = b + r.Int64N(5) - 2
+		case 2:
+			guess = r.Int64N(hi + 10)
+		default:
+			guess = -r.Int64N(1 << 20)
+		}
+		if got := smallest(lo, hi, guess, ok); got != b {
+			t.Fatalf("smallest(%d, %d, %d) = %d, want %d", lo, hi, guess, got, b)
+		}
+		if got := smallestFrom(lo, guess, ok); got != b {
+			t.Fatalf("smallestFrom(%d, %d) = %d, want %d", lo, guess, got, b)
+		}
+	}
+}
+
+// TestRetryAfterAgainstOracle compares the RetryAfter and Reset of the
+// bucket algorithms and the sliding counter, over random states at real
+// instants, with the guess-free oracle applied to each algorithm's own
+// definition (Allow at now+d).
+func TestRetryAfterAgainstOracle(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	base := int64(1_702_080_000_000_000)
+	for range 4000 {
+		limit := 1 + r.Int64N(1<<uint(1+r.IntN(20)))
+		window := 1 + r.Int64N(1<<uint(1+r.IntN(36)))
+		burst := max(1, limit+r.Int64N(2*limit+1)-limit)
+		now := base + r.Int64N(1<<40)
+		p := Params{Algorithm: TokenBucket, Window: window, Limit: limit, Capacity: burst}
+		tb := TokenBucketState{Tokens: float64(r.Int64N(burst+1)) - r.Float64()*float64(burst), TS: now - r.Int64N(window) + r.Int64N(window/4+1)}
+		if tb.Tokens < 0 && r.IntN(2) == 0 {
+			tb.Tokens = math.Nextafter(0, 1)
+		}
+		g := GCRAState{TAT: float64(now) + (r.Float64()*1.5-0.25)*float64(burst)*float64(window)/float64(limit)}
+		cost := 1 + r.Int64N(burst)
+		checkOracle(t, "token_bucket", &tb, &p, now, cost)
+		p.Algorithm = GCRA
+		checkOracle(t, "gcra", &g, &p, now, cost)
+	}
+	for range 2000 {
+		n := int64(1 + r.IntN(8))
+		prec := 1 + r.Int64N(1<<uint(1+r.IntN(30)))
+		limit := 1 + r.Int64N(1000)
+		p := Params{Algorithm: SlidingWindowCounter, Window: n * prec, Limit: limit, Capacity: limit, Precision: prec, Buckets: n}
+		now := base + r.Int64N(1<<40)
+		var s SlidingCounterState
+		s.Init(&p, now-r.Int64N(p.Window))
+		for range r.IntN(20) {
+			s.Take(&p, now-r.Int64N(p.Window), 1+r.Int64N(limit/4+1))
+		}
+		checkOracle(t, "sliding_window_counter", &s, &p, now, 1+r.Int64N(limit))
+	}
+}
+
+func checkOracle(t *testing.T, name string, w Window, p *Params, now, cost int64) {
+	t.Helper()
+	ok := func(c int64) func(int64) bool {
+		return func(d int64) bool { a, _ := w.Allow(p, now+d, c); return a }
+	}
+	if a, ra := w.Allow(p, now, cost); !a {
+		if want := oracleFirst(1, ok(cost)); ra != want {
+			t.Fatalf("%s %+v at %d cost %d: RetryAfter %d, oracle %d", name, w, now, cost, ra, want)
+		}
+	}
+	rem := w.Remaining(p, now)
+	want := int64(0)
+	if rem < p.Capacity {
+		if a, _ := w.Allow(p, now, rem+1); !a {
+			want = oracleFirst(1, ok(rem+1))
+		}
+	}
+	if got := ResetOf(w, p, now); got != want {
+		t.Fatalf("%s %+v at %d: Reset %d, oracle %d", name, w, now, got, want)
+	}
+}
