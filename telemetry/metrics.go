@@ -35,6 +35,7 @@ const (
 	MetricStoreErrors      = "tollgate.store.errors"
 	MetricUpstreamDuration = "tollgate.upstream.duration"
 	MetricStoreKeys        = "tollgate.store.memory.keys"
+	MetricStoreEvictions   = "tollgate.store.memory.evictions"
 	MetricConfigReloads    = "tollgate.config.reloads"
 	MetricClientIPFallback = "tollgate.client_ip_fallback"
 )
@@ -68,6 +69,10 @@ type MetricsOptions struct {
 	// it is called at each collection, off the request path. Nil: the gauge
 	// is not registered.
 	LiveKeys func() int64
+	// Evictions, when set, reports how many live keys the in-memory store
+	// has evicted to stay within max_keys (a key-rotation attack shows
+	// here). Nil: the counter is not registered.
+	Evictions func() int64
 }
 
 // Metrics records Tollgate's metrics. It implements proxy.Observer; its
@@ -141,14 +146,24 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 		err = errors.Join(err, e)
 		observed = append(observed, keys)
 	}
+	var evictions metric.Int64ObservableCounter
+	if o.Evictions != nil {
+		evictions, e = meter.Int64ObservableCounter(MetricStoreEvictions, metric.WithUnit("{key}"),
+			metric.WithDescription("Keys evicted from the in-memory store to stay within store.memory.max_keys."))
+		err = errors.Join(err, e)
+		observed = append(observed, evictions)
+	}
 	if err != nil {
 		return nil, err
 	}
-	liveKeys := o.LiveKeys
+	liveKeys, evicted := o.LiveKeys, o.Evictions
 	m.reg, err = meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
 		ob.ObserveInt64(active, m.active.Load())
 		if liveKeys != nil {
 			ob.ObserveInt64(keys, liveKeys())
+		}
+		if evicted != nil {
+			ob.ObserveInt64(evictions, evicted())
 		}
 		return nil
 	}, observed...)

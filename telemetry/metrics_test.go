@@ -87,7 +87,7 @@ func collect(t *testing.T, rd *sdkmetric.ManualReader) (collected, map[string]fl
 
 func TestMetricsObserve(t *testing.T) {
 	keys := int64(42)
-	m, rd := newTestMetrics(t, MetricsOptions{LiveKeys: func() int64 { return keys }})
+	m, rd := newTestMetrics(t, MetricsOptions{LiveKeys: func() int64 { return keys }, Evictions: func() int64 { return 5 }})
 	perClient, search, tight := testLimit(t, "per-client", false), testLimit(t, "search", false), testLimit(t, "tight", true)
 
 	// 1: forwarded, both enforced limits allow, search nearly exhausted,
@@ -135,6 +135,7 @@ func TestMetricsObserve(t *testing.T) {
 		"tollgate.config.reloads{tollgate.result=success}": 1,
 		"tollgate.config.reloads{tollgate.result=failure}": 2,
 		"tollgate.store.memory.keys{}":                     42,
+		"tollgate.store.memory.evictions{}":                5,
 	}
 	for k, v := range want {
 		if got[k] != v {

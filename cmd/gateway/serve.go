@@ -160,7 +160,8 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 	}
 	g.otel = ot
 	g.metrics, err = telemetry.NewMetrics(ot.Meter(), telemetry.MetricsOptions{
-		LiveKeys: func() int64 { return int64(g.mem.Len()) },
+		LiveKeys:  func() int64 { return int64(g.mem.Len()) },
+		Evictions: func() int64 { return int64(g.mem.Evictions()) },
 	})
 	if err != nil {
 		return opts, fmt.Errorf("metrics: %w", err)

@@ -28,7 +28,7 @@ func TestPrometheusScrape(t *testing.T) {
 	if o.TracerProvider() != nil {
 		t.Fatal("tracing is on with no OTEL_* variables set")
 	}
-	m, err := telemetry.NewMetrics(o.Meter(), telemetry.MetricsOptions{LiveKeys: func() int64 { return 7 }})
+	m, err := telemetry.NewMetrics(o.Meter(), telemetry.MetricsOptions{LiveKeys: func() int64 { return 7 }, Evictions: func() int64 { return 3 }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +69,7 @@ func TestPrometheusScrape(t *testing.T) {
 		`tollgate_store_duration_seconds_count 3`,
 		`tollgate_config_reloads_total{tollgate_result="failure"} 1`,
 		`tollgate_store_memory_keys 7`,
+		`tollgate_store_memory_evictions_total 3`,
 		`target_info{service_name="tollgate"`,
 	} {
 		if !strings.Contains(text, want) {
