@@ -67,6 +67,10 @@ func (l *Limit) param(i int) *Params {
 	return &p
 }
 
+// ParamsOf returns Params(i) without copying: the cached constants of a
+// finished limit (shared: callers must not modify them), else a fresh copy.
+func (l *Limit) ParamsOf(i int) *Params { return l.param(i) }
+
 // Window is the state of one window of one key. Every algorithm's state type
 // implements it with pointer receivers; all methods take the window's Params
 // and the decision instant now in ticks. Allow, Remaining and Expiry never

@@ -1,12 +1,15 @@
 // Package memstore is Tollgate's in-memory ratelimit.Store: counters live
 // in this process, in power-of-two shards selected by hash/maphash, each a
-// mutex over a bounded LRU (golang-lru simplelru).
+// mutex over a bounded table: an open-addressing index of the (limit, key)
+// states, kept in least-recently-used order by an intrusive list (see
+// table.go; BENCHMARKS.md explains every byte a key costs).
 //
 // Memory is bounded by Options.MaxKeys: when a shard is full its least
 // recently used key is evicted (an under-count for that key, reported by
 // Evictions). Expiry is lazy: state whose every window has passed is
 // treated as absent when it is next looked up and reclaimed then or when it
-// reaches the LRU's cold end; the store runs no goroutine.
+// reaches the list's cold end; the store runs no goroutine. The table never
+// shrinks: the memory of keys that left is reused by later keys.
 package memstore
 
 import (
@@ -18,8 +21,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -43,23 +44,18 @@ type Options struct {
 // Store is an in-memory ratelimit.Store. It is safe for concurrent use.
 type Store struct {
 	seed   maphash.Seed
-	mask   uint64
+	shift  uint // shard = hash >> shift
 	shards []shard
 }
 
 var _ ratelimit.Store = (*Store)(nil)
 
-// key identifies one state: the limit's ID and the hit's key, kept apart so
-// that no concatenation is needed (and none is ambiguous).
-type key struct {
-	id, hit string
-}
-
 type shard struct {
 	mu        sync.Mutex
-	lru       *simplelru.LRU[key, cell]
+	t         table
+	max       int // the most entries the table may hold
 	evictions atomic.Uint64
-	_         [40]byte // keep hot shards on separate cache lines
+	_         [64]byte // keep hot shards on separate cache lines
 }
 
 // New returns an empty Store.
@@ -76,57 +72,102 @@ func New(o Options) *Store {
 	for n > maxKeys {
 		n /= 2
 	}
-	s := &Store{seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
-	per := maxKeys / n
+	s := &Store{seed: maphash.MakeSeed(), shift: uint(64 - bits.TrailingZeros(uint(n))), shards: make([]shard, n)}
 	for i := range s.shards {
-		lru, err := simplelru.NewLRU[key, cell](per, nil)
-		if err != nil { // only for per ≤ 0, excluded above
-			panic(err)
-		}
-		s.shards[i].lru = lru
+		s.shards[i].t = newTable()
+		s.shards[i].max = maxKeys / n
 	}
 	return s
 }
 
-func (s *Store) shardOf(k key) int {
-	h := maphash.String(s.seed, k.hit) ^ bits.RotateLeft64(maphash.String(s.seed, k.id), 17)
-	return int(h & s.mask)
+// hash returns the 64-bit hash of (limit ID, key): its top bits select the
+// shard, its low 32 bits the home slot in the shard's index.
+func (s *Store) hash(id, hit string) uint64 {
+	return maphash.String(s.seed, hit) ^ bits.RotateLeft64(maphash.String(s.seed, id), 17)
 }
 
-// get returns the live state at k, or nil when there is none or it has
-// expired at now. An expired state is left in place (a denied request
-// changes nothing, even for a caller whose clock is behind) and replaced
-// when a fresh one is counted. The caller holds the shard's lock.
-func (sh *shard) get(k key, now int64) cell {
-	c, ok := sh.lru.Get(k)
-	if !ok || now >= c.expiry() {
-		return nil
+func (s *Store) shardOf(h uint64) int { return int(h >> s.shift) }
+
+// lookup returns the state of (l, hit) in sh at now: the live entry
+// (made most recently used), or a fresh state, with old set to the index
+// of an expired entry of the same key (none when there is none). An
+// expired state is left in place until a fresh one is counted, so a denied
+// request changes nothing, even for a caller whose clock is behind. The
+// caller holds the shard's lock.
+func (sh *shard) lookup(l *ratelimit.Limit, hit string, h uint32, now int64) (st state, old int32, isNew bool) {
+	t := &sh.t
+	k := kindOf(l)
+	if i := t.find(h, l.ID, hit); i != none {
+		t.touch(i)
+		t.at(i).lim = l
+		st = t.stateAt(i, k)
+		if now < t.expiryOf(&st, l) {
+			return st, none, false
+		}
+		old = i
+	} else {
+		old = none
 	}
-	return c
+	return t.fresh(l, k, now), old, true
 }
 
-// add stores a new state, first reclaiming up to two expired states from
-// the LRU's cold end. The caller holds the shard's lock.
-func (sh *shard) add(k key, c cell, now int64) {
+// commitReplace stores the counted fresh state st over the expired entry
+// old of the same key and returns where the state now is. It never evicts.
+func (sh *shard) commitReplace(st state, old int32) state {
+	t := &sh.t
+	if st.k == kBox {
+		t.boxes[t.at(old).st[0]] = st.c
+	} else {
+		t.at(old).st = t.at(st.idx).st
+		t.release(st.idx, false)
+	}
+	st.idx = old
+	return st
+}
+
+// commitNew links the counted fresh state st of a new key, first
+// reclaiming up to two expired states from the cold end of the list, then
+// evicting the least recently used state if the shard is still full.
+func (sh *shard) commitNew(st state, l *ratelimit.Limit, hit string, h uint32, now int64) {
+	t := &sh.t
 	for range 2 {
-		_, old, ok := sh.lru.GetOldest()
-		if !ok || now < old.expiry() {
+		if t.tail == none || now < t.expiry(t.tail) {
 			break
 		}
-		sh.lru.RemoveOldest()
+		t.remove(t.tail)
 	}
-	if sh.lru.Add(k, c) {
-		sh.evictions.Add(1)
+	if t.n >= sh.max {
+		if now < t.expiry(t.tail) {
+			sh.evictions.Add(1)
+		}
+		t.remove(t.tail)
+	}
+	i := st.idx
+	if st.k == kBox {
+		i = t.alloc()
+		t.at(i).st[0] = t.box(st.c)
+	}
+	e := t.at(i)
+	e.hit, e.lim, e.hash = hit, l, h
+	t.link(i)
+}
+
+// drop gives back the reserved entry of a fresh state that was not
+// counted.
+func (sh *shard) drop(st state) {
+	if st.k != kBox {
+		sh.t.release(st.idx, false)
 	}
 }
 
-// batch is the per-Decide scratch space; small requests use the arrays and
-// allocate nothing.
-type batch struct {
-	shardBuf [8]int
-	orderBuf [8]int
-	cellBuf  [8]cell
-	freshBuf [8]bool
+// slot is the per-hit working state of one Decide.
+type slot struct {
+	hash  uint64
+	shard int
+	first int // index of the first hit with the same limit and key (itself if none)
+	st    state
+	old   int32
+	isNew bool
 }
 
 // Decide implements ratelimit.Store. All shards touched by hits are locked
@@ -145,89 +186,143 @@ func (s *Store) Decide(_ context.Context, now time.Time, hits []ratelimit.Hit, o
 		}
 	}
 	t := now.UnixMicro()
-	var b batch
-	shardOf, order, cells, fresh := b.shardBuf[:0], b.orderBuf[:0], b.cellBuf[:0], b.freshBuf[:0]
-	if len(hits) > len(b.shardBuf) {
-		shardOf, order = make([]int, 0, len(hits)), make([]int, 0, len(hits))
-		cells, fresh = make([]cell, 0, len(hits)), make([]bool, 0, len(hits))
+	if len(hits) == 1 {
+		return s.decideOne(hits[0], t, &out[0]), nil
 	}
-	for _, h := range hits {
-		shardOf = append(shardOf, s.shardOf(key{h.Limit.ID, h.Key}))
+	var slotBuf [8]slot
+	var orderBuf [8]int
+	slots, order := slotBuf[:0], orderBuf[:0]
+	if len(hits) > len(slotBuf) {
+		slots, order = make([]slot, 0, len(hits)), make([]int, 0, len(hits))
 	}
-	order = lockOrder(order, shardOf)
+	for i, h := range hits {
+		hv := s.hash(h.Limit.ID, h.Key)
+		first := i
+		for j := range i {
+			if hits[j].Limit.ID == h.Limit.ID && hits[j].Key == h.Key {
+				first = j
+				break
+			}
+		}
+		slots = append(slots, slot{hash: hv, shard: s.shardOf(hv), first: first})
+		order = insertShard(order, slots[i].shard)
+	}
 	for _, i := range order {
 		s.shards[i].mu.Lock()
 	}
-	defer func() {
-		for j := len(order) - 1; j >= 0; j-- {
-			s.shards[order[j]].mu.Unlock()
-		}
-	}()
 
 	// Pass 1: check every hit without changing anything.
 	allowed := true
 	for i, h := range hits {
-		k := key{h.Limit.ID, h.Key}
+		sl := &slots[i]
+		sh := &s.shards[sl.shard]
 		cost := h.Cost
-		var c cell
-		isNew := false
-		for j := range i {
-			if hits[j].Limit.ID == k.id && hits[j].Key == k.hit {
-				if c == nil {
-					c, isNew = cells[j], fresh[j]
-				}
-				if !hits[j].Limit.Shadow || out[j].Allowed {
+		if sl.first == i {
+			sl.st, sl.old, sl.isNew = sh.lookup(h.Limit, h.Key, uint32(sl.hash), t)
+		} else {
+			for j := sl.first; j < i; j++ {
+				if slots[j].first == sl.first && (!hits[j].Limit.Shadow || out[j].Allowed) {
 					cost += hits[j].Cost
 				}
 			}
 		}
-		if c == nil {
-			if c = s.shards[shardOf[i]].get(k, t); c == nil {
-				c, isNew = newCell(h.Limit, t), true
-			}
-		}
-		cells, fresh = append(cells, c), append(fresh, isNew)
-		c.check(h.Limit, t, cost, &out[i])
+		sh.t.apply(&slots[sl.first].st, opCheck, h.Limit, &args{now: t, cost: cost, d: &out[i]})
 		if !out[i].Allowed && !h.Limit.Shadow {
 			allowed = false
 		}
 	}
 
-	// Pass 2: count if the request is allowed, then report.
+	// Pass 2: count if the request is allowed, then report (fresh states
+	// are still outside the tables, so no eviction can touch a state in use).
+	counted := false
 	for i, h := range hits {
 		d := &out[i]
+		st := &slots[slots[i].first].st
+		t2 := &s.shards[slots[i].shard].t
 		if allowed && (!h.Limit.Shadow || d.Allowed) {
-			cells[i].take(h.Limit, t, h.Cost)
-			d.Counted = true
-			if fresh[i] {
-				s.shards[shardOf[i]].add(key{h.Limit.ID, h.Key}, cells[i], t)
-				for j := i + 1; j < len(hits); j++ {
-					if cells[j] == cells[i] {
-						fresh[j] = false
-					}
-				}
+			t2.apply(st, opTake, h.Limit, &args{now: t, cost: h.Cost})
+			d.Counted, counted = true, true
+		}
+		t2.apply(st, opReport, h.Limit, &args{now: t, d: d})
+	}
+
+	// Pass 3: store the fresh states that were counted and drop the rest;
+	// replacements first (they never evict), then new keys.
+	for pass := range 2 {
+		for i, h := range hits {
+			sl := &slots[i]
+			if sl.first != i || !sl.isNew || (sl.old == none) == (pass == 0) {
+				continue
+			}
+			sh := &s.shards[sl.shard]
+			if !counted || !wasCounted(slots, out, i) {
+				sh.drop(sl.st)
+				continue
+			}
+			if sl.old != none {
+				sl.st = sh.commitReplace(sl.st, sl.old)
+			} else {
+				sh.commitNew(sl.st, h.Limit, h.Key, uint32(sl.hash), t)
 			}
 		}
-		cells[i].report(h.Limit, t, d)
+	}
+	for j := len(order) - 1; j >= 0; j-- {
+		s.shards[order[j]].mu.Unlock()
 	}
 	return allowed, nil
 }
 
-// lockOrder writes the distinct shard indices of shardOf into order,
-// ascending.
-func lockOrder(order, shardOf []int) []int {
-	for _, x := range shardOf {
-		j := len(order)
-		for j > 0 && order[j-1] > x {
-			j--
+// wasCounted reports whether any hit sharing hit first's state counted.
+func wasCounted(slots []slot, out []ratelimit.Decision, first int) bool {
+	for j := first; j < len(slots); j++ {
+		if slots[j].first == first && out[j].Counted {
+			return true
 		}
-		if j > 0 && order[j-1] == x {
-			continue
-		}
-		order = append(order, 0)
-		copy(order[j+1:], order[j:])
-		order[j] = x
 	}
+	return false
+}
+
+// decideOne is Decide for a single hit: one shard, no sharing.
+func (s *Store) decideOne(h ratelimit.Hit, t int64, d *ratelimit.Decision) bool {
+	hv := s.hash(h.Limit.ID, h.Key)
+	sh := &s.shards[s.shardOf(hv)]
+	sh.mu.Lock()
+	st, old, isNew := sh.lookup(h.Limit, h.Key, uint32(hv), t)
+	a := args{now: t, cost: h.Cost, d: d}
+	sh.t.apply(&st, opCheck, h.Limit, &a)
+	// A shadow limit never denies the request, and counts only what it
+	// allowed itself.
+	allowed, counted := d.Allowed || h.Limit.Shadow, d.Allowed
+	if counted {
+		sh.t.apply(&st, opTake, h.Limit, &a)
+		d.Counted = true
+	}
+	sh.t.apply(&st, opReport, h.Limit, &a)
+	switch {
+	case !isNew:
+	case !counted:
+		sh.drop(st)
+	case old != none:
+		sh.commitReplace(st, old)
+	default:
+		sh.commitNew(st, h.Limit, h.Key, uint32(hv), t)
+	}
+	sh.mu.Unlock()
+	return allowed
+}
+
+// insertShard adds shard x to the ascending list of distinct shards order.
+func insertShard(order []int, x int) []int {
+	j := len(order)
+	for j > 0 && order[j-1] > x {
+		j--
+	}
+	if j > 0 && order[j-1] == x {
+		return order
+	}
+	order = append(order, 0)
+	copy(order[j+1:], order[j:])
+	order[j] = x
 	return order
 }
 
@@ -252,11 +347,15 @@ func (s *Store) Release(_ context.Context, hits []ratelimit.Hit) error {
 		if h.Limit.Algorithm != ratelimit.Concurrency {
 			continue
 		}
-		k := key{h.Limit.ID, h.Key}
-		sh := &s.shards[s.shardOf(k)]
+		hv := s.hash(h.Limit.ID, h.Key)
+		sh := &s.shards[s.shardOf(hv)]
 		sh.mu.Lock()
-		if c, ok := sh.lru.Peek(k); ok && c.release(h.Cost) {
-			sh.lru.Remove(k)
+		if j := sh.t.find(uint32(hv), h.Limit.ID, h.Key); j != none {
+			cs := &inline[ratelimit.ConcurrencyState](sh.t.at(j))[0]
+			cs.Release(h.Cost)
+			if cs.InFlight == 0 {
+				sh.t.remove(j)
+			}
 		}
 		sh.mu.Unlock()
 	}
@@ -269,16 +368,22 @@ func (s *Store) Usage(_ context.Context, now time.Time, limit *ratelimit.Limit, 
 		return nil, fmt.Errorf("memstore: %w", err)
 	}
 	t := now.UnixMicro()
-	k := key{limit.ID, hitKey}
 	out := make([]ratelimit.WindowUsage, limit.Windows())
-	sh := &s.shards[s.shardOf(k)]
+	hv := s.hash(limit.ID, hitKey)
+	sh := &s.shards[s.shardOf(hv)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	c, ok := sh.lru.Peek(k)
-	if !ok || t >= c.expiry() {
-		c = newCell(limit, t)
+	k := kindOf(limit)
+	if i := sh.t.find(uint32(hv), limit.ID, hitKey); i != none {
+		st := sh.t.stateAt(i, k)
+		if t < sh.t.expiryOf(&st, limit) {
+			sh.t.apply(&st, opUsage, limit, &args{now: t, out: out})
+			return out, nil
+		}
 	}
-	c.usage(limit, t, out)
+	st := sh.t.fresh(limit, k, t)
+	sh.t.apply(&st, opUsage, limit, &args{now: t, out: out})
+	sh.drop(st)
 	return out, nil
 }
 
@@ -287,10 +392,12 @@ func (s *Store) Reset(_ context.Context, limit *ratelimit.Limit, hitKey string) 
 	if err := checkHit(ratelimit.Hit{Limit: limit, Cost: 1}); err != nil {
 		return fmt.Errorf("memstore: %w", err)
 	}
-	k := key{limit.ID, hitKey}
-	sh := &s.shards[s.shardOf(k)]
+	hv := s.hash(limit.ID, hitKey)
+	sh := &s.shards[s.shardOf(hv)]
 	sh.mu.Lock()
-	sh.lru.Remove(k)
+	if i := sh.t.find(uint32(hv), limit.ID, hitKey); i != none {
+		sh.t.remove(i)
+	}
 	sh.mu.Unlock()
 	return nil
 }
@@ -301,7 +408,7 @@ func (s *Store) Close() error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.lru.Purge()
+		sh.t.reset()
 		sh.mu.Unlock()
 	}
 	return nil
@@ -314,7 +421,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += sh.lru.Len()
+		n += sh.t.n
 		sh.mu.Unlock()
 	}
 	return n

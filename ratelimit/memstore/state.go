@@ -1,0 +1,194 @@
+package memstore
+
+import (
+	"unsafe"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// kind says where and how a limit's state is held.
+type kind uint8
+
+// The kinds: one window of a small state type inline in entry.st, or a
+// boxed cell.
+const (
+	kFixed    kind = iota // FixedWindowState inline (16 B)
+	kElastic              // ElasticState inline (16 B)
+	kBucket               // TokenBucketState inline (16 B)
+	kGCRA                 // GCRAState inline (8 B)
+	kConc                 // ConcurrencyState inline (8 B)
+	kCounter1             // SlidingCounterState with one bucket per window: Newest, Counts[2] inline (24 B)
+	kBox                  // any other state: a cell in table.boxes
+)
+
+// Each inline state type must fit in entry.st and hold no pointers.
+var _ = [1]struct{}{}[unsafe.Sizeof(ratelimit.FixedWindowState{})/25]
+var _ = [1]struct{}{}[unsafe.Sizeof(ratelimit.ElasticState{})/25]
+var _ = [1]struct{}{}[unsafe.Sizeof(ratelimit.TokenBucketState{})/25]
+var _ = [1]struct{}{}[unsafe.Sizeof(ratelimit.GCRAState{})/25]
+var _ = [1]struct{}{}[unsafe.Sizeof(ratelimit.ConcurrencyState{})/25]
+
+// kindOf returns the kind of l's state.
+func kindOf(l *ratelimit.Limit) kind {
+	if l.Algorithm == ratelimit.Concurrency {
+		return kConc
+	}
+	if len(l.Rates) != 1 {
+		return kBox
+	}
+	switch l.Algorithm {
+	case ratelimit.FixedWindow:
+		return kFixed
+	case ratelimit.FixedWindowElastic:
+		return kElastic
+	case ratelimit.TokenBucket:
+		return kBucket
+	case ratelimit.GCRA:
+		return kGCRA
+	case ratelimit.SlidingWindowCounter:
+		if l.Precision == 0 || l.Precision == l.Rates[0].Window {
+			return kCounter1
+		}
+	}
+	return kBox
+}
+
+// inline views e.st as a one-window []S. S is one of the pointer-free state
+// types checked above, all of which fit in st and share its alignment.
+func inline[S any](e *entry) []S {
+	return unsafe.Slice((*S)(unsafe.Pointer(&e.st)), 1)
+}
+
+// op is one operation on a state.
+type op uint8
+
+const (
+	opInit op = iota
+	opCheck
+	opTake
+	opReport
+	opUsage
+	opExpiry
+)
+
+// args are an operation's inputs and outputs.
+type args struct {
+	now, cost int64
+	d         *ratelimit.Decision
+	out       []ratelimit.WindowUsage
+}
+
+// apply runs o on the states ws of l; it returns the expiry for opExpiry.
+func apply[S any, P ratelimit.WindowPtr[S]](o op, l *ratelimit.Limit, ws []S, a *args) int64 {
+	switch o {
+	case opInit:
+		ratelimit.Init[S, P](l, ws, a.now)
+	case opCheck:
+		ratelimit.Check[S, P](l, ws, a.now, a.cost, a.d)
+	case opTake:
+		ratelimit.Take[S, P](l, ws, a.now, a.cost)
+	case opReport:
+		ratelimit.Report[S, P](l, ws, a.now, a.d)
+	case opUsage:
+		ratelimit.Usage[S, P](l, ws, a.now, a.out)
+	case opExpiry:
+		return ratelimit.Expiry[S, P](l, ws)
+	}
+	return 0
+}
+
+// state is where one hit's state is: an inline entry (the table's or a
+// reserved one) or a boxed cell.
+type state struct {
+	k   kind
+	idx int32 // entry holding an inline state (or the boxed state's entry when live)
+	c   cell  // the boxed state
+}
+
+// apply runs o on s for l in t. Boxed init is done by newCell instead.
+func (t *table) apply(s *state, o op, l *ratelimit.Limit, a *args) int64 {
+	if s.k == kBox {
+		switch o {
+		case opCheck:
+			s.c.check(l, a.now, a.cost, a.d)
+		case opTake:
+			s.c.take(l, a.now, a.cost)
+		case opReport:
+			s.c.report(l, a.now, a.d)
+		case opUsage:
+			s.c.usage(l, a.now, a.out)
+		case opExpiry:
+			return s.c.expiry()
+		}
+		return 0
+	}
+	e := t.at(s.idx)
+	switch s.k {
+	case kFixed:
+		return apply[ratelimit.FixedWindowState](o, l, inline[ratelimit.FixedWindowState](e), a)
+	case kElastic:
+		return apply[ratelimit.ElasticState](o, l, inline[ratelimit.ElasticState](e), a)
+	case kBucket:
+		return apply[ratelimit.TokenBucketState](o, l, inline[ratelimit.TokenBucketState](e), a)
+	case kGCRA:
+		return apply[ratelimit.GCRAState](o, l, inline[ratelimit.GCRAState](e), a)
+	case kConc:
+		return apply[ratelimit.ConcurrencyState](o, l, inline[ratelimit.ConcurrencyState](e), a)
+	default: // kCounter1: Newest in st[0], the two bucket counts in st[1:3]
+		t.cv[0] = ratelimit.SlidingCounterState{Newest: e.st[0], Counts: e.st[1:3:3]}
+		x := apply[ratelimit.SlidingCounterState](o, l, t.cv[:], a)
+		e.st[0] = t.cv[0].Newest
+		t.cv[0].Counts = nil
+		return x
+	}
+}
+
+// stateAt returns the state of the live entry i, whose limit l has kind k.
+func (t *table) stateAt(i int32, k kind) state {
+	s := state{k: k, idx: i}
+	if k == kBox {
+		s.c = t.boxes[t.at(i).st[0]]
+	}
+	return s
+}
+
+// expiry returns the expiry of the live entry i.
+func (t *table) expiry(i int32) int64 {
+	l := t.at(i).lim
+	s := t.stateAt(i, kindOf(l))
+	return t.expiryOf(&s, l)
+}
+
+// expiryOf is apply(opExpiry) with direct calls for the inline kinds
+// (it runs on every lookup).
+func (t *table) expiryOf(s *state, l *ratelimit.Limit) int64 {
+	if s.k == kBox {
+		return s.c.expiry()
+	}
+	e := t.at(s.idx)
+	switch s.k {
+	case kFixed:
+		return inline[ratelimit.FixedWindowState](e)[0].Expiry(l.ParamsOf(0))
+	case kElastic:
+		return inline[ratelimit.ElasticState](e)[0].Expiry(nil)
+	case kBucket:
+		return inline[ratelimit.TokenBucketState](e)[0].Expiry(l.ParamsOf(0))
+	case kGCRA:
+		return inline[ratelimit.GCRAState](e)[0].Expiry(nil)
+	case kConc:
+		return inline[ratelimit.ConcurrencyState](e)[0].Expiry(nil)
+	}
+	return t.apply(s, opExpiry, l, &args{})
+}
+
+// fresh returns a fresh state of l at now, not linked anywhere: a reserved
+// entry for an inline kind, a new cell for a boxed one.
+func (t *table) fresh(l *ratelimit.Limit, k kind, now int64) state {
+	if k == kBox {
+		return state{k: k, idx: none, c: newCell(l, now)}
+	}
+	s := state{k: k, idx: t.alloc()}
+	t.at(s.idx).lim = l
+	t.apply(&s, opInit, l, &args{now: now})
+	return s
+}
