@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tollgate/gateway/ratelimit"
@@ -64,19 +65,22 @@ func groupBySlot(keys []string) [][]int {
 // one client share a hash tag and so one slot; a limit keyed by something
 // else (e.g. a shared `by = []` limit) lives elsewhere. Each slot's hits are
 // decided by one script, the slots in ascending order. When a later slot
-// denies, the earlier slots' counts are refunded and their hits re-checked,
-// so a denied request consumes nothing; the remaining slots are only
-// checked.
+// denies, every earlier slot that counted is refunded (one script per slot)
+// and its hits re-checked, so a denied request consumes nothing; the
+// remaining slots are only checked.
+//
+// A refund applies, per key, the inverse of what this request's count did,
+// to the key's current state (ARCHITECTURE.md "Cluster refunds"): it gives
+// back this request's units even when other requests changed the key in
+// between, and never more than it took. The inverse operations run at the
+// refund's instant: ClockStore reads TIME; ClockLocal uses now plus the time
+// this call has taken so far.
 //
 // Residual race: between an earlier slot's count and its refund (one round
 // trip), other requests see those units as taken and may be denied although
-// the request holding them ends up denied too (under-admission, never
-// over-admission). A refund restores the key's previous value only if the
-// key still holds exactly what this call wrote; if another request changed
-// it in between, the refund is skipped and the denied request's units stay
-// counted until the window passes (again under-admission). Across slots the
-// decision is not atomic: two slots are decided at two slightly different
-// instants with ClockStore.
+// the request holding them ends up denied too (transient under-admission,
+// never over-admission). Across slots the decision is not atomic: two slots
+// are decided at two slightly different instants with ClockStore.
 func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
 	keys := make([]string, len(hits))
 	for i, h := range hits {
@@ -87,13 +91,33 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 		allowed, _, err := s.run(ctx, s.client, modeDecide, now, hits, out, nil)
 		return allowed, err
 	}
+	start := time.Now()
+	// Every slot but the last may count and then be refunded: its keys are
+	// held until this call ends, and no denial on them is cached meanwhile.
+	var held []string
+	for _, g := range groups[:len(groups)-1] {
+		for _, i := range g {
+			held = append(held, keys[i])
+		}
+	}
+	s.holds.add(held, 1, start, 0)
+	defer func() { s.holds.add(held, -1, time.Now(), 2*s.opts.Timeout) }()
 	type done struct {
 		idx  []int
 		hits []ratelimit.Hit
 		out  []ratelimit.Decision
-		ws   []written
+		t    taken
 	}
 	var counted []done
+	// giveBack refunds d at the instant now plus the time spent so far.
+	giveBack := func(ctx context.Context, d done) error {
+		rf := &refund{t: d.t, at: now.Add(time.Since(start)).UnixMicro()}
+		_, _, err := s.run(ctx, s.client, modeRefund, now, d.hits, d.out, rf)
+		if err == nil {
+			s.stats.refunds.Add(1)
+		}
+		return err
+	}
 	allowed := true
 	for _, g := range groups {
 		gh := make([]ratelimit.Hit, len(g))
@@ -105,15 +129,13 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 		if !allowed {
 			mode = modeCheck
 		}
-		ok, ws, err := s.run(ctx, s.client, mode, now, gh, gout, nil)
+		ok, t, err := s.run(ctx, s.client, mode, now, gh, gout, nil)
 		if err != nil {
 			// Give back what earlier slots took, on a fresh budget: the
 			// call's own may be spent. Best effort.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.Timeout)
 			for _, d := range counted {
-				if _, _, rerr := s.run(rctx, s.client, modeRefund, now, d.hits, d.out, d.ws); rerr == nil {
-					s.stats.refunds.Add(1)
-				}
+				_ = giveBack(rctx, d)
 			}
 			cancel()
 			return false, err
@@ -122,7 +144,7 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 			out[i] = gout[j]
 		}
 		if mode == modeDecide && ok {
-			counted = append(counted, done{g, gh, gout, ws})
+			counted = append(counted, done{g, gh, gout, t})
 		}
 		if !ok {
 			allowed = false
@@ -133,13 +155,71 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 	}
 	// Refund and re-check every slot that counted, with one script each.
 	for _, d := range counted {
-		if _, _, err := s.run(ctx, s.client, modeRefund, now, d.hits, d.out, d.ws); err != nil {
+		if err := giveBack(ctx, d); err != nil {
 			return false, err
 		}
-		s.stats.refunds.Add(1)
 		for j, i := range d.idx {
 			out[i] = d.out[j]
 		}
 	}
 	return false, nil
+}
+
+// holdSet records, per key, the cluster decisions of this Store in progress
+// that may have counted on the key and may still refund it, and keeps a
+// released key for a grace period. A denial computed while a key was held
+// may be due to units about to be given back, so it is not cached: a
+// decision that saw a hold checks within its own timeout of the release,
+// so a grace of twice the store timeout covers it.
+type holdSet struct {
+	mu    sync.Mutex
+	keys  map[string]*hold
+	calls int
+}
+
+type hold struct {
+	n     int       // decisions holding the key
+	until time.Time // with n = 0: held until then (grace)
+}
+
+// add adds d to the hold count of every key at instant t; a key released
+// to zero stays held until t + grace.
+func (h *holdSet) add(keys []string, d int, t time.Time, grace time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.keys == nil {
+		h.keys = make(map[string]*hold)
+	}
+	for _, k := range keys {
+		e := h.keys[k]
+		if e == nil {
+			e = &hold{}
+			h.keys[k] = e
+		}
+		if e.n += d; e.n <= 0 {
+			e.n, e.until = 0, t.Add(grace)
+		}
+	}
+	if h.calls++; h.calls%1024 == 0 {
+		for k, e := range h.keys {
+			if e.n == 0 && !t.Before(e.until) {
+				delete(h.keys, k)
+			}
+		}
+	}
+}
+
+// held reports whether one of keys is held at instant t.
+func (h *holdSet) held(keys func(yield func(string) bool), t time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.keys) == 0 {
+		return false
+	}
+	for k := range keys {
+		if e := h.keys[k]; e != nil && (e.n > 0 || t.Before(e.until)) {
+			return true
+		}
+	}
+	return false
 }

@@ -14,12 +14,15 @@
 --           (0/1), lease TTL ms, TTL margin ms, H; then the cost of each hit
 --           mode: 0 decide (count only if every enforced hit allows),
 --                 1 check only (never count),
---                 2 refund: restore values written by an earlier mode-0 call
---                   (compare-and-set), then check only
+--                 2 refund: give back what an earlier mode-0 call counted
+--                   (ARCHITECTURE.md "Cluster refunds"), then check only
 -- ARGV[1+h] the limit of hit h, doubles: algorithm, shadow (0/1), windows n,
 --           then per window L, W, capacity, P, N (built once per limit)
--- refund mode then appends per hit 4 strings: restore (0/1), written,
---           old-exists (0/1), old
+-- refund mode then appends 1 string of doubles: the instant the mode-0 call
+--           counted at (its reply's now) and the refund's instant (ignored
+--           with TIME, which is read instead); then per hit 4 strings from
+--           the mode-0 call: counted (0/1), value written, old-exists (0/1),
+--           value read
 --
 -- State: the doubles of every window, packed '<d' (bit-exact); the sliding
 -- log keeps its packed binary log per window behind a 4-byte length.
@@ -384,6 +387,87 @@ local function reset(alg, s, p)
   return ra
 end
 
+-- giveback undoes, on window state s as it is now, a count of c units made
+-- at instant took: o is the state before that count, a the state right
+-- after it, at the refund's instant. It gives back the count's units even
+-- if other requests changed s since, and never more than it took
+-- (ARCHITECTURE.md "Cluster refunds").
+local function giveback(alg, s, o, a, p, c, took, at)
+  if alg == 1 then
+    if s[1] == a[1] then s[2] = s[2] - c end
+    if s[2] < 0 then s[2] = 0 end
+  elseif alg == 2 then
+    if s[1] == a[1] and s[2] == a[2] then
+      s[1], s[2] = o[1], a[2] - c
+    elseif s[1] < a[1] + p[2] then -- not a new box since
+      s[2] = s[2] - c
+      if s[2] < 0 then s[2] = 0 end
+    end
+  elseif alg == 3 then
+    local t, left = a.ts[#a.ts], c
+    for k = #s.ts, 1, -1 do
+      if left <= 0 or s.ts[k] < t then break end
+      if s.ts[k] == t then
+        local d = s.cnt[k]
+        if d > left then d = left end
+        s.cnt[k], left = s.cnt[k] - d, left - d
+      end
+    end
+    local ts, cnt = {}, {}
+    for k = 1, #s.ts do
+      if s.cnt[k] > 0 then ts[#ts + 1], cnt[#cnt + 1] = s.ts[k], s.cnt[k] end
+    end
+    s.ts, s.cnt = ts, cnt
+  elseif alg == 4 then
+    local i, N = a[1], p[5]
+    if i <= s[1] and i >= s[1] - N then
+      local k = 2 + (i - floordiv(i, N + 1) * (N + 1))
+      s[k] = s[k] - c
+      if s[k] < 0 then s[k] = 0 end
+    end
+  elseif alg == 5 then
+    -- Tokens that would have overflowed B by at had the count not happened
+    -- are not given back.
+    local el = at - a[2]
+    if el < 0 then el = 0 end
+    local g = c
+    local over = tblevel(o, p, took) + el * p[1] / p[2] - p[3]
+    if over > 0 then g = c - over end
+    if g > 0 then
+      s[1] = s[1] + g
+      if s[1] > p[3] then s[1] = p[3] end
+    end
+  elseif alg == 6 then
+    -- The count reserved [max(tat, took), a[1]); only the part after at
+    -- is still held.
+    local m = o[1]
+    if m < took then m = took end
+    if m < at then m = at end
+    local sub = a[1] - m
+    if sub > 0 then
+      local v = s[1] - sub
+      if v < m then v = m end
+      if v < s[1] then s[1] = v end
+    end
+  else
+    s[1] = s[1] - c
+    if s[1] < 0 then s[1] = 0 end
+  end
+end
+
+-- store writes states to key k with a TTL just past their expiry (KEEPTTL
+-- for a held lease), or deletes k when they are fresh.
+local function store(k, alg, states, ps, v)
+  local t = ttl(alg, states, ps)
+  if t == false then
+    redis.call('DEL', k)
+  elseif t == nil then
+    redis.call('SET', k, v or encode(alg, states, ps), 'KEEPTTL')
+  else
+    redis.call('SET', k, v or encode(alg, states, ps), 'PX', t)
+  end
+end
+
 ---------------------------------------------------------------- main
 
 -- Per hit h, at b = (h-1)*12 in HIT: 1 algorithm, 2 shadow, 3 cost,
@@ -480,20 +564,43 @@ for h = 1, nhits do
   end
 end
 
+-- Refund: per key, the units every counted hit on it took, given back.
 if mode == 2 then
-  local a = 2 + nhits
+  local took, at = sunpack('<dd', ARGV[2 + nhits])
+  if usetime == 1 then at = now end
+  local check, a0, total = now, 3 + nhits, {}
   for h = 1, nhits do
-    if ARGV[a] == '1' then
-      local cur = redis.call('GET', KEYS[h])
+    local first = h
+    for j = 1, h - 1 do
+      if KEYS[j] == KEYS[h] then first = j break end
+    end
+    if ARGV[a0 + 4 * (h - 1)] == '1' then total[first] = (total[first] or 0) + HIT[(h - 1) * 12 + 3] end
+  end
+  for h = 1, nhits do
+    local c = total[h]
+    local cur = c and redis.call('GET', KEYS[h])
+    if cur then
+      local a, b = a0 + 4 * (h - 1), (h - 1) * 12
+      local alg, ps = HIT[b + 1], HIT[b + 4]
+      local old
+      if ARGV[a + 2] == '1' then old = ARGV[a + 3] end
       if cur == ARGV[a + 1] then
-        if ARGV[a + 2] == '1' then
-          redis.call('SET', KEYS[h], ARGV[a + 3], 'KEEPTTL')
-        else
+        -- Unchanged since the count: its previous value is the exact inverse.
+        if old == nil then
           redis.call('DEL', KEYS[h])
+        else
+          store(KEYS[h], alg, decode(alg, old, ps), ps, old)
         end
+      else
+        now = took
+        local before, after = decode(alg, old, ps), decode(alg, old, ps)
+        for w = 1, #ps do take(alg, after[w], ps[w], c) end
+        now = check
+        local states = decode(alg, cur, ps)
+        for w = 1, #ps do giveback(alg, states[w], before[w], after[w], ps[w], c, took, at) end
+        store(KEYS[h], alg, states, ps)
       end
     end
-    a = a + 4
   end
 end
 

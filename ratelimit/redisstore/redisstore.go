@@ -99,6 +99,7 @@ type Store struct {
 	deny    *lru.Cache[string, *denied]
 	stats   counters
 	params  sync.Map // limit ID → packed parameters (limitArg)
+	holds   holdSet  // cluster keys that a decision in progress may refund
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -237,7 +238,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 	if err != nil {
 		return false, err
 	}
-	if !allowed && s.deny != nil {
+	if !allowed && s.deny != nil && !s.heldDenial(hits, out) {
 		s.denyStore(ck, now, hits, out[:len(hits)])
 	}
 	return allowed, nil
@@ -262,13 +263,28 @@ const (
 	modeRefund = 2
 )
 
-// written is what one decide call changed on one key, so that a refund can
-// put the old value back if nobody changed the key since.
+// written is what one decide call did to one key: whether it counted there,
+// the value it read (old, oldOK: the key existed) and the value it wrote.
 type written struct {
-	restore bool // the script wrote this key
+	counted bool
 	old     string
-	oldOK   bool // the key existed before
+	oldOK   bool
 	new     string
+}
+
+// taken is what one modeDecide call on a cluster counted, so that a refund
+// can undo it: the call's instant (ticks, as the script used it) and, per
+// hit, the values it read and wrote.
+type taken struct {
+	at   int64
+	keys []written
+}
+
+// refund asks a modeRefund call to undo t, applying the inverse operations
+// at instant at (ticks; ignored with ClockStore, which reads TIME).
+type refund struct {
+	t  taken
+	at int64
 }
 
 // callArgs is the reusable argument set of one decide call.
@@ -328,10 +344,10 @@ func (s *Store) header(b []byte, mode int, now time.Time, wantOld bool, costs fu
 }
 
 // run executes decide.lua for hits in one round trip and fills out. With
-// refund non-nil (mode modeRefund) it first restores those values. It
-// returns the per-hit written values when mode is modeDecide on a cluster.
+// rf non-nil (mode modeRefund) it first gives back what rf took. It
+// returns what it counted when mode is modeDecide on a cluster.
 func (s *Store) run(ctx context.Context, c redis.Scripter, mode int, now time.Time, hits []ratelimit.Hit,
-	out []ratelimit.Decision, refund []written) (bool, []written, error) {
+	out []ratelimit.Decision, rf *refund) (bool, taken, error) {
 	ca := argPool.Get().(*callArgs)
 	defer func() {
 		clear(ca.keys)
@@ -353,12 +369,18 @@ func (s *Store) run(ctx context.Context, c redis.Scripter, mode int, now time.Ti
 		ca.keys = append(ca.keys, s.Key(h.Limit, h.Key))
 		ca.args = append(ca.args, s.limitArg(h.Limit))
 	}
-	for _, r := range refund {
-		ca.args = append(ca.args, strconv.Itoa(b2i(r.restore)), r.new, strconv.Itoa(b2i(r.oldOK)), r.old)
+	if rf != nil {
+		var ts [16]byte
+		binary.LittleEndian.PutUint64(ts[:], math.Float64bits(float64(rf.t.at)))
+		binary.LittleEndian.PutUint64(ts[8:], math.Float64bits(float64(rf.at)))
+		ca.args = append(ca.args, string(ts[:]))
+		for _, r := range rf.t.keys {
+			ca.args = append(ca.args, strconv.Itoa(b2i(r.counted)), r.new, strconv.Itoa(b2i(r.oldOK)), r.old)
+		}
 	}
 	res, err := s.decide.Run(ctx, c, ca.keys, ca.args...).Result()
 	if err != nil {
-		return false, nil, err
+		return false, taken{}, err
 	}
 	return parseReply(res, hits, out, wantOld)
 }
@@ -393,7 +415,7 @@ func (r *replyReader) next() int64 {
 
 // parseReply turns decide.lua's reply into Decisions, choosing the reported
 // window exactly as ratelimit.Check and ratelimit.Report do.
-func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld bool) (bool, []written, error) {
+func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld bool) (bool, taken, error) {
 	var packed string
 	var olds []any
 	switch v := res.(type) {
@@ -407,7 +429,7 @@ func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld
 	}
 	r := replyReader{b: packed}
 	allowed := r.next() == 1
-	r.next() // now
+	at := r.next()
 	var existed [16]bool
 	for i, h := range hits {
 		l := h.Limit
@@ -464,21 +486,21 @@ func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld
 		out[i] = d
 	}
 	if r.bad || r.pos != len(packed) {
-		return false, nil, fmt.Errorf("script reply of %d bytes does not match %d hits", len(packed), len(hits))
+		return false, taken{}, fmt.Errorf("script reply of %d bytes does not match %d hits", len(packed), len(hits))
 	}
 	if !wantOld {
-		return allowed, nil, nil
+		return allowed, taken{}, nil
 	}
 	if len(olds) != 2*len(hits) || len(hits) > len(existed) {
-		return false, nil, fmt.Errorf("short script reply (%d old values for %d hits)", len(olds), len(hits))
+		return false, taken{}, fmt.Errorf("short script reply (%d old values for %d hits)", len(olds), len(hits))
 	}
 	ws := make([]written, len(hits))
 	for i := range hits {
 		old, _ := olds[2*i].(string)
 		nw, _ := olds[2*i+1].(string)
-		ws[i] = written{restore: out[i].Counted, old: old, oldOK: existed[i], new: nw}
+		ws[i] = written{counted: out[i].Counted, old: old, oldOK: existed[i], new: nw}
 	}
-	return allowed, ws, nil
+	return allowed, taken{at: at, keys: ws}, nil
 }
 
 // Release implements ratelimit.Store.
@@ -680,6 +702,23 @@ func (s *Store) denyStore(ck string, now time.Time, hits []ratelimit.Hit, out []
 		return
 	}
 	s.deny.Add(ck, &denied{at: now, until: now.Add(wait), out: append([]ratelimit.Decision(nil), out...)})
+}
+
+// heldDenial reports whether an enforced hit that denied has a key that a
+// cluster decision of this Store holds or held moments ago (holdSet): the
+// denial may be due to units given back since, so it must not be cached
+// until its RetryAfter.
+func (s *Store) heldDenial(hits []ratelimit.Hit, out []ratelimit.Decision) bool {
+	if !s.cluster {
+		return false
+	}
+	return s.holds.held(func(yield func(string) bool) {
+		for i, h := range hits {
+			if !h.Limit.Shadow && !out[i].Allowed && !yield(s.Key(h.Limit, h.Key)) {
+				return
+			}
+		}
+	}, time.Now())
 }
 
 // denyLookup answers from the cache if a denial for ck is still valid at
