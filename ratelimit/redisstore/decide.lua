@@ -426,29 +426,22 @@ local function giveback(alg, s, o, a, p, c, took, at)
       if s[k] < 0 then s[k] = 0 end
     end
   elseif alg == 5 then
-    -- Tokens that would have overflowed B by at had the count not happened
-    -- are not given back.
+    -- Nothing to give back once the bucket would have refilled to B by at
+    -- even with the count (its c tokens would all have overflowed).
     local el = at - a[2]
     if el < 0 then el = 0 end
-    local g = c
-    local over = tblevel(o, p, took) + el * p[1] / p[2] - p[3]
-    if over > 0 then g = c - over end
-    if g > 0 then
-      s[1] = s[1] + g
+    if tblevel(o, p, took) + el * p[1] / p[2] - p[3] < c then
+      s[1] = s[1] + c
       if s[1] > p[3] then s[1] = p[3] end
     end
   elseif alg == 6 then
-    -- The count reserved [max(tat, took), a[1]); only the part after at
-    -- is still held.
+    -- The count reserved [max(tat, took), a[1]); nothing to give back once
+    -- at is past it (later counts may have started from their own now).
     local m = o[1]
     if m < took then m = took end
-    if m < at then m = at end
-    local sub = a[1] - m
-    if sub > 0 then
-      local v = s[1] - sub
-      if v < m then v = m end
-      if v < s[1] then s[1] = v end
-    end
+    -- (a[1] - m is exact: Sterbenz.) No floor at m: an earlier request in
+    -- m may have been refunded since.
+    if at < a[1] then s[1] = s[1] - (a[1] - m) end
   else
     s[1] = s[1] - c
     if s[1] < 0 then s[1] = 0 end

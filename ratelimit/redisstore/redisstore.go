@@ -100,6 +100,10 @@ type Store struct {
 	stats   counters
 	params  sync.Map // limit ID → packed parameters (limitArg)
 	holds   holdSet  // cluster keys that a decision in progress may refund
+
+	// inverseOnly makes refunds skip the exact restore of an untouched
+	// key, so tests reach the inverse operations without other traffic.
+	inverseOnly bool
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -375,7 +379,11 @@ func (s *Store) run(ctx context.Context, c redis.Scripter, mode int, now time.Ti
 		binary.LittleEndian.PutUint64(ts[8:], math.Float64bits(float64(rf.at)))
 		ca.args = append(ca.args, string(ts[:]))
 		for _, r := range rf.t.keys {
-			ca.args = append(ca.args, strconv.Itoa(b2i(r.counted)), r.new, strconv.Itoa(b2i(r.oldOK)), r.old)
+			nw := r.new
+			if s.inverseOnly {
+				nw = "" // never equals a value read: always the inverse
+			}
+			ca.args = append(ca.args, strconv.Itoa(b2i(r.counted)), nw, strconv.Itoa(b2i(r.oldOK)), r.old)
 		}
 	}
 	res, err := s.decide.Run(ctx, c, ca.keys, ca.args...).Result()
