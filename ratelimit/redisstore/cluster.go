@@ -61,13 +61,38 @@ func groupBySlot(keys []string) [][]int {
 	return groups
 }
 
+// ownTag reports whether hit key k is "{T}T": its hash tag is the rest of
+// the key, as for a limit not keyed by client (ARCHITECTURE.md "Counter
+// keys"), whose counter many clients may share.
+func ownTag(k string) bool {
+	if len(k) < 3 || k[0] != '{' {
+		return false
+	}
+	j := strings.IndexByte(k, '}')
+	return j > 1 && k[1:j] == k[j+1:]
+}
+
+// sharedGroup reports whether every hit of group g has an own-tag key.
+func sharedGroup(hits []ratelimit.Hit, g []int) bool {
+	for _, i := range g {
+		if !ownTag(hits[i].Key) {
+			return false
+		}
+	}
+	return true
+}
+
 // decideCluster decides hits whose keys may live in several slots. Keys of
 // one client share a hash tag and so one slot; a limit keyed by something
-// else (e.g. a shared `by = []` limit) lives elsewhere. Each slot's hits are
-// decided by one script, the slots in ascending order. When a later slot
-// denies, every earlier slot that counted is refunded (one script per slot)
-// and its hits re-checked, so a denied request consumes nothing; the
-// remaining slots are only checked.
+// else (e.g. a shared `by = []` limit, key "{T}T") lives elsewhere. Each
+// slot's hits are decided by one script, in a fixed order: slots holding a
+// key that is not its own tag (one client's limits) first, then the slots
+// of own-tag keys (shared by many clients), ascending slot within each. When
+// a later slot denies, every earlier slot that counted is refunded (one
+// script per slot) and its hits re-checked, so a denied request consumes
+// nothing; the remaining slots are only checked. Deciding shared slots last
+// makes their counts final: they are never held by a request that a later
+// slot denies.
 //
 // A refund applies, per key, the inverse of what this request's count did,
 // to the key's current state (ARCHITECTURE.md "Cluster refunds"): it gives
@@ -79,7 +104,8 @@ func groupBySlot(keys []string) [][]int {
 // Residual race: between an earlier slot's count and its refund (one round
 // trip), other requests see those units as taken and may be denied although
 // the request holding them ends up denied too (transient under-admission,
-// never over-admission). Across slots the decision is not atomic: two slots
+// never over-admission). This Store does not cache such a denial (holdSet);
+// another gateway's may. Across slots the decision is not atomic: two slots
 // are decided at two slightly different instants with ClockStore.
 func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
 	keys := make([]string, len(hits))
@@ -91,6 +117,9 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 		allowed, _, err := s.run(ctx, s.client, modeDecide, now, hits, out, nil)
 		return allowed, err
 	}
+	// Shared slots last: their counts are then final, never held and
+	// given back.
+	slices.SortStableFunc(groups, func(a, b []int) int { return b2i(sharedGroup(hits, a)) - b2i(sharedGroup(hits, b)) })
 	start := time.Now()
 	// Every slot but the last may count and then be refunded: its keys are
 	// held until this call ends, and no denial on them is cached meanwhile.

@@ -17,13 +17,25 @@ import (
 // limit l lands in a slot accepted by ok.
 func tagIn(t *testing.T, s *redisstore.Store, l *ratelimit.Limit, prefix string, ok func(slot int) bool) string {
 	t.Helper()
+	return keyIn(t, s, l, func(n int) string { return fmt.Sprintf("{%s%d}k", prefix, n) }, ok)
+}
+
+// sharedIn is tagIn for a key of a limit not keyed by client: "{T}T", its
+// own hash tag, as the gateway builds them.
+func sharedIn(t *testing.T, s *redisstore.Store, l *ratelimit.Limit, prefix string, ok func(slot int) bool) string {
+	t.Helper()
+	return keyIn(t, s, l, func(n int) string { return fmt.Sprintf("{%s%d}%[1]s%[2]d", prefix, n) }, ok)
+}
+
+func keyIn(t *testing.T, s *redisstore.Store, l *ratelimit.Limit, key func(n int) string, ok func(slot int) bool) string {
+	t.Helper()
 	for n := range 100_000 {
-		k := fmt.Sprintf("{%s%d}k", prefix, n)
+		k := key(n)
 		if ok(redisstore.Slot(s.Key(l, k))) {
 			return k
 		}
 	}
-	t.Fatalf("no key with prefix %q in the wanted slots", prefix)
+	t.Fatalf("no key like %q in the wanted slots", key(0))
 	return ""
 }
 
@@ -138,7 +150,8 @@ func TestClusterRefundRestores(t *testing.T) {
 
 // TestClusterRefundConcurrent reproduces SCENARIOS 45/47 on a Cluster in
 // process: a per-client limit of 4 (each client's slot) and a shared limit
-// of 25 (another slot, between the clients' slots so both orders occur),
+// of 25 (another slot, between the clients' slots, its key "{T}T" as the
+// gateway builds it),
 // 1,000 concurrent requests over ten clients, two of them sending half the
 // requests so that they are denied by their own limit (and refund the
 // shared one) while the shared limit still has room: exactly the shared
@@ -166,7 +179,7 @@ func TestClusterRefundConcurrent(t *testing.T) {
 				s := stores[0]
 				perClient := finished(t, ratelimit.Limit{Name: "pc", Algorithm: alg, Rates: []ratelimit.Rate{rate(4, time.Hour)}})
 				shared := finished(t, ratelimit.Limit{Name: "shared", Algorithm: alg, Rates: []ratelimit.Rate{rate(25, time.Hour)}})
-				sharedKey := tagIn(t, s, shared, "shared", func(slot int) bool { return slot > 6000 && slot < 10000 })
+				sharedKey := sharedIn(t, s, shared, "shared", func(slot int) bool { return slot > 6000 && slot < 10000 })
 				sharedSlot := redisstore.Slot(s.Key(shared, sharedKey))
 				var clients []string
 				for i := range 10 {
@@ -179,7 +192,12 @@ func TestClusterRefundConcurrent(t *testing.T) {
 				for _, c := range clients {
 					perAdmitted[c] = new(atomic.Int64)
 				}
-				const n, workers = 1000, 32
+				const n, workers = 1000, 1000 // all at once, as in a burst
+				// One instant for the whole burst: with instants out of
+				// order (a goroutine's time.Now() taken long before its
+				// script runs), gcra denies its last unit to a request
+				// dated before the first admitted one, refunds or not.
+				at := time.Now()
 				var next, admitted atomic.Int64
 				var wg sync.WaitGroup
 				errs := make(chan error, workers)
@@ -199,7 +217,7 @@ func TestClusterRefundConcurrent(t *testing.T) {
 								client = clients[2+(i/4)%8]
 							}
 							hits := []ratelimit.Hit{{Limit: perClient, Key: client, Cost: 1}, {Limit: shared, Key: sharedKey, Cost: 1}}
-							ok, err := st.Decide(ctx, time.Now(), hits, out)
+							ok, err := st.Decide(ctx, at, hits, out)
 							if err != nil {
 								errs <- err
 								return
@@ -219,7 +237,7 @@ func TestClusterRefundConcurrent(t *testing.T) {
 				if got := admitted.Load(); got != 25 {
 					t.Errorf("%d of %d admitted, want exactly the shared limit 25", got, n)
 				}
-				u, err := s.Usage(ctx, time.Now(), shared, sharedKey)
+				u, err := s.Usage(ctx, at, shared, sharedKey)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -227,7 +245,7 @@ func TestClusterRefundConcurrent(t *testing.T) {
 					t.Errorf("shared limit used %d after the burst, want 25 (units of denied requests kept?)", u[0].Used)
 				}
 				for i, c := range clients {
-					u, err := s.Usage(ctx, time.Now(), perClient, c)
+					u, err := s.Usage(ctx, at, perClient, c)
 					if err != nil {
 						t.Fatal(err)
 					}
