@@ -223,6 +223,21 @@ type Hit struct {
 	Cost int64
 }
 
+// Check reports why a store cannot decide h: a nil or unfinished limit, or
+// a cost below 1. Stores call it on every hit; it is a caller's bug, not a
+// store failure.
+func (h Hit) Check() error {
+	switch {
+	case h.Limit == nil:
+		return errors.New("nil limit")
+	case h.Limit.ID == "":
+		return fmt.Errorf("limit %q not finished (empty ID)", h.Limit.Name)
+	case h.Cost < 1:
+		return fmt.Errorf("cost %d < 1", h.Cost)
+	}
+	return nil
+}
+
 // Decision is the outcome of one Hit.
 type Decision struct {
 	// Allowed reports whether this hit's limit would admit the request.

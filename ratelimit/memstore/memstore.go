@@ -14,7 +14,6 @@ package memstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"math/bits"
@@ -181,7 +180,7 @@ func (s *Store) Decide(_ context.Context, now time.Time, hits []ratelimit.Hit, o
 		return false, fmt.Errorf("memstore: %d decisions for %d hits", len(out), len(hits))
 	}
 	for i, h := range hits {
-		if err := checkHit(h); err != nil {
+		if err := h.Check(); err != nil {
 			return false, fmt.Errorf("memstore: hit %d: %w", i, err)
 		}
 	}
@@ -326,22 +325,10 @@ func insertShard(order []int, x int) []int {
 	return order
 }
 
-func checkHit(h ratelimit.Hit) error {
-	switch {
-	case h.Limit == nil:
-		return errors.New("nil limit")
-	case h.Limit.ID == "":
-		return fmt.Errorf("limit %q not finished (empty ID)", h.Limit.Name)
-	case h.Cost < 1:
-		return fmt.Errorf("cost %d < 1", h.Cost)
-	}
-	return nil
-}
-
 // Release implements ratelimit.Store. A state evicted meanwhile is ignored.
 func (s *Store) Release(_ context.Context, hits []ratelimit.Hit) error {
 	for i, h := range hits {
-		if err := checkHit(h); err != nil {
+		if err := h.Check(); err != nil {
 			return fmt.Errorf("memstore: hit %d: %w", i, err)
 		}
 		if h.Limit.Algorithm != ratelimit.Concurrency {
@@ -364,7 +351,7 @@ func (s *Store) Release(_ context.Context, hits []ratelimit.Hit) error {
 
 // Usage implements ratelimit.Store.
 func (s *Store) Usage(_ context.Context, now time.Time, limit *ratelimit.Limit, hitKey string) ([]ratelimit.WindowUsage, error) {
-	if err := checkHit(ratelimit.Hit{Limit: limit, Cost: 1}); err != nil {
+	if err := (ratelimit.Hit{Limit: limit, Cost: 1}).Check(); err != nil {
 		return nil, fmt.Errorf("memstore: %w", err)
 	}
 	t := now.UnixMicro()
@@ -389,7 +376,7 @@ func (s *Store) Usage(_ context.Context, now time.Time, limit *ratelimit.Limit, 
 
 // Reset implements ratelimit.Store.
 func (s *Store) Reset(_ context.Context, limit *ratelimit.Limit, hitKey string) error {
-	if err := checkHit(ratelimit.Hit{Limit: limit, Cost: 1}); err != nil {
+	if err := (ratelimit.Hit{Limit: limit, Cost: 1}).Check(); err != nil {
 		return fmt.Errorf("memstore: %w", err)
 	}
 	hv := s.hash(limit.ID, hitKey)

@@ -214,7 +214,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 		return false, fmt.Errorf("redisstore: %d decisions for %d hits", len(out), len(hits))
 	}
 	for i, h := range hits {
-		if err := checkHit(h); err != nil {
+		if err := h.Check(); err != nil {
 			return false, fmt.Errorf("redisstore: hit %d: %w", i, err)
 		}
 	}
@@ -246,18 +246,6 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 		s.denyStore(ck, now, hits, out[:len(hits)])
 	}
 	return allowed, nil
-}
-
-func checkHit(h ratelimit.Hit) error {
-	switch {
-	case h.Limit == nil:
-		return errors.New("nil limit")
-	case h.Limit.ID == "":
-		return fmt.Errorf("limit %q not finished (empty ID)", h.Limit.Name)
-	case h.Cost < 1:
-		return fmt.Errorf("cost %d < 1", h.Cost)
-	}
-	return nil
 }
 
 // Script modes (ARGV[2] of decide.lua).
@@ -516,7 +504,7 @@ func (s *Store) Release(ctx context.Context, hits []ratelimit.Hit) error {
 	var keys []string
 	var args []any
 	for i, h := range hits {
-		if err := checkHit(h); err != nil {
+		if err := h.Check(); err != nil {
 			return fmt.Errorf("redisstore: hit %d: %w", i, err)
 		}
 		if h.Limit.Algorithm != ratelimit.Concurrency {
@@ -550,7 +538,7 @@ func (s *Store) Release(ctx context.Context, hits []ratelimit.Hit) error {
 // mode (cost 1), which changes nothing.
 func (s *Store) Usage(ctx context.Context, now time.Time, limit *ratelimit.Limit, key string) ([]ratelimit.WindowUsage, error) {
 	hits := []ratelimit.Hit{{Limit: limit, Key: key, Cost: 1}}
-	if err := checkHit(hits[0]); err != nil {
+	if err := hits[0].Check(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	dec := make([]ratelimit.Decision, 1)
