@@ -215,7 +215,7 @@ func duration(s, path string, positive bool, e *errs_) time.Duration {
 }
 
 func buildStore(c *StoreConfig, e *errs_) Store {
-	s := Store{Backend: c.Backend, Clock: c.Clock, MemoryMaxKeys: c.Memory.MaxKeys}
+	s := Store{Backend: c.Backend, Clock: c.Clock, MemoryMaxKeys: c.Memory.MaxKeys, RequireAtStartup: c.RequireAtStartup}
 	switch c.Backend {
 	case "memory", "redis":
 	default:

@@ -94,6 +94,10 @@ type StoreConfig struct {
 	// Clock is "local" (the gateway's clock) or "store" (the Redis server's
 	// clock; backend "redis" only). Default "local".
 	Clock string `mapstructure:"clock" json:"clock"`
+	// RequireAtStartup makes the gateway refuse to start (exit 1) when the
+	// Redis store does not answer at startup, instead of starting degraded
+	// under on_error. Default false.
+	RequireAtStartup bool `mapstructure:"require_at_startup" json:"require_at_startup"`
 	// Memory is the [store.memory] table.
 	Memory MemoryConfig `mapstructure:"memory" json:"memory"`
 	// Redis is the [store.redis] table, used when Backend is "redis".

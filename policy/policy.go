@@ -106,6 +106,8 @@ type Store struct {
 	Timeout time.Duration
 	// Clock is "local" or "store".
 	Clock string
+	// RequireAtStartup refuses to start without a reachable Redis.
+	RequireAtStartup bool
 	// MemoryMaxKeys bounds the in-memory store.
 	MemoryMaxKeys int
 	// Redis holds the Redis settings (meaningful when Backend is "redis").

@@ -245,6 +245,10 @@ func (g *gateway) openStores(p *policy.Policy) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if err := rs.Ready(ctx); err != nil {
+			if p.Store.RequireAtStartup {
+				rs.Close()
+				return fmt.Errorf("store.require_at_startup: redis store not reachable: %w", err)
+			}
 			// Start degraded (SCENARIOS 28): store.on_error decides until
 			// Redis answers; the breaker probes it in the background.
 			g.log.Warn("redis store not reachable at startup; starting degraded", "on_error", p.Store.OnError, "err", err)

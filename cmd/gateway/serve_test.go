@@ -3,7 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,5 +52,53 @@ func TestMonotonicClockIgnoresNothingButAdvances(t *testing.T) {
 	}
 	if d := time.Since(a); d < 0 || d > time.Minute {
 		t.Fatalf("clock is not near the wall clock: %v", d)
+	}
+}
+
+// TestRedisUnreachableAtStartup checks SCENARIOS 28: by default the gateway
+// starts degraded; with store.require_at_startup it refuses to start.
+func TestRedisUnreachableAtStartup(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String() // nothing will answer here once closed
+	ln.Close()
+	for _, strict := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "gateway.toml")
+		cfg := fmt.Sprintf(`
+[server]
+listen = "127.0.0.1:0"
+admin_listen = ""
+[store]
+backend = "redis"
+timeout = "50ms"
+require_at_startup = %v
+[store.redis]
+url = "redis://%s/0"
+[[routes]]
+name = "demo"
+path_prefix = "/"
+respond = { status = 200, body = "ok" }
+`, strict, dead)
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p, err := loadPolicy(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := newGateway(p, path, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if strict {
+			if err == nil || !strings.Contains(err.Error(), "require_at_startup") {
+				t.Errorf("require_at_startup = true: newGateway error %v, want a refusal naming the setting", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("require_at_startup = false: newGateway: %v (want a degraded start)", err)
+		}
+		g.publicLn.Close()
+		g.shutdown()
 	}
 }
