@@ -80,10 +80,10 @@ func TestOpsMetricsCount(t *testing.T) {
 		`tollgate_config_reloads_total{tollgate_result="success"}`: 1,
 		`tollgate_config_reloads_total{tollgate_result="failure"}`: 1,
 	})
-	// Seven requests reached a limit, so seven store calls; none failed.
-	checkFamily(t, m, "tollgate_store_duration_seconds_count", map[string]float64{
-		`tollgate_store_duration_seconds_count`: 7,
-	})
+	// Seven requests reached a limit (counted in tollgate_decisions_total
+	// above); none failed. The memory store never blocks, so its calls
+	// are not timed: the store latency histogram belongs to Redis.
+	checkFamily(t, m, "tollgate_store_duration_seconds_count", map[string]float64{})
 	checkFamily(t, m, "tollgate_store_errors_total", map[string]float64{})
 	// Three exchanges with the api upstream (the limited request never
 	// left); the closed port of "broken" is one more, failed, exchange.
