@@ -26,6 +26,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"strconv"
 	"strings"
@@ -96,7 +97,8 @@ type Store struct {
 	decide  *redis.Script
 	release *redis.Script
 	breaker breaker
-	deny    *lru.Cache[string, *denied]
+	deny    *lru.Cache[denyKey, *denied]
+	seeds   [2]maphash.Seed // of denyKey
 	stats   counters
 	params  sync.Map // limit ID → packed parameters (limitArg)
 	holds   holdSet  // cluster keys that a decision in progress may refund
@@ -148,7 +150,8 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		if size == 0 {
 			size = 10000
 		}
-		c, err := lru.New[string, *denied](size)
+		s.seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+		c, err := lru.New[denyKey, *denied](size)
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: deny cache: %w", err)
 		}
@@ -176,8 +179,14 @@ func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) err
 		s.stats.breakerRejects.Add(1)
 		return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, ErrBreakerOpen)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
+	// Bound the call by the store's budget, unless the caller's deadline
+	// is already at least as tight (the gateway sets one per request): a
+	// second timer would cost three allocations and change nothing.
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.opts.Timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
+		defer cancel()
+	}
 	err := f(ctx)
 	switch {
 	case err == nil:
@@ -221,7 +230,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 	if len(hits) == 0 {
 		return true, nil
 	}
-	var ck string
+	var ck denyKey
 	if s.deny != nil {
 		ck = s.cacheKey(hits)
 		if s.denyLookup(ck, now, out[:len(hits)]) {
@@ -664,23 +673,35 @@ type denied struct {
 	out       []ratelimit.Decision
 }
 
-// cacheKey identifies a hit set: keys, limits and costs.
-func (s *Store) cacheKey(hits []ratelimit.Hit) string {
-	var b strings.Builder
-	for _, h := range hits {
-		b.WriteString(h.Limit.ID)
-		b.WriteByte(0)
-		b.WriteString(h.Key)
-		b.WriteByte(0)
-		b.WriteString(strconv.FormatInt(h.Cost, 10))
-		b.WriteByte(0)
+// denyKey identifies a hit set (limit IDs, keys and costs) in the deny
+// cache: two 64-bit hashes under independent random seeds, so building it
+// allocates nothing and two different hit sets collide with probability
+// about 2^-128 (the seeds are per process, so no client can aim at one).
+type denyKey [2]uint64
+
+// cacheKey returns the deny-cache key of hits.
+func (s *Store) cacheKey(hits []ratelimit.Hit) denyKey {
+	var k denyKey
+	for j := range k {
+		var h maphash.Hash
+		h.SetSeed(s.seeds[j])
+		for _, hit := range hits {
+			h.WriteString(hit.Limit.ID)
+			h.WriteByte(0)
+			h.WriteString(hit.Key)
+			h.WriteByte(0)
+			var c [8]byte
+			binary.LittleEndian.PutUint64(c[:], uint64(hit.Cost))
+			h.Write(c[:])
+		}
+		k[j] = h.Sum64()
 	}
-	return b.String()
+	return k
 }
 
 // denyStore caches a denial when every denying enforced hit promises a
 // RetryAfter (not Never, not Concurrency's unknown 0).
-func (s *Store) denyStore(ck string, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) {
+func (s *Store) denyStore(ck denyKey, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) {
 	var wait time.Duration = -1
 	for i, h := range hits {
 		d := out[i]
@@ -719,7 +740,7 @@ func (s *Store) heldDenial(hits []ratelimit.Hit, out []ratelimit.Decision) bool 
 
 // denyLookup answers from the cache if a denial for ck is still valid at
 // now, with RetryAfter and Reset shortened by the time elapsed.
-func (s *Store) denyLookup(ck string, now time.Time, out []ratelimit.Decision) bool {
+func (s *Store) denyLookup(ck denyKey, now time.Time, out []ratelimit.Decision) bool {
 	e, ok := s.deny.Get(ck)
 	if !ok {
 		return false
