@@ -170,6 +170,8 @@ type Handler struct {
 	tracer    Tracer
 	// nonBlocking is set when the store promises never to block.
 	nonBlocking bool
+	// storeErrLog rate-limits the log lines about store failures.
+	storeErrLog shadowLog
 	snap        atomic.Pointer[snapshot]
 	pool        sync.Pool // *request
 	buffers     bufferPool
@@ -501,6 +503,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot,
 	}
 	if err != nil {
 		ev.StoreErr = err
+		h.logStoreError(err, p.Store.OnError, now)
 		switch {
 		case p.Store.OnError == policy.OnErrorLocal && h.local != nil && h.local != h.store:
 			allowed, err = h.local.Decide(r.Context(), now, q.hits, q.ds)
@@ -569,6 +572,19 @@ func (h *Handler) logShadow(snap *snapshot, hits []ratelimit.Hit, ds []ratelimit
 		h.log.Info("shadow limit would deny", "limit", hits[i].Limit.Name,
 			"retry_after", ds[i].RetryAfter.String(), "also_denied_since_last_line", sl.suppressed.Swap(0))
 	}
+}
+
+// logStoreError logs a store failure at most once a second, with the
+// number of failures since the last line: an outage must show in the log
+// without a line per request.
+func (h *Handler) logStoreError(err error, onError policy.OnError, now time.Time) {
+	last := h.storeErrLog.last.Load()
+	if now.UnixNano()-last < int64(time.Second) || !h.storeErrLog.last.CompareAndSwap(last, now.UnixNano()) {
+		h.storeErrLog.suppressed.Add(1)
+		return
+	}
+	h.log.Warn("rate-limit store failed; store.on_error decides", "on_error", onError.String(), "err", err,
+		"also_failed_since_last_line", h.storeErrLog.suppressed.Swap(0))
 }
 
 // release gives back the concurrency slots of an allowed request. It uses

@@ -717,3 +717,36 @@ func TestCounterKeyMatchesLivePath(t *testing.T) {
 		}
 	}
 }
+
+func TestStoreErrorsLoggedOncePerSecond(t *testing.T) {
+	p := compile(t, func(c *policy.Config) {
+		c.Store.OnError = "allow"
+		c.Limits = []policy.LimitConfig{limit("api", "fixed_window", "2/minute")}
+		rt := route("demo", "/", "", "api")
+		rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
+		c.Routes = []policy.RouteConfig{rt}
+	})
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h, err := proxy.New(p, proxy.Options{
+		Store:  &failingStore{},
+		Logger: slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil)),
+		Now:    func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil))
+		now = now.Add(100 * time.Millisecond)
+	}
+	now = now.Add(time.Second)
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil))
+	mu.Lock()
+	defer mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "connection refused") || !strings.Contains(lines[1], `"also_failed_since_last_line":4`) {
+		t.Fatalf("want 2 lines, the second counting 4 failures in between; got:\n%s", buf.String())
+	}
+}
