@@ -17,7 +17,10 @@ var exactAlgorithms = []string{"fixed_window", "sliding_window_log", "token_buck
 // share one standalone Redis; 1,000 concurrent requests from one client,
 // split across both, on a limit of 10 admit exactly 10 for every exact
 // algorithm, and deny the other 990 with 429 and Retry-After ≥ 1. The
-// store runs with on_error = "deny" and a generous timeout, so a store
+// store runs with on_error = "deny" and a generous timeout (10 s: a
+// thousand requests at once against a race-built gateway and six Redis
+// processes on two shared cores can take seconds, and a timeout here is
+// load, not the subject of the test), so a store
 // failure would show as a 503 instead of hiding behind local counters.
 func TestRedisTwoNodesExact(t *testing.T) {
 	t.Parallel()
@@ -27,7 +30,7 @@ func TestRedisTwoNodesExact(t *testing.T) {
 		body += limitTOML("l-"+alg, "10/hour", alg, "client")
 		body += routeTOML(alg, "/x/"+alg, "l-"+alg)
 	}
-	data := redisData(rs.Addr, nil, "deny", "2s", body)
+	data := redisData(rs.Addr, nil, "deny", "10s", body)
 	g1 := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data})
 	g2 := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data})
 	for _, alg := range exactAlgorithms {
@@ -54,7 +57,7 @@ func TestRedisClusterExact(t *testing.T) {
 		limitTOML("shared-b", "1000/hour", "fixed_window") +
 		routeTOML("shared-binds", "/shared-binds", "pc-a", "shared-a") +
 		routeTOML("client-binds", "/client-binds", "pc-b", "shared-b")
-	g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: redisData("", cl.Addrs(), "deny", "2s", body)})
+	g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: redisData("", cl.Addrs(), "deny", "10s", body)})
 	key := func(clients int) func(int) map[string]string {
 		return func(i int) map[string]string {
 			return map[string]string{"X-API-Key": fmt.Sprintf("cluster-client-%d", i%clients)}
