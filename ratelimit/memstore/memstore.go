@@ -124,13 +124,22 @@ func (sh *shard) commitReplace(st state, old int32) state {
 	return st
 }
 
+// reclaimGrace is how long past its expiry a state is kept before it may be
+// reclaimed to make room (it is still replaced, or evicted at capacity, as
+// before). A state forgotten the moment it expired would make a clock that
+// then steps back by a little see a fresh key where it should see the old
+// state (e.g. a full bucket instead of an almost full one); a minute covers
+// any step a wall clock takes in practice, and a different store (Redis,
+// whose TTLs add a margin too) forgets no sooner.
+const reclaimGrace = int64(time.Minute / ratelimit.Tick)
+
 // commitNew links the counted fresh state st of a new key, first
 // reclaiming up to two expired states from the cold end of the list, then
 // evicting the least recently used state if the shard is still full.
 func (sh *shard) commitNew(st state, l *ratelimit.Limit, hit string, h uint32, now int64) {
 	t := &sh.t
 	for range 2 {
-		if t.tail == none || now < t.expiry(t.tail) {
+		if t.tail == none || now < t.expiry(t.tail)+reclaimGrace {
 			break
 		}
 		t.remove(t.tail)
