@@ -139,7 +139,8 @@ const reclaimGrace = int64(time.Minute / ratelimit.Tick)
 func (sh *shard) commitNew(st state, l *ratelimit.Limit, hit string, h uint32, now int64) {
 	t := &sh.t
 	for range 2 {
-		if t.tail == none || now < t.expiry(t.tail)+reclaimGrace {
+		// Written as a subtraction from now: expiries may be ±MaxInt64.
+		if t.tail == none || now-reclaimGrace < t.expiry(t.tail) {
 			break
 		}
 		t.remove(t.tail)

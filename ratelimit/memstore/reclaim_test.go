@@ -44,3 +44,27 @@ func TestClockStepBackAfterExpiry(t *testing.T) {
 		t.Errorf("after the clock stepped back: remaining %d, want 6 (the state was forgotten)", out[0].Remaining)
 	}
 }
+
+// TestHeldConcurrencySlotNeverReclaimed: a concurrency state with slots in
+// flight never expires (its expiry is the largest tick), so making room for
+// new keys must never reclaim it — whatever arithmetic compares expiries.
+func TestHeldConcurrencySlotNeverReclaimed(t *testing.T) {
+	l := &ratelimit.Limit{Name: "conc", Algorithm: ratelimit.Concurrency, MaxInFlight: 1}
+	if err := l.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	s := memstore.New(memstore.Options{Shards: 1})
+	ctx := context.Background()
+	now := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+	out := make([]ratelimit.Decision, 1)
+	if ok, _ := s.Decide(ctx, now, []ratelimit.Hit{{Limit: l, Key: "held", Cost: 1}}, out); !ok {
+		t.Fatal("first acquire denied")
+	}
+	later := now.Add(time.Hour)
+	for i := range 10 {
+		s.Decide(ctx, later, []ratelimit.Hit{{Limit: l, Key: fmt.Sprint("other", i), Cost: 1}}, out)
+	}
+	if ok, _ := s.Decide(ctx, later, []ratelimit.Hit{{Limit: l, Key: "held", Cost: 1}}, out); ok {
+		t.Error("a held slot was forgotten: a second request was admitted over max_in_flight = 1")
+	}
+}
