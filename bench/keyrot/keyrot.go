@@ -110,19 +110,15 @@ func run(ctx context.Context, o options) (*result, error) {
 	defer os.RemoveAll(tmp)
 	bin := o.Gateway
 	if bin == "" {
-		bin = filepath.Join(tmp, "gateway")
-		fmt.Fprintln(o.Log, "keyrot: building ./cmd/gateway")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/gateway")
-		build.Dir = o.Root
-		if out, err := build.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build ./cmd/gateway: %w\n%s", err, out)
+		if bin, err = probe.BuildGateway(ctx, o.Root, tmp, "keyrot", o.Log); err != nil {
+			return nil, err
 		}
 	}
-	listen, err := freeAddr()
+	listen, err := probe.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	admin, err := freeAddr()
+	admin, err := probe.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -404,15 +400,6 @@ func waitHealthy(admin string, exited <-chan error) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -144,12 +144,8 @@ func run(ctx context.Context, o options) (*report, error) {
 	defer os.RemoveAll(tmp)
 	bin := o.Gateway
 	if bin == "" {
-		bin = filepath.Join(tmp, "gateway")
-		fmt.Fprintln(o.Log, "soak: building ./cmd/gateway")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/gateway")
-		build.Dir = o.Root
-		if out, err := build.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build ./cmd/gateway: %w\n%s", err, out)
+		if bin, err = probe.BuildGateway(ctx, o.Root, tmp, "soak", o.Log); err != nil {
+			return nil, err
 		}
 	}
 	up := httptest.NewServer(http.HandlerFunc(upstreamHandler))
@@ -163,11 +159,11 @@ func run(ctx context.Context, o options) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	listen, err := freeAddr()
+	listen, err := probe.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	admin, err := freeAddr()
+	admin, err := probe.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -496,18 +492,8 @@ func cleanEnv() []string {
 	return env
 }
 
-// freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // closedAddr is a loopback address where nothing listens.
-func closedAddr() (string, error) { return freeAddr() }
+func closedAddr() (string, error) { return probe.FreeAddr() }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
