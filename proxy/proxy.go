@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,10 +123,14 @@ type Event struct {
 	Method, Path, Proto string
 	// Referer and UserAgent are the request's headers.
 	Referer, UserAgent string
-	// ClientKind, Client, APIKey and IP are the resolved identity (raw:
-	// an observer that records them must hash them). Empty when the route
-	// has no limits.
-	ClientKind, Client, APIKey, IP string
+	// ClientKind, Client and APIKey are the resolved identity (raw: an
+	// observer that records them must hash them). Empty when the route has
+	// no limits.
+	ClientKind, Client, APIKey string
+	// IP is the resolved client IP (invalid when the route has no limits);
+	// kept as an address so that observers that ignore it (metrics) cost
+	// no formatting.
+	IP netip.Addr
 	// IPFallback is set when the selected X-Forwarded-For entry was
 	// invalid and the peer address was used.
 	IPFallback bool
@@ -393,10 +398,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if len(rt.Limits) > 0 {
 		id := p.Identity.Identify(r, start)
 		if h.observer != nil {
-			ev.ClientKind, ev.Client, ev.APIKey = id.ClientKind.String(), id.Client, id.APIKey
-			if id.IP.IsValid() {
-				ev.IP = id.IP.String()
-			}
+			ev.ClientKind, ev.Client, ev.APIKey, ev.IP = id.ClientKind.String(), id.Client, id.APIKey, id.IP
 			ev.IPFallback = id.IPFallback
 		}
 		for _, l := range rt.Limits {

@@ -19,12 +19,16 @@ func (a AccessLog) Observe(ev *proxy.Event) {
 	if ev.Outcome == proxy.OutcomeForwarded && shadowDenied(ev) {
 		outcome = OutcomeShadowLimited
 	}
+	var ip string
+	if ev.IP.IsValid() {
+		ip = ev.IP.String()
+	}
 	e := accesslog.Entry{
 		Time:       ev.Start,
 		Client:     ev.Client,
 		ClientKind: ev.ClientKind,
 		APIKey:     ev.APIKey,
-		IP:         ev.IP,
+		IP:         ip,
 		Method:     ev.Method,
 		Path:       ev.Path,
 		Proto:      ev.Proto,
