@@ -219,6 +219,14 @@ func (e *Extractor) ClientIP(r *http.Request) (ip netip.Addr, fallback bool) {
 	return clientIP(peer, r.Header[xffHeader], e.trusted)
 }
 
+// PeerTrusted reports whether r's immediate peer (RemoteAddr) is one of the
+// trusted proxies, i.e. whether its X-Forwarded-For and user header are
+// believed.
+func (e *Extractor) PeerTrusted(r *http.Request) bool {
+	peer, _ := ParseIP(r.RemoteAddr)
+	return peer.IsValid() && trusted(peer, e.trusted)
+}
+
 // value accepts v as an identity value if it is not empty and not too long.
 func (e *Extractor) value(v string, id *Identity) string {
 	if len(v) > e.maxValueLen {

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/netip"
 	"strings"
 	"sync"
 
@@ -26,11 +25,11 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 	target := rt.Upstream
 	prefix := rt.PathPrefix
 	strip := rt.StripPrefix && prefix != "/"
-	trusted := trustedPrefixes(p.Config.Identity.TrustedProxies)
+	identity := p.Identity
 	userHeader := http.CanonicalHeaderKey(p.Config.Identity.UserHeader)
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			peerTrusted := isTrusted(trusted, pr.In.RemoteAddr)
+			peerTrusted := identity.PeerTrusted(pr.In)
 			if peerTrusted {
 				// Keep the chain our trusted proxies built; SetXForwarded
 				// appends the peer to it.
@@ -76,39 +75,6 @@ func stripPrefix(path, prefix string) string {
 		rest = "/" + rest
 	}
 	return rest
-}
-
-func trustedPrefixes(cidrs []string) []netip.Prefix {
-	var out []netip.Prefix
-	for _, c := range cidrs {
-		if pfx, err := netip.ParsePrefix(c); err == nil {
-			out = append(out, pfx.Masked())
-		} else if a, err := netip.ParseAddr(c); err == nil {
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
-		}
-	}
-	return out
-}
-
-func isTrusted(trusted []netip.Prefix, remoteAddr string) bool {
-	if len(trusted) == 0 {
-		return false
-	}
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return false
-	}
-	a = a.WithZone("").Unmap()
-	for _, p := range trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 // upstreamError answers a failed upstream exchange: 504 when the route's
