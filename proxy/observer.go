@@ -1,0 +1,122 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// NonBlocking is implemented by stores whose calls never wait on I/O or
+// on another request (the in-memory store): the handler then decides
+// without a deadline, saving a timer per request.
+type NonBlocking interface {
+	NonBlocking() bool
+}
+
+// InFlight counts requests in flight. Begin is called when a request
+// arrives and End exactly once when it finishes.
+type InFlight interface {
+	Begin()
+	End()
+}
+
+// Tracer creates the spans of a request: the server span, a child span for
+// the store call, and the trace context propagated upstream.
+type Tracer interface {
+	// Start starts the server span; the returned func ends it.
+	Start(ctx context.Context, r *http.Request) (context.Context, func(*Event))
+	// Store starts the store call's span; the returned func ends it.
+	Store(ctx context.Context, hits int) (context.Context, func(error))
+	// Inject writes the trace context into the upstream request's header.
+	Inject(ctx context.Context, h http.Header)
+}
+
+// Outcome is what the gateway did with one request.
+type Outcome uint8
+
+// Outcomes reported to an Observer.
+const (
+	// OutcomeForwarded: allowed and sent upstream (or answered by a respond route).
+	OutcomeForwarded Outcome = iota + 1
+	// OutcomeLimited: denied by an enforced limit (429).
+	OutcomeLimited
+	// OutcomeStoreError: the store failed and on_error decided (503 for "deny").
+	OutcomeStoreError
+	// OutcomeNoRoute: no route matched (404).
+	OutcomeNoRoute
+	// OutcomeUpstreamError: the upstream failed or timed out (502/504).
+	OutcomeUpstreamError
+	// OutcomeBadRequest: the request was malformed for the gateway (400).
+	OutcomeBadRequest
+)
+
+var outcomeNames = [...]string{
+	OutcomeForwarded:     "forwarded",
+	OutcomeLimited:       "limited",
+	OutcomeStoreError:    "store_error",
+	OutcomeNoRoute:       "no_route",
+	OutcomeUpstreamError: "upstream_error",
+	OutcomeBadRequest:    "bad_request",
+}
+
+// String returns the outcome's metric label, e.g. "limited".
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) && o != 0 {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Event describes one finished request for an Observer. Its slices are
+// only valid during the Observe call.
+type Event struct {
+	// Start is when the request arrived.
+	Start time.Time
+	// Route is the matched route's name, "" when none matched.
+	Route string
+	// Method, Path and Proto are from the request line (Path without the
+	// query).
+	Method, Path, Proto string
+	// Referer and UserAgent are the request's headers.
+	Referer, UserAgent string
+	// ClientKind, Client and APIKey are the resolved identity (raw: an
+	// observer that records them must hash them). Empty when the route has
+	// no limits.
+	ClientKind, Client, APIKey string
+	// IP is the resolved client IP (invalid when the route has no limits);
+	// kept as an address so that observers that ignore it (metrics) cost
+	// no formatting.
+	IP netip.Addr
+	// IPFallback is set when the selected X-Forwarded-For entry was
+	// invalid and the peer address was used.
+	IPFallback bool
+	// Status is the status code sent to the client.
+	Status int
+	// Outcome is what the gateway did.
+	Outcome Outcome
+	// Hits and Decisions are the limits decided for the request (nil when
+	// none were), in the same order.
+	Hits      []ratelimit.Hit
+	Decisions []ratelimit.Decision
+	// StoreErr is the store's error when it failed.
+	StoreErr error
+	// StoreLatency is the time spent in the store call (0 for a
+	// NonBlocking store, which is not timed).
+	StoreLatency time.Duration
+	// Upstream is the time spent forwarding to the upstream (0 when the
+	// request was not forwarded).
+	Upstream time.Duration
+	// Bytes is the response body size written to the client.
+	Bytes int64
+	// Duration is the whole request's time in the gateway.
+	Duration time.Duration
+}
+
+// Observer receives one Event per finished request. It must be safe for
+// concurrent use and fast: it runs on the request path.
+type Observer interface {
+	Observe(*Event)
+}

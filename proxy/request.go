@@ -1,0 +1,57 @@
+package proxy
+
+import (
+	"io"
+	"sync/atomic"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// request is the per-request scratch space, pooled.
+type request struct {
+	hits []ratelimit.Hit
+	ds   []ratelimit.Decision
+	key  []byte
+	ev   Event
+	// body wraps the client's request body, if there is one.
+	body *bodyReader
+	// w wraps the client's ResponseWriter; the ReverseProxy error handler
+	// finds the request through it.
+	w statusWriter
+}
+
+// bodyReader records the first error reading the client's body, so that a
+// malformed body is answered 400, not blamed on the upstream. It is written
+// by the transport's body-copying goroutine, which may outlive the request;
+// so it is allocated per request, never pooled.
+type bodyReader struct {
+	io.ReadCloser
+	err atomic.Pointer[error]
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.err.CompareAndSwap(nil, &err)
+	}
+	return n, err
+}
+
+func (q *request) reset() {
+	clear(q.hits)
+	q.hits = q.hits[:0]
+	q.ds = q.ds[:0]
+	q.key = q.key[:0]
+	q.ev = Event{}
+	q.body = nil
+	q.w = statusWriter{}
+}
+
+func grow(ds []ratelimit.Decision, n int) []ratelimit.Decision {
+	if cap(ds) < n {
+		return make([]ratelimit.Decision, n)
+	}
+	ds = ds[:n]
+	clear(ds)
+	return ds
+}

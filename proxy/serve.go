@@ -1,0 +1,215 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tollgate/gateway/headers"
+	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	start := h.now()
+	snap := h.snap.Load()
+	p := snap.p
+	q := h.pool.Get().(*request)
+	defer func() {
+		q.reset()
+		h.pool.Put(q)
+	}()
+	if h.inflight != nil {
+		h.inflight.Begin()
+		defer h.inflight.End()
+	}
+	q.w = statusWriter{ResponseWriter: rw, q: q}
+	w := &q.w
+	ev := &q.ev
+	ev.Start, ev.Method, ev.Path, ev.Proto = start, r.Method, r.URL.Path, r.Proto
+	if h.tracer != nil {
+		ctx, end := h.tracer.Start(r.Context(), r)
+		r = r.WithContext(ctx)
+		defer func() { end(ev) }()
+	}
+	if h.observer != nil {
+		ev.Referer, ev.UserAgent = r.Header.Get("Referer"), r.Header.Get("User-Agent")
+		defer func() {
+			ev.Status, ev.Bytes = w.status, w.bytes
+			ev.Duration = h.now().Sub(start)
+			h.observer.Observe(ev)
+		}()
+	}
+
+	rt := p.Match(r.Host, r.Method, r.URL.Path)
+	if rt == nil {
+		ev.Outcome = OutcomeNoRoute
+		headers.WriteProblem(w, headers.Problem{
+			Status: http.StatusNotFound,
+			Title:  "Not Found",
+			Detail: "no route matches " + r.Method + " " + sanitize(r.URL.Path),
+		})
+		return
+	}
+	ev.Route = rt.Name
+
+	if len(rt.Limits) > 0 {
+		id := p.Identity.Identify(r, start)
+		if h.observer != nil {
+			ev.ClientKind, ev.Client, ev.APIKey, ev.IP = id.ClientKind.String(), id.Client, id.APIKey, id.IP
+			ev.IPFallback = id.IPFallback
+		}
+		for _, l := range rt.Limits {
+			if l.Exempt(id.IP, id.APIKey) {
+				continue
+			}
+			cost, err := requestCost(l, r)
+			if err != nil {
+				ev.Outcome = OutcomeBadRequest
+				headers.WriteProblem(w, headers.Problem{
+					Status: http.StatusBadRequest,
+					Title:  "Bad Request",
+					Detail: err.Error(),
+				})
+				return
+			}
+			parts := l.By
+			if l.OnMissing != policy.OnMissingShared && missingPart(parts, &id, r) {
+				if l.OnMissing == policy.OnMissingReject {
+					ev.Outcome = OutcomeBadRequest
+					headers.WriteProblem(w, headers.Problem{
+						Status: http.StatusUnauthorized,
+						Title:  "Unauthorized",
+						Detail: "limit " + strconv.Quote(l.Name) + " needs " + missingNames(parts),
+					})
+					return
+				}
+				parts = l.ByIP
+			}
+			n := len(q.key)
+			q.key = keys.AppendKey(q.key, parts, &id, r, rt.Name)
+			q.hits = append(q.hits, ratelimit.Hit{Limit: l.Limit, Key: string(q.key[n:]), Cost: cost})
+		}
+	}
+
+	if len(q.hits) > 0 {
+		if !h.decide(w, r, snap, rt, q, start) {
+			return
+		}
+	}
+
+	if hasConcurrency(q.hits) {
+		// Release exactly once, whatever happens below: upstream failure,
+		// client disconnect or a panic unwinding through here.
+		defer h.release(q.hits)
+	}
+
+	ev.Outcome = OutcomeForwarded
+	if rt.Respond != nil {
+		respond(w, rt.Respond)
+		return
+	}
+	rp := snap.proxies[rt]
+	if rp == nil {
+		ev.Outcome = OutcomeUpstreamError
+		headers.WriteProblem(w, headers.Problem{Status: http.StatusBadGateway, Title: "Bad Gateway",
+			Detail: "route " + strconv.Quote(rt.Name) + " has no upstream"})
+		return
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		q.body = &bodyReader{ReadCloser: r.Body}
+		r.Body = q.body
+	}
+	ctx := r.Context()
+	if rt.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, rt.Timeout)
+		defer cancel()
+	}
+	upStart := h.now()
+	rp.ServeHTTP(w, r.WithContext(ctx))
+	ev.Upstream = h.now().Sub(upStart)
+}
+
+// decide runs the store call for q.hits and writes the rate-limit headers.
+// It returns true when the request may go on, false when a response (429,
+// 503) has been written.
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot, rt *policy.Route, q *request, now time.Time) bool {
+	p := snap.p
+	ev := &q.ev
+	q.ds = grow(q.ds, len(q.hits))
+	// A store that cannot block (the memory store) needs no deadline: the
+	// timer would cost more than the decision.
+	ctx, cancel := r.Context(), context.CancelFunc(nil)
+	if !h.nonBlocking {
+		ctx, cancel = context.WithTimeout(ctx, p.Store.Timeout)
+	}
+	var endSpan func(error)
+	if h.tracer != nil {
+		ctx, endSpan = h.tracer.Store(ctx, len(q.hits))
+	}
+	allowed, err := h.store.Decide(ctx, now, q.hits, q.ds)
+	if cancel != nil {
+		cancel()
+	}
+	if endSpan != nil {
+		endSpan(err)
+	}
+	if !h.nonBlocking {
+		// A non-blocking store's latency is the handler's own CPU time;
+		// timing it would cost a clock read and a histogram record per
+		// request for a figure that says nothing about the store.
+		ev.StoreLatency = h.now().Sub(now)
+	}
+	if err != nil {
+		ev.StoreErr = err
+		h.logStoreError(err, p.Store.OnError, now)
+		switch {
+		case p.Store.OnError == policy.OnErrorLocal && h.local != nil && h.local != h.store:
+			allowed, err = h.local.Decide(r.Context(), now, q.hits, q.ds)
+		case p.Store.OnError == policy.OnErrorDeny:
+			ev.Outcome = OutcomeStoreError
+			w.Header()["Retry-After"] = headers.IntValue(1)
+			headers.WriteProblem(w, headers.Problem{
+				Status:     http.StatusServiceUnavailable,
+				Title:      "Service Unavailable",
+				Detail:     "rate-limit store unavailable; retry in 1s",
+				RetryAfter: 1,
+			})
+			return false
+		}
+		if err != nil {
+			// on_error = "allow", or the local fallback failed too:
+			// forward without rate-limit headers.
+			q.hits = q.hits[:0]
+			return true
+		}
+	}
+	ev.Hits, ev.Decisions = q.hits, q.ds
+	headers.Set(w.Header(), p.Headers, rt.RateLimitPolicy, q.hits, q.ds, now)
+	h.logShadow(snap, q.hits, q.ds, now)
+	if allowed {
+		return true
+	}
+	ev.Outcome = OutcomeLimited
+	pb := headers.TooManyRequests(q.hits, q.ds)
+	if pb.RetryAfter > 0 {
+		w.Header()["Retry-After"] = headers.IntValue(pb.RetryAfter)
+	}
+	headers.WriteProblem(w, pb)
+	return false
+}
+
+func respond(w http.ResponseWriter, rs *policy.Respond) {
+	// The values are built once per route at compile time; net/http only
+	// reads them.
+	h := w.Header()
+	h["Content-Type"] = rs.ContentTypeHeader
+	h["Content-Length"] = rs.ContentLengthHeader
+	w.WriteHeader(rs.Status)
+	_, _ = io.WriteString(w, rs.Body)
+}

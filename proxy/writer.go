@@ -1,0 +1,51 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+)
+
+// statusWriter records the status code and body size sent.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	q      *request
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// WriteString writes s without converting it to a []byte when the
+// underlying writer can take strings (net/http's can).
+func (w *statusWriter) WriteString(s string) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := io.WriteString(w.ResponseWriter, s)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Flush implements http.Flusher for streaming responses.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
