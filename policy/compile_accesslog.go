@@ -1,0 +1,15 @@
+package policy
+
+func buildAccessLog(c *AccessLogConfig, e *errs_) AccessLog {
+	a := AccessLog{Path: c.Path, Format: c.Format, RawClient: c.RawClient}
+	switch c.Format {
+	case "combined", "jsonl":
+	default:
+		e.add("access_log.format", "unknown format %q (want \"combined\" or \"jsonl\")", c.Format)
+	}
+	if c.SaltEnv != "" && !validEnvName(c.SaltEnv) {
+		e.add("access_log.salt_env", "%q is not an environment variable name", c.SaltEnv)
+	}
+	a.FlushInterval = duration(c.FlushInterval, "access_log.flush_interval", true, e)
+	return a
+}

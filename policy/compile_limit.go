@@ -1,0 +1,167 @@
+package policy
+
+import (
+	"fmt"
+
+	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+func buildLimit(c *LimitConfig, path string, e *errs_) *Limit {
+	n := len(*e)
+	rl := &ratelimit.Limit{Name: c.Name, Burst: c.Burst, MaxInFlight: c.MaxInFlight}
+	l := &Limit{Limit: rl, Cost: c.Cost}
+	if !validName(c.Name, false) {
+		if c.Name == "" {
+			e.add(path+".name", "is required")
+		} else {
+			e.add(path+".name", "invalid name %q (1..64 letters, digits, '-' and '_')", c.Name)
+		}
+	}
+	alg, err := ratelimit.ParseAlgorithm(c.Algorithm)
+	if err != nil {
+		e.add(path+".algorithm", "%v", err)
+	}
+	rl.Algorithm = alg
+	for i, s := range c.Rates {
+		r, err := ratelimit.ParseRate(s)
+		if err != nil {
+			e.add(fmt.Sprintf("%s.rates[%d]", path, i), "%v", err)
+			continue
+		}
+		for _, prev := range rl.Rates {
+			if prev.Window == r.Window {
+				e.add(fmt.Sprintf("%s.rates[%d]", path, i), "window %s appears twice", r.Window)
+			}
+		}
+		rl.Rates = append(rl.Rates, r)
+	}
+	switch c.Mode {
+	case "enforce":
+	case "shadow":
+		rl.Shadow = true
+	default:
+		e.add(path+".mode", "unknown mode %q (want enforce or shadow)", c.Mode)
+	}
+	if c.Burst < 0 {
+		e.add(path+".burst", "must be positive, got %d", c.Burst)
+	}
+	if c.MaxInFlight < 0 {
+		e.add(path+".max_in_flight", "must be positive, got %d", c.MaxInFlight)
+	}
+	if c.Precision != "" {
+		rl.Precision = duration(c.Precision, path+".precision", true, e)
+	}
+	for i, s := range c.By {
+		part, err := keys.ParsePart(s)
+		if err != nil {
+			e.add(fmt.Sprintf("%s.by[%d]", path, i), "%v", err)
+			continue
+		}
+		for _, prev := range l.By {
+			if prev == part {
+				e.add(fmt.Sprintf("%s.by[%d]", path, i), "duplicate key part %q", s)
+			}
+		}
+		l.By = append(l.By, part)
+	}
+	switch c.OnMissing {
+	case "shared", "":
+	case "ip":
+		l.OnMissing = OnMissingIP
+	case "reject":
+		l.OnMissing = OnMissingReject
+	default:
+		e.add(path+".on_missing", "unknown value %q (want shared, ip or reject)", c.OnMissing)
+	}
+	if l.OnMissing == OnMissingIP {
+		seen := false
+		for _, part := range l.By {
+			switch part.Kind {
+			case keys.PartAPIKey, keys.PartUser, keys.PartHeader:
+				if !seen {
+					l.ByIP = append(l.ByIP, keys.Part{Kind: keys.PartIP})
+					seen = true
+				}
+			case keys.PartIP:
+				if !seen {
+					l.ByIP = append(l.ByIP, part)
+					seen = true
+				}
+			default:
+				l.ByIP = append(l.ByIP, part)
+			}
+		}
+	}
+	if c.Cost < 1 || c.Cost > ratelimit.MaxLimit {
+		e.add(path+".cost", "must be in 1..2^53, got %d", c.Cost)
+	}
+	if c.CostHeader != "" {
+		if !validHeaderName(c.CostHeader) {
+			e.add(path+".cost_header", "invalid header name %q", c.CostHeader)
+		}
+		l.CostHeader = canonicalHeader(c.CostHeader)
+	}
+	l.ExemptIPs = prefixes(c.Exempt.IPs, path+".exempt.ips", e)
+	if c.Exempt.APIKeysEnv != "" && !validEnvName(c.Exempt.APIKeysEnv) {
+		e.add(path+".exempt.api_keys_env", "invalid environment variable name %q", c.Exempt.APIKeysEnv)
+	}
+	if len(*e) > n || rl.Algorithm == 0 {
+		return l
+	}
+	// The field checks passed: let ratelimit judge the combination.
+	if err := rl.Finish(); err != nil {
+		e.add(path, "%v", err)
+		return l
+	}
+	if rl.Algorithm == ratelimit.Concurrency {
+		if c.Cost > rl.Capacity(0) {
+			e.add(path+".cost", "%d exceeds max_in_flight %d, so every request would be denied", c.Cost, rl.MaxInFlight)
+		}
+		return l
+	}
+	for i := range rl.Rates {
+		if capacity := rl.Capacity(i); c.Cost > capacity {
+			e.add(path+".cost", "%d exceeds capacity %d of rate %q, so every request would be denied", c.Cost, capacity, c.Rates[i])
+		}
+	}
+	return l
+}
+
+// resolveLimits maps limit names to compiled limits, reporting unknown and
+// repeated names.
+func resolveLimits(names []string, byName map[string]*Limit, path string, e *errs_) []*Limit {
+	var out []*Limit
+	for i, name := range names {
+		l, ok := byName[name]
+		if !ok {
+			e.add(fmt.Sprintf("%s[%d]", path, i), "unknown limit %q", name)
+			continue
+		}
+		dup := false
+		for _, prev := range out {
+			dup = dup || prev == l
+		}
+		if dup {
+			e.add(fmt.Sprintf("%s[%d]", path, i), "limit %q listed twice", name)
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// mergeLimits is global then own, without repeats.
+func mergeLimits(global, own []*Limit) []*Limit {
+	out := append(make([]*Limit, 0, len(global)+len(own)), global...)
+	for _, l := range own {
+		dup := false
+		for _, g := range global {
+			dup = dup || g == l
+		}
+		if !dup {
+			out = append(out, l)
+		}
+	}
+	return out
+}

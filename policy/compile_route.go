@@ -1,0 +1,106 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+func buildRoute(c *RouteConfig, path string, e *errs_) *Route {
+	rt := &Route{Name: c.Name, StripPrefix: c.StripPrefix}
+	if !validName(c.Name, true) {
+		if c.Name == "" {
+			e.add(path+".name", "is required")
+		} else {
+			e.add(path+".name", "invalid name %q (1..64 letters, digits, '-', '_' and '.')", c.Name)
+		}
+	}
+	if c.Host != "" {
+		rt.Host = strings.ToLower(strings.TrimSuffix(c.Host, "."))
+		if !validHost(rt.Host) {
+			e.add(path+".host", "invalid host %q (a name or address, no port, scheme or path)", c.Host)
+		}
+	}
+	switch {
+	case c.PathPrefix == "" || c.PathPrefix[0] != '/':
+		e.add(path+".path_prefix", "must start with '/', got %q", c.PathPrefix)
+	case strings.ContainsAny(c.PathPrefix, "?#"):
+		e.add(path+".path_prefix", "must not contain '?' or '#', got %q", c.PathPrefix)
+	default:
+		rt.PathPrefix = CleanPath(c.PathPrefix)
+	}
+	for i, m := range c.Methods {
+		if !isToken(m) {
+			e.add(fmt.Sprintf("%s.methods[%d]", path, i), "invalid method %q", m)
+			continue
+		}
+		rt.Methods = append(rt.Methods, strings.ToUpper(m))
+	}
+	switch {
+	case c.Upstream != "" && c.Respond != nil:
+		e.add(path, "set only one of upstream and respond")
+	case c.Upstream == "" && c.Respond == nil:
+		e.add(path, "set upstream or respond")
+	case c.Upstream != "":
+		u, err := url.Parse(c.Upstream)
+		switch {
+		case err != nil:
+			e.add(path+".upstream", "invalid URL %q (want http://host:port or https://...)", c.Upstream)
+		case u.Scheme != "http" && u.Scheme != "https":
+			e.add(path+".upstream", "scheme must be http or https, got %q (want http://host:port or https://...)", c.Upstream)
+		case u.Host == "":
+			e.add(path+".upstream", "missing host in %q", c.Upstream)
+		case u.RawQuery != "" || u.Fragment != "":
+			e.add(path+".upstream", "must not have a query or fragment, got %q", c.Upstream)
+		default:
+			rt.Upstream = u
+		}
+	default:
+		r := *c.Respond
+		if r.Status == 0 {
+			r.Status = 200
+		}
+		if r.Status < 100 || r.Status > 599 {
+			e.add(path+".respond.status", "must be in 100..599, got %d", r.Status)
+		}
+		if r.ContentType == "" {
+			r.ContentType = "text/plain; charset=utf-8"
+		}
+		rt.Respond = &Respond{Status: r.Status, Body: r.Body, ContentType: r.ContentType,
+			ContentTypeHeader:   []string{r.ContentType},
+			ContentLengthHeader: []string{strconv.Itoa(len(r.Body))}}
+	}
+	rt.Timeout = duration(c.Timeout, path+".timeout", true, e)
+	return rt
+}
+
+// validHost reports whether h is a lower-case host name, IPv4 address or
+// bracketed IPv6 address, without a port.
+func validHost(h string) bool {
+	if inner, ok := strings.CutPrefix(h, "["); ok {
+		inner, ok = strings.CutSuffix(inner, "]")
+		a, err := netip.ParseAddr(inner)
+		return ok && err == nil && a.Is6()
+	}
+	return h != "" && !strings.ContainsAny(h, "/:?#@[]*% \t")
+}
+
+// shadows reports whether an earlier route with methods a wins every
+// request that a later route with methods b (same host and prefix) could
+// match: empty means all methods, and a listed method beats "all".
+func shadows(a, b []string) bool {
+	switch {
+	case len(a) == 0:
+		return len(b) == 0
+	case len(b) == 0:
+		return false
+	}
+	for _, y := range b {
+		if !contains(a, y) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,33 @@
+package policy
+
+import (
+	"net"
+)
+
+func buildServer(c *ServerConfig, e *errs_) Server {
+	s := Server{Listen: c.Listen, AdminListen: c.AdminListen, MaxHeaderBytes: c.MaxHeaderBytes, WatchConfig: c.WatchConfig}
+	checkAddr(c.Listen, "server.listen", false, e)
+	checkAddr(c.AdminListen, "server.admin_listen", true, e)
+	s.ReadHeaderTimeout = duration(c.ReadHeaderTimeout, "server.read_header_timeout", true, e)
+	s.IdleTimeout = duration(c.IdleTimeout, "server.idle_timeout", false, e)
+	s.ShutdownTimeout = duration(c.ShutdownTimeout, "server.shutdown_timeout", false, e)
+	if c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > 16<<20 {
+		e.add("server.max_header_bytes", "must be in 1024..16777216, got %d", c.MaxHeaderBytes)
+	}
+	if c.Listen != "" && c.Listen == c.AdminListen {
+		e.add("server.admin_listen", "must differ from server.listen (%s)", c.Listen)
+	}
+	return s
+}
+
+func checkAddr(addr, path string, optional bool, e *errs_) {
+	if addr == "" {
+		if !optional {
+			e.add(path, "is required")
+		}
+		return
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		e.add(path, "want host:port, got %q", addr)
+	}
+}

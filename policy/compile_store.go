@@ -1,0 +1,89 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+)
+
+func buildStore(c *StoreConfig, e *errs_) Store {
+	s := Store{Backend: c.Backend, Clock: c.Clock, MemoryMaxKeys: c.Memory.MaxKeys, RequireAtStartup: c.RequireAtStartup}
+	switch c.Backend {
+	case "memory", "redis":
+	default:
+		e.add("store.backend", "unknown backend %q (want memory or redis)", c.Backend)
+	}
+	switch c.OnError {
+	case "local":
+		s.OnError = OnErrorLocal
+	case "allow":
+		s.OnError = OnErrorAllow
+	case "deny":
+		s.OnError = OnErrorDeny
+	default:
+		e.add("store.on_error", "unknown value %q (want local, allow or deny)", c.OnError)
+	}
+	s.Timeout = duration(c.Timeout, "store.timeout", true, e)
+	switch c.Clock {
+	case "local":
+	case "store":
+		if c.Backend != "redis" {
+			e.add("store.clock", `"store" needs backend = "redis"`)
+		}
+	default:
+		e.add("store.clock", "unknown value %q (want local or store)", c.Clock)
+	}
+	if c.Memory.MaxKeys < 1 {
+		e.add("store.memory.max_keys", "must be positive, got %d", c.Memory.MaxKeys)
+	}
+	r := &c.Redis
+	s.Redis = RedisStore{URL: r.URL, Cluster: r.Cluster, SentinelMaster: r.Sentinel.Master,
+		SentinelAddrs: r.Sentinel.Addrs, Prefix: r.Prefix, Username: r.Username}
+	if c.Backend != "redis" {
+		return s
+	}
+	set := 0
+	for _, b := range []bool{r.URL != "", len(r.Cluster) > 0, r.Sentinel.Master != "" || len(r.Sentinel.Addrs) > 0} {
+		if b {
+			set++
+		}
+	}
+	if set > 1 {
+		e.add("store.redis", "set only one of url, cluster and sentinel")
+	}
+	if set == 0 {
+		s.Redis.URL = DefaultRedisURL
+	}
+	if r.URL != "" {
+		u, err := url.Parse(r.URL)
+		switch {
+		case err != nil:
+			e.add("store.redis.url", "invalid URL: %v", errors.Unwrap(err))
+		case u.Scheme != "redis" && u.Scheme != "rediss":
+			e.add("store.redis.url", "scheme must be redis or rediss, got %q", u.Scheme)
+		case u.Host == "":
+			e.add("store.redis.url", "missing host")
+		}
+	}
+	for i, a := range r.Cluster {
+		checkAddr(a, fmt.Sprintf("store.redis.cluster[%d]", i), false, e)
+	}
+	if r.Sentinel.Master != "" || len(r.Sentinel.Addrs) > 0 {
+		if r.Sentinel.Master == "" {
+			e.add("store.redis.sentinel.master", "is required with sentinel addrs")
+		}
+		if len(r.Sentinel.Addrs) == 0 {
+			e.add("store.redis.sentinel.addrs", "at least one address is required")
+		}
+		for i, a := range r.Sentinel.Addrs {
+			checkAddr(a, fmt.Sprintf("store.redis.sentinel.addrs[%d]", i), false, e)
+		}
+	}
+	if r.Prefix == "" {
+		e.add("store.redis.prefix", "must not be empty (keys would share the database's namespace)")
+	}
+	if r.PasswordEnv != "" && !validEnvName(r.PasswordEnv) {
+		e.add("store.redis.password_env", "invalid environment variable name %q", r.PasswordEnv)
+	}
+	return s
+}

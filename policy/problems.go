@@ -1,0 +1,29 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+)
+
+// errs_ collects problems with their field paths.
+type errs_ []error
+
+func (e *errs_) add(path, format string, args ...any) {
+	*e = append(*e, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+}
+
+// duration parses a Go duration string; positive requires > 0, otherwise ≥ 0.
+func duration(s, path string, positive bool, e *errs_) time.Duration {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		e.add(path, "invalid duration %q (want e.g. \"50ms\", \"5s\", \"1m\")", s)
+	case d < 0 || positive && d == 0:
+		if positive {
+			e.add(path, "must be positive, got %s", s)
+		} else {
+			e.add(path, "must not be negative, got %s", s)
+		}
+	}
+	return d
+}
