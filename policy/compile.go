@@ -27,7 +27,7 @@ func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	var e errs_
+	var e problems
 	if c.Store.Backend == "redis" && c.Store.Redis.PasswordEnv != "" {
 		p.Store.Redis.Password = getenv(c.Store.Redis.PasswordEnv)
 		if p.Store.Redis.Password == "" {
@@ -95,7 +95,7 @@ func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte
 // it returns is complete except for Identity, Redis.Password and exempt
 // API keys; it is meaningful only when no error is returned.
 func build(c *Config) (*Policy, []error) {
-	var e errs_
+	var e problems
 	p := &Policy{Config: *c, byName: make(map[string]*Limit, len(c.Limits))}
 	p.Server = buildServer(&c.Server, &e)
 	p.Store = buildStore(&c.Store, &e)

@@ -1,6 +1,6 @@
 package policy
 
-func buildAccessLog(c *AccessLogConfig, e *errs_) AccessLog {
+func buildAccessLog(c *AccessLogConfig, e *problems) AccessLog {
 	a := AccessLog{Path: c.Path, Format: c.Format, RawClient: c.RawClient}
 	switch c.Format {
 	case "combined", "jsonl":

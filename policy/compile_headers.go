@@ -6,7 +6,7 @@ import (
 	"github.com/tollgate/gateway/headers"
 )
 
-func buildStyles(emit []string, e *errs_) headers.Styles {
+func buildStyles(emit []string, e *problems) headers.Styles {
 	styles := headers.Styles{}
 	for i, s := range emit {
 		st, err := headers.ParseStyle(s)

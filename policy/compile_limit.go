@@ -7,7 +7,7 @@ import (
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-func buildLimit(c *LimitConfig, path string, e *errs_) *Limit {
+func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
 	n := len(*e)
 	rl := &ratelimit.Limit{Name: c.Name, Burst: c.Burst, MaxInFlight: c.MaxInFlight}
 	l := &Limit{Limit: rl, Cost: c.Cost}
@@ -130,7 +130,7 @@ func buildLimit(c *LimitConfig, path string, e *errs_) *Limit {
 
 // resolveLimits maps limit names to compiled limits, reporting unknown and
 // repeated names.
-func resolveLimits(names []string, byName map[string]*Limit, path string, e *errs_) []*Limit {
+func resolveLimits(names []string, byName map[string]*Limit, path string, e *problems) []*Limit {
 	var out []*Limit
 	for i, name := range names {
 		l, ok := byName[name]

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-func buildRoute(c *RouteConfig, path string, e *errs_) *Route {
+func buildRoute(c *RouteConfig, path string, e *problems) *Route {
 	rt := &Route{Name: c.Name, StripPrefix: c.StripPrefix}
 	if !validName(c.Name, true) {
 		if c.Name == "" {

@@ -4,7 +4,7 @@ import (
 	"net"
 )
 
-func buildServer(c *ServerConfig, e *errs_) Server {
+func buildServer(c *ServerConfig, e *problems) Server {
 	s := Server{Listen: c.Listen, AdminListen: c.AdminListen, MaxHeaderBytes: c.MaxHeaderBytes, WatchConfig: c.WatchConfig}
 	checkAddr(c.Listen, "server.listen", false, e)
 	checkAddr(c.AdminListen, "server.admin_listen", true, e)
@@ -20,7 +20,7 @@ func buildServer(c *ServerConfig, e *errs_) Server {
 	return s
 }
 
-func checkAddr(addr, path string, optional bool, e *errs_) {
+func checkAddr(addr, path string, optional bool, e *problems) {
 	if addr == "" {
 		if !optional {
 			e.add(path, "is required")

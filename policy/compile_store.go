@@ -6,7 +6,7 @@ import (
 	"net/url"
 )
 
-func buildStore(c *StoreConfig, e *errs_) Store {
+func buildStore(c *StoreConfig, e *problems) Store {
 	s := Store{Backend: c.Backend, Clock: c.Clock, MemoryMaxKeys: c.Memory.MaxKeys, RequireAtStartup: c.RequireAtStartup}
 	switch c.Backend {
 	case "memory", "redis":

@@ -9,9 +9,9 @@ import (
 
 // identityConfig checks the [identity] table (when e is not nil) and
 // returns the keys.Config it describes, without secrets.
-func identityConfig(c *IdentityConfig, e *errs_) keys.Config {
+func identityConfig(c *IdentityConfig, e *problems) keys.Config {
 	if e == nil {
-		e = new(errs_)
+		e = new(problems)
 	}
 	kc := keys.Config{APIKeyHeader: c.APIKeyHeader, APIKeyQuery: c.APIKeyQuery, UserHeader: c.UserHeader,
 		IPv6Prefix: c.IPv6Prefix, MaxValueLen: c.MaxValueLen}
@@ -71,7 +71,7 @@ func identityConfig(c *IdentityConfig, e *errs_) keys.Config {
 }
 
 // prefixes parses CIDRs; a bare address is its own single-address prefix.
-func prefixes(ss []string, path string, e *errs_) []netip.Prefix {
+func prefixes(ss []string, path string, e *problems) []netip.Prefix {
 	var out []netip.Prefix
 	for i, s := range ss {
 		p, err := netip.ParsePrefix(s)

@@ -5,15 +5,16 @@ import (
 	"time"
 )
 
-// errs_ collects problems with their field paths.
-type errs_ []error
+// problems collects configuration problems, each prefixed with its field
+// path, so that one run reports all of them.
+type problems []error
 
-func (e *errs_) add(path, format string, args ...any) {
+func (e *problems) add(path, format string, args ...any) {
 	*e = append(*e, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
 }
 
 // duration parses a Go duration string; positive requires > 0, otherwise ≥ 0.
-func duration(s, path string, positive bool, e *errs_) time.Duration {
+func duration(s, path string, positive bool, e *problems) time.Duration {
 	d, err := time.ParseDuration(s)
 	switch {
 	case err != nil:
