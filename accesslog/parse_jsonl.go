@@ -1,0 +1,60 @@
+package accesslog
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// jsonEntry is the jsonl line as encoding/json decodes it.
+type jsonEntry struct {
+	Time      string   `json:"time"`
+	Client    string   `json:"client"`
+	Kind      string   `json:"kind"`
+	Key       string   `json:"key"`
+	IP        string   `json:"ip"`
+	Method    string   `json:"method"`
+	Path      string   `json:"path"`
+	Proto     string   `json:"proto"`
+	Status    int      `json:"status"`
+	Bytes     *int64   `json:"bytes"`
+	Referer   string   `json:"referer"`
+	UserAgent string   `json:"user_agent"`
+	Route     string   `json:"route"`
+	Outcome   string   `json:"outcome"`
+	Decision  string   `json:"decision"`
+	Limit     string   `json:"limit"`
+	Latency   *float64 `json:"latency"`
+}
+
+func (p *Parser) parseJSON(line []byte) error {
+	p.js = jsonEntry{}
+	if !p.fastJSON(line) {
+		p.js = jsonEntry{}
+		if err := json.Unmarshal(line, &p.js); err != nil {
+			return err
+		}
+	}
+	j, e := &p.js, &p.e
+	t, err := time.Parse(time.RFC3339Nano, j.Time)
+	if err != nil {
+		return fmt.Errorf("time %q: %w", j.Time, err)
+	}
+	*e = Entry{Time: t, Client: j.Client, ClientKind: p.strS(j.Kind), APIKey: j.Key, IP: j.IP,
+		Method: p.strS(j.Method), Path: j.Path, Proto: p.strS(j.Proto), Status: j.Status, Bytes: -1,
+		Referer: j.Referer, UserAgent: j.UserAgent, Route: p.strS(j.Route), Outcome: p.strS(j.Outcome),
+		Decision: p.strS(j.Decision), Limit: p.strS(j.Limit)}
+	if j.Bytes != nil {
+		if *j.Bytes < 0 {
+			return fmt.Errorf("bytes %d is negative", *j.Bytes)
+		}
+		e.Bytes = *j.Bytes
+	}
+	if j.Latency != nil {
+		if e.Latency, err = seconds(strconv.AppendFloat(nil, *j.Latency, 'f', -1, 64)); err != nil {
+			return fmt.Errorf("latency: %w", err)
+		}
+	}
+	return nil
+}
