@@ -101,13 +101,16 @@ func sharedGroup(hits []ratelimit.Hit, g []int) bool {
 // refund's instant: ClockStore reads TIME; ClockLocal uses now plus the time
 // this call has taken so far.
 //
+// With inverse set, refunds always take the inverse path, even for a key
+// untouched since (tests reach the inverse without concurrent traffic).
+//
 // Residual race: between an earlier slot's count and its refund (one round
 // trip), other requests see those units as taken and may be denied although
 // the request holding them ends up denied too (transient under-admission,
 // never over-admission). This Store does not cache such a denial (holdSet);
 // another gateway's may. Across slots the decision is not atomic: two slots
 // are decided at two slightly different instants with ClockStore.
-func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
+func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision, inverse bool) (bool, error) {
 	keys := make([]string, len(hits))
 	for i, h := range hits {
 		keys[i] = s.Key(h.Limit, h.Key)
@@ -120,7 +123,7 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 	// Shared slots last: their counts are then final, never held and
 	// given back.
 	slices.SortStableFunc(groups, func(a, b []int) int { return b2i(sharedGroup(hits, a)) - b2i(sharedGroup(hits, b)) })
-	start := time.Now()
+	start := s.now()
 	// Every slot but the last may count and then be refunded: its keys are
 	// held until this call ends, and no denial on them is cached meanwhile.
 	var held []string
@@ -130,7 +133,7 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 		}
 	}
 	s.holds.add(held, 1, start, 0)
-	defer func() { s.holds.add(held, -1, time.Now(), 2*s.opts.Timeout) }()
+	defer func() { s.holds.add(held, -1, s.now(), 2*s.opts.Timeout) }()
 	type done struct {
 		idx  []int
 		hits []ratelimit.Hit
@@ -140,7 +143,7 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 	var counted []done
 	// giveBack refunds d at the instant now plus the time spent so far.
 	giveBack := func(ctx context.Context, d done) error {
-		rf := &refund{t: d.t, at: now.Add(time.Since(start)).UnixMicro()}
+		rf := &refund{t: d.t, at: now.Add(s.now().Sub(start)).UnixMicro(), inverse: inverse}
 		_, _, err := s.run(ctx, s.client, modeRefund, now, d.hits, d.out, rf)
 		if err == nil {
 			s.stats.refunds.Add(1)

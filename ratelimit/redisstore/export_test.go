@@ -1,6 +1,22 @@
 package redisstore
 
-// InverseRefundsOnly makes s refund a Cluster count by its inverse
-// operation even when the key is untouched since, so that tests exercise
-// the inverse without concurrent traffic.
-func InverseRefundsOnly(s *Store) { s.inverseOnly = true }
+import (
+	"context"
+	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// DecideInverseRefunds is Decide on a Cluster, without the deny cache,
+// refunding every count by its inverse operation even when the key is
+// untouched since, so that tests exercise the inverse without concurrent
+// traffic.
+func (s *Store) DecideInverseRefunds(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
+	var allowed bool
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		allowed, err = s.decideCluster(ctx, now, hits, out, true)
+		return err
+	})
+	return allowed, err
+}

@@ -71,8 +71,11 @@ func TestClusterRefundRestores(t *testing.T) {
 	deny := finished(t, ratelimit.Limit{Name: "deny", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(1, time.Hour)}})
 	for _, path := range []string{"restore", "inverse"} {
 		s := newStore(t, c, redisstore.Options{DenyCacheSize: -1})
+		decide := s.Decide
 		if path == "inverse" {
-			redisstore.InverseRefundsOnly(s)
+			decide = func(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
+				return s.DecideInverseRefunds(ctx, now, hits, out)
+			}
 		}
 		// The denying key sits in a high slot, so every tested key's slot
 		// is decided (and counted) first.
@@ -106,7 +109,7 @@ func TestClusterRefundRestores(t *testing.T) {
 					// The request: 3 units on key, then denied by denyKey.
 					out := make([]ratelimit.Decision, 2)
 					hits := []ratelimit.Hit{{Limit: l, Key: key, Cost: 3}, {Limit: deny, Key: denyKey, Cost: 1}}
-					ok, err := s.Decide(ctx, t0, hits, out)
+					ok, err := decide(ctx, t0, hits, out)
 					if err != nil || ok {
 						t.Fatalf("request: allowed %v, err %v; want denied", ok, err)
 					}

@@ -1,0 +1,74 @@
+package redisstore
+
+import (
+	_ "embed"
+	"encoding/binary"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// callArgs is the reusable argument set of one decide call.
+type callArgs struct {
+	keys []string
+	args []any
+	hdr  []byte
+}
+
+var argPool = sync.Pool{New: func() any { return new(callArgs) }}
+
+// appendF64 appends v as a little-endian double (decide.lua reads '<d').
+func appendF64(b []byte, v float64) []byte {
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+}
+
+// limitArg returns the packed parameters of l (decide.lua's ARGV[1+h]):
+// algorithm, shadow, windows, then L, W, capacity, P, N per window. They
+// are built once per limit ID.
+func (s *Store) limitArg(l *ratelimit.Limit) string {
+	if v, ok := s.params.Load(l.ID); ok {
+		return v.(string)
+	}
+	n := l.Windows()
+	b := make([]byte, 0, 8*(3+5*n))
+	b = appendF64(b, float64(l.Algorithm))
+	b = appendF64(b, float64(b2i(l.Shadow)))
+	b = appendF64(b, float64(n))
+	for w := range n {
+		p := l.Params(w)
+		for _, v := range [...]int64{p.Limit, p.Window, p.Capacity, p.Precision, p.Buckets} {
+			b = appendF64(b, float64(v))
+		}
+	}
+	v := string(b)
+	s.params.Store(l.ID, v)
+	return v
+}
+
+// header packs decide.lua's ARGV[1].
+func (s *Store) header(b []byte, mode int, now time.Time, wantOld bool, costs func(yield func(int64) bool), n int) []byte {
+	useTime, t := 1.0, 0.0
+	if s.opts.Clock == ClockLocal {
+		useTime, t = 0, float64(now.UnixMicro())
+	}
+	b = appendF64(b, t)
+	b = appendF64(b, useTime)
+	b = appendF64(b, float64(mode))
+	b = appendF64(b, float64(b2i(wantOld)))
+	b = appendF64(b, float64(s.opts.LeaseTTL.Milliseconds()))
+	b = appendF64(b, float64(s.opts.TTLMargin.Milliseconds()))
+	b = appendF64(b, float64(n))
+	for c := range costs {
+		b = appendF64(b, float64(c))
+	}
+	return b
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,106 @@
+package redisstore
+
+import (
+	_ "embed"
+	"encoding/binary"
+	"hash/maphash"
+	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// denied is a cached denial: the decisions Redis returned at instant at,
+// valid until until (the earliest RetryAfter among the denying enforced
+// hits), so every denying hit still denies until then.
+type denied struct {
+	at, until time.Time
+	out       []ratelimit.Decision
+}
+
+// denyKey identifies a hit set (limit IDs, keys and costs) in the deny
+// cache: two 64-bit hashes under independent random seeds, so building it
+// allocates nothing and two different hit sets collide with probability
+// about 2^-128 (the seeds are per process, so no client can aim at one).
+type denyKey [2]uint64
+
+// cacheKey returns the deny-cache key of hits.
+func (s *Store) cacheKey(hits []ratelimit.Hit) denyKey {
+	var k denyKey
+	for j := range k {
+		var h maphash.Hash
+		h.SetSeed(s.seeds[j])
+		for _, hit := range hits {
+			h.WriteString(hit.Limit.ID)
+			h.WriteByte(0)
+			h.WriteString(hit.Key)
+			h.WriteByte(0)
+			var c [8]byte
+			binary.LittleEndian.PutUint64(c[:], uint64(hit.Cost))
+			h.Write(c[:])
+		}
+		k[j] = h.Sum64()
+	}
+	return k
+}
+
+// denyStore caches a denial when every denying enforced hit promises a
+// RetryAfter (not Never, not Concurrency's unknown 0).
+func (s *Store) denyStore(ck denyKey, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) {
+	var wait time.Duration = -1
+	for i, h := range hits {
+		d := out[i]
+		if h.Limit.Shadow || d.Allowed {
+			continue
+		}
+		if d.Never || d.RetryAfter <= 0 {
+			return
+		}
+		if wait < 0 || d.RetryAfter < wait {
+			wait = d.RetryAfter
+		}
+	}
+	if wait <= 0 {
+		return
+	}
+	s.deny.Add(ck, &denied{at: now, until: now.Add(wait), out: append([]ratelimit.Decision(nil), out...)})
+}
+
+// heldDenial reports whether an enforced hit that denied has a key that a
+// cluster decision of this Store holds or held moments ago (holdSet): the
+// denial may be due to units given back since, so it must not be cached
+// until its RetryAfter.
+func (s *Store) heldDenial(hits []ratelimit.Hit, out []ratelimit.Decision) bool {
+	if !s.cluster {
+		return false
+	}
+	return s.holds.held(func(yield func(string) bool) {
+		for i, h := range hits {
+			if !h.Limit.Shadow && !out[i].Allowed && !yield(s.Key(h.Limit, h.Key)) {
+				return
+			}
+		}
+	}, s.now())
+}
+
+// denyLookup answers from the cache if a denial for ck is still valid at
+// now, with RetryAfter and Reset shortened by the time elapsed.
+func (s *Store) denyLookup(ck denyKey, now time.Time, out []ratelimit.Decision) bool {
+	e, ok := s.deny.Get(ck)
+	if !ok {
+		return false
+	}
+	if !now.Before(e.until) || now.Before(e.at) {
+		s.deny.Remove(ck)
+		return false
+	}
+	el := now.Sub(e.at)
+	for i, d := range e.out {
+		d.Counted = false
+		if d.RetryAfter > 0 {
+			d.RetryAfter -= el
+		}
+		d.Reset = max(d.Reset-el, 0)
+		out[i] = d
+	}
+	return true
+}

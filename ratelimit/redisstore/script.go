@@ -1,0 +1,99 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+//go:embed decide.lua
+var decideSrc string
+
+//go:embed release.lua
+var releaseSrc string
+
+// Script modes (ARGV[2] of decide.lua).
+const (
+	modeDecide = 0
+	modeCheck  = 1
+	modeRefund = 2
+)
+
+// written is what one decide call did to one key: whether it counted there,
+// the value it read (old, oldOK: the key existed) and the value it wrote.
+type written struct {
+	counted bool
+	old     string
+	oldOK   bool
+	new     string
+}
+
+// taken is what one modeDecide call on a cluster counted, so that a refund
+// can undo it: the call's instant (ticks, as the script used it) and, per
+// hit, the values it read and wrote.
+type taken struct {
+	at   int64
+	keys []written
+}
+
+// refund asks a modeRefund call to undo t, applying the inverse operations
+// at instant at (ticks; ignored with ClockStore, which reads TIME).
+type refund struct {
+	t  taken
+	at int64
+	// inverse skips the exact restore of a key untouched since.
+	inverse bool
+}
+
+// run executes decide.lua for hits in one round trip and fills out. With
+// rf non-nil (mode modeRefund) it first gives back what rf took. It
+// returns what it counted when mode is modeDecide on a cluster.
+func (s *Store) run(ctx context.Context, c redis.Scripter, mode int, now time.Time, hits []ratelimit.Hit,
+	out []ratelimit.Decision, rf *refund) (bool, taken, error) {
+	ca := argPool.Get().(*callArgs)
+	defer func() {
+		clear(ca.keys)
+		clear(ca.args)
+		ca.keys, ca.args, ca.hdr = ca.keys[:0], ca.args[:0], ca.hdr[:0]
+		argPool.Put(ca)
+	}()
+	wantOld := s.cluster && mode == modeDecide
+	costs := func(yield func(int64) bool) {
+		for _, h := range hits {
+			if !yield(h.Cost) {
+				return
+			}
+		}
+	}
+	ca.hdr = s.header(ca.hdr, mode, now, wantOld, costs, len(hits))
+	ca.args = append(ca.args, ca.hdr)
+	for _, h := range hits {
+		ca.keys = append(ca.keys, s.Key(h.Limit, h.Key))
+		ca.args = append(ca.args, s.limitArg(h.Limit))
+	}
+	if rf != nil {
+		var ts [16]byte
+		binary.LittleEndian.PutUint64(ts[:], math.Float64bits(float64(rf.t.at)))
+		binary.LittleEndian.PutUint64(ts[8:], math.Float64bits(float64(rf.at)))
+		ca.args = append(ca.args, string(ts[:]))
+		for _, r := range rf.t.keys {
+			nw := r.new
+			if rf.inverse {
+				nw = "" // never equals a value read: always the inverse
+			}
+			ca.args = append(ca.args, strconv.Itoa(b2i(r.counted)), nw, strconv.Itoa(b2i(r.oldOK)), r.old)
+		}
+	}
+	res, err := s.decide.Run(ctx, c, ca.keys, ca.args...).Result()
+	if err != nil {
+		return false, taken{}, err
+	}
+	return parseReply(res, hits, out, wantOld)
+}

@@ -1,0 +1,47 @@
+package redisstore
+
+import (
+	_ "embed"
+	"sync/atomic"
+)
+
+// Stats are cumulative counters of a Store, for metrics.
+type Stats struct {
+	// Calls is the number of store calls attempted (decisions answered by
+	// the deny cache are not calls).
+	Calls uint64
+	// Timeouts counts calls that hit their deadline.
+	Timeouts uint64
+	// StateErrors counts calls failed by a key of the wrong type or with
+	// unreadable content.
+	StateErrors uint64
+	// OtherErrors counts every other failed call (connection refused,
+	// READONLY, CLUSTERDOWN, ...).
+	OtherErrors uint64
+	// BreakerRejects counts calls failed fast by the open breaker.
+	BreakerRejects uint64
+	// DenyCacheHits counts decisions answered by the local deny cache.
+	DenyCacheHits uint64
+	// Refunds counts Cluster refunds of earlier slots after a later denial.
+	Refunds uint64
+	// Breaker is the breaker's state now.
+	Breaker BreakerState
+}
+
+type counters struct {
+	calls, timeouts, stateErrors, otherErrors, breakerRejects, denyCacheHits, refunds atomic.Uint64
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Calls:          s.stats.calls.Load(),
+		Timeouts:       s.stats.timeouts.Load(),
+		StateErrors:    s.stats.stateErrors.Load(),
+		OtherErrors:    s.stats.otherErrors.Load(),
+		BreakerRejects: s.stats.breakerRejects.Load(),
+		DenyCacheHits:  s.stats.denyCacheHits.Load(),
+		Refunds:        s.stats.refunds.Load(),
+		Breaker:        s.breaker.state(s.now()),
+	}
+}

@@ -1,0 +1,335 @@
+// Package redisstore is a ratelimit.Store whose counters live in Redis
+// (standalone, Sentinel or Cluster), so that a fleet of gateways shares them.
+//
+// Every algorithm runs inside one Lua script (decide.lua, embedded) that
+// mirrors the Go window math of package ratelimit bit for bit: integer ticks
+// (µs), doubles in the order ARCHITECTURE.md writes them, doubles stored
+// bit-exact as packed little-endian IEEE 754 values. All hits of one request are decided by one EVALSHA on standalone and
+// Sentinel: the script checks every hit first and counts only if every
+// enforced hit allows. Every key is passed in KEYS, and every key carries a
+// TTL just longer than the state it holds (concurrency keys: a lease TTL
+// refreshed on every acquire).
+//
+// Scripts run with redis.Script.Run: EVALSHA, and EVAL only when Redis
+// answers NOSCRIPT (a restarted server or SCRIPT FLUSH). No other failure is
+// retried: an increment whose reply was lost may have been applied.
+//
+// Failures return errors wrapping ratelimit.ErrStore; the caller applies its
+// on_error policy. A circuit breaker fails calls fast while Redis is down and
+// probes it to recover, and a local deny cache answers a request that Redis
+// has denied until T without a round trip until T.
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"strings"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// Clock selects whose clock a decision uses.
+type Clock uint8
+
+const (
+	// ClockLocal decides at the now passed to Decide (the gateway's clock).
+	ClockLocal Clock = iota
+	// ClockStore decides at redis.call('TIME') read inside the script, so
+	// every gateway shares the Redis server's clock at no extra round trip.
+	// Redis 7 replicates a script's effects, not the script, so reading TIME
+	// in a script that writes is safe.
+	ClockStore
+)
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// Prefix is prepended to every key:
+	// prefix + hit.Key + ":" + Limit.ID + ":" + stateFormat.
+	// Default "" (the gateway passes store.redis.prefix, "tollgate:").
+	Prefix string
+	// Clock selects the decision clock. Default ClockLocal.
+	Clock Clock
+	// Timeout bounds one store call, including waiting for a pooled
+	// connection. Default 50ms. The client must have ContextTimeoutEnabled
+	// for the deadline to bound the socket.
+	Timeout time.Duration
+	// DenyCacheSize is the number of denied hit sets remembered locally:
+	// 0 means 10000, a negative value disables the cache.
+	DenyCacheSize int
+	// LeaseTTL is the TTL of a concurrency key, refreshed on every acquire,
+	// so that the slots of a crashed gateway heal. Default 5 minutes.
+	LeaseTTL time.Duration
+	// TTLMargin is added to every key's TTL beyond the instant its state
+	// expires, to absorb clock skew between gateways with ClockLocal.
+	// Default 1s.
+	TTLMargin time.Duration
+	// BreakerFailures is the number of consecutive failed calls that open
+	// the circuit breaker. Default 5.
+	BreakerFailures int
+	// BreakerCooldown is how long the breaker stays open before one probe
+	// call is let through. Default 250ms.
+	BreakerCooldown time.Duration
+	// Now is the clock of the breaker, the deny cache and the holds of
+	// Cluster refunds. Default time.Now. (Decisions use the instant passed
+	// to Decide, or Redis TIME with ClockStore.)
+	Now func() time.Time
+}
+
+// Store is a ratelimit.Store backed by Redis. It is safe for concurrent use.
+type Store struct {
+	client  redis.UniversalClient
+	cluster bool
+	opts    Options
+	decide  *redis.Script
+	release *redis.Script
+	breaker breaker
+	deny    *lru.Cache[denyKey, *denied]
+	seeds   [2]maphash.Seed // of denyKey
+	stats   counters
+	params  sync.Map // limit ID → packed parameters (limitArg)
+	holds   holdSet  // cluster keys that a decision in progress may refund
+	now     func() time.Time
+}
+
+var _ ratelimit.Store = (*Store)(nil)
+
+// New returns a Store using client, which the caller keeps owning (Close
+// does not close it). It fails when the options are invalid.
+func New(client redis.UniversalClient, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	if opts.Clock != ClockLocal && opts.Clock != ClockStore {
+		return nil, fmt.Errorf("redisstore: unknown clock %d", opts.Clock)
+	}
+	if opts.Timeout < 0 || opts.LeaseTTL < 0 || opts.TTLMargin < 0 || opts.BreakerCooldown < 0 || opts.BreakerFailures < 0 {
+		return nil, errors.New("redisstore: negative timeout, lease, margin or breaker setting")
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 50 * time.Millisecond
+	}
+	if opts.LeaseTTL == 0 {
+		opts.LeaseTTL = 5 * time.Minute
+	}
+	if opts.TTLMargin == 0 {
+		opts.TTLMargin = time.Second
+	}
+	if opts.BreakerFailures == 0 {
+		opts.BreakerFailures = 5
+	}
+	if opts.BreakerCooldown == 0 {
+		opts.BreakerCooldown = 250 * time.Millisecond
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Store{
+		now:     opts.Now,
+		client:  client,
+		opts:    opts,
+		decide:  redis.NewScript(decideSrc),
+		release: redis.NewScript(releaseSrc),
+	}
+	s.breaker.init(opts.BreakerFailures, opts.BreakerCooldown)
+	_, s.cluster = client.(*redis.ClusterClient)
+	if opts.DenyCacheSize >= 0 {
+		size := opts.DenyCacheSize
+		if size == 0 {
+			size = 10000
+		}
+		s.seeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+		c, err := lru.New[denyKey, *denied](size)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: deny cache: %w", err)
+		}
+		s.deny = c
+	}
+	return s, nil
+}
+
+// Key returns the Redis key holding limit's counters for hit key k.
+func (s *Store) Key(l *ratelimit.Limit, k string) string {
+	return s.opts.Prefix + k + ":" + l.ID + ":" + stateFormat
+}
+
+// stateFormat names the layout of the values the scripts store. It is part
+// of every key, so that gateways of different versions sharing one Redis
+// during a rolling upgrade keep separate counters instead of reading each
+// other's values as corrupt. Change it whenever decide.lua's layout changes.
+const stateFormat = "f2"
+
+// call runs f under the store's timeout and the circuit breaker, and wraps
+// its error in ratelimit.ErrStore.
+func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) error {
+	s.stats.calls.Add(1)
+	if !s.breaker.allow(s.now()) {
+		s.stats.breakerRejects.Add(1)
+		return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, ErrBreakerOpen)
+	}
+	// Bound the call by the store's budget, unless the caller's deadline
+	// is already at least as tight (the gateway sets one per request): a
+	// second timer would cost three allocations and change nothing.
+	// Context deadlines run on the process's real clock, not s.now.
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.opts.Timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
+		defer cancel()
+	}
+	err := f(ctx)
+	switch {
+	case err == nil:
+		s.breaker.success()
+		return nil
+	case isStateError(err):
+		// Redis is healthy; this key holds something we cannot read.
+		s.breaker.success()
+		s.stats.stateErrors.Add(1)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		s.breaker.failure(s.now())
+		s.stats.timeouts.Add(1)
+	default:
+		s.breaker.failure(s.now())
+		s.stats.otherErrors.Add(1)
+	}
+	return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, err)
+}
+
+// isStateError reports whether err is a script error about one key's
+// content (wrong type or corrupt state) rather than an unhealthy server.
+func isStateError(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "WRONGTYPE") || strings.Contains(msg, "tollgate: corrupt")
+}
+
+// ErrBreakerOpen is wrapped (with ratelimit.ErrStore) by every call failed
+// fast while the circuit breaker is open.
+var ErrBreakerOpen = errors.New("circuit breaker open")
+
+// Decide implements ratelimit.Store.
+func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
+	if len(out) < len(hits) {
+		return false, fmt.Errorf("redisstore: %d decisions for %d hits", len(out), len(hits))
+	}
+	for i, h := range hits {
+		if err := h.Check(); err != nil {
+			return false, fmt.Errorf("redisstore: hit %d: %w", i, err)
+		}
+	}
+	if len(hits) == 0 {
+		return true, nil
+	}
+	var ck denyKey
+	if s.deny != nil {
+		ck = s.cacheKey(hits)
+		if s.denyLookup(ck, now, out[:len(hits)]) {
+			s.stats.denyCacheHits.Add(1)
+			return false, nil
+		}
+	}
+	var allowed bool
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		if s.cluster {
+			allowed, err = s.decideCluster(ctx, now, hits, out, false)
+		} else {
+			allowed, _, err = s.run(ctx, s.client, 0, now, hits, out, nil)
+		}
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	if !allowed && s.deny != nil && !s.heldDenial(hits, out) {
+		s.denyStore(ck, now, hits, out[:len(hits)])
+	}
+	return allowed, nil
+}
+
+// Usage implements ratelimit.Store. It runs the decision script in check
+// mode (cost 1), which changes nothing.
+func (s *Store) Usage(ctx context.Context, now time.Time, limit *ratelimit.Limit, key string) ([]ratelimit.WindowUsage, error) {
+	hits := []ratelimit.Hit{{Limit: limit, Key: key, Cost: 1}}
+	if err := hits[0].Check(); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	dec := make([]ratelimit.Decision, 1)
+	var rem, reset []int64
+	err := s.call(ctx, func(ctx context.Context) error {
+		keys := []string{s.Key(limit, key)}
+		one := func(yield func(int64) bool) { yield(1) }
+		args := []any{s.header(nil, modeCheck, now, false, one, 1), s.limitArg(limit)}
+		res, err := s.decide.Run(ctx, s.client, keys, args...).Result()
+		if err != nil {
+			return err
+		}
+		if _, _, err := parseReply(res, hits, dec, false); err != nil {
+			return err
+		}
+		// parseReply validated the layout: allowed, now, counted, never,
+		// old-exists, then ok, retry, remaining, reset per window.
+		packed, _ := res.(string)
+		r := replyReader{b: packed, pos: 5 * 8}
+		for range limit.Windows() {
+			r.next()
+			r.next()
+			rem = append(rem, r.next())
+			reset = append(reset, r.next())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	n := limit.Windows()
+	out := make([]ratelimit.WindowUsage, n)
+	for w := range n {
+		p := limit.Params(w)
+		u := ratelimit.WindowUsage{Used: p.Capacity - rem[w], Remaining: rem[w], Reset: time.Duration(reset[w]) * ratelimit.Tick}
+		if w < len(limit.Rates) {
+			u.Rate = limit.Rates[w]
+		}
+		out[w] = u
+	}
+	return out, nil
+}
+
+// Reset implements ratelimit.Store. It also forgets every locally cached
+// denial, which may involve the key.
+func (s *Store) Reset(ctx context.Context, limit *ratelimit.Limit, key string) error {
+	if limit == nil || limit.ID == "" {
+		return errors.New("redisstore: reset of an unfinished limit")
+	}
+	if s.deny != nil {
+		s.deny.Purge()
+	}
+	return s.call(ctx, func(ctx context.Context) error {
+		return s.client.Del(ctx, s.Key(limit, key)).Err()
+	})
+}
+
+// Close implements ratelimit.Store. It does not close the client, which
+// the caller owns.
+func (s *Store) Close() error {
+	if s.deny != nil {
+		s.deny.Purge()
+	}
+	return nil
+}
+
+// Ready reports whether the store can serve decisions: nil when the breaker
+// is closed (or due to probe) and Redis answers PING within the timeout.
+// It is meant for /readyz.
+func (s *Store) Ready(ctx context.Context) error {
+	if st := s.breaker.state(s.now()); st == BreakerOpen {
+		return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, ErrBreakerOpen)
+	}
+	return s.call(ctx, func(ctx context.Context) error { return s.client.Ping(ctx).Err() })
+}
