@@ -93,6 +93,7 @@ func (p *Parser) parseCombined(line []byte) error {
 		}
 		rest = r
 	}
+	identified := false
 	for len(rest) > 0 {
 		var kv []byte
 		rest = bytes.TrimLeft(rest, " ")
@@ -104,16 +105,38 @@ func (p *Parser) parseCombined(line []byte) error {
 		if !ok {
 			return fmt.Errorf("field %q is not key=value", kv)
 		}
-		if err := p.field(k, v); err != nil {
+		id, err := p.field(k, v)
+		if err != nil {
 			return fmt.Errorf("%s: %w", k, err)
+		}
+		identified = identified || id
+	}
+	if !identified {
+		return p.plain(path)
+	}
+	return nil
+}
+
+// plain reads a line that carries none of Tollgate's identity fields as
+// nginx and Apache write their combined format: the first field is the
+// client address ($remote_addr, %h), and the request target (target, as
+// logged) may carry a query, which Entry.Path excludes.
+func (p *Parser) plain(target []byte) error {
+	e := &p.e
+	e.IP = e.Client
+	if path, _, ok := cut(target, '?'); ok {
+		var err error
+		if e.Path, err = p.token(path, false); err != nil {
+			return fmt.Errorf("path: %w", err)
 		}
 	}
 	return nil
 }
 
-func (p *Parser) field(k, v []byte) error {
+// field stores the Tollgate field k=v of a combined line; identity reports
+// whether k is one of the identity fields (kind, key, ip).
+func (p *Parser) field(k, v []byte) (identity bool, err error) {
 	e := &p.e
-	var err error
 	switch string(k) {
 	case "route":
 		e.Route, err = p.token(v, true)
@@ -125,12 +148,15 @@ func (p *Parser) field(k, v []byte) error {
 		e.Limit, err = p.token(v, true)
 	case "kind":
 		e.ClientKind, err = p.token(v, true)
+		identity = true
 	case "key":
 		e.APIKey, err = p.token(v, false)
+		identity = true
 	case "ip":
 		e.IP, err = p.token(v, false)
+		identity = true
 	case "latency":
 		e.Latency, err = seconds(v)
 	}
-	return err
+	return identity, err
 }

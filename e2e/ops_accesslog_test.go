@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -161,33 +159,4 @@ func parseAccessLine(t *testing.T, format, line string) accessLine {
 		l.Client = ""
 	}
 	return l
-}
-
-// runReplay runs `gateway replay --config cfg --log log` and returns its
-// report.
-func runReplay(t *testing.T, cfg, log string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, gatewayBin, "replay", "--config", cfg, "--log", log)
-	cmd.Env = cleanEnv()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("gateway replay: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	return stdout.String()
-}
-
-// replayRow returns the fields of the report's row for limit.
-func replayRow(t *testing.T, report, limit string) []string {
-	t.Helper()
-	for _, line := range strings.Split(report, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 6 && f[0] == limit {
-			return f
-		}
-	}
-	t.Fatalf("replay report has no row for %s:\n%s", limit, report)
-	return nil
 }
