@@ -88,7 +88,7 @@ type Entry struct {
 	// Route is the matched route's name, "" when none matched.
 	Route string
 	// Outcome is what the gateway did: forwarded, limited, shadow_limited,
-	// store_error, no_route, upstream_error or bad_request.
+	// store_error, no_route, upstream_error, bad_request or unauthorized.
 	Outcome string
 	// Decision is "allowed" or "denied", "" when no limit was decided.
 	Decision string

@@ -1,19 +1,18 @@
 package admin
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
 
@@ -22,20 +21,49 @@ var t0 = time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)
 type fixture struct {
 	srv     *httptest.Server
 	store   *memstore.Store
-	limit   *ratelimit.Limit
+	gateway *proxy.Handler
 	reloads int
 	now     time.Time
+}
+
+// compile compiles the default configuration changed by mutate.
+func compile(t *testing.T, mutate func(c *policy.Config)) *policy.Policy {
+	t.Helper()
+	c := policy.Default()
+	mutate(&c)
+	p, err := policy.Compile(c, func(string) string { return "" }, func(string) ([]byte, error) {
+		return nil, errors.New("no files in this test")
+	})
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	return p
+}
+
+// searchPolicy has one limit, "search" (3/minute and 10/hour per client),
+// on a route that answers 200 itself.
+func searchPolicy(t *testing.T) *policy.Policy {
+	return compile(t, func(c *policy.Config) {
+		l := policy.DefaultLimit()
+		l.Name, l.Algorithm, l.Rates = "search", "fixed_window", []string{"3/1m", "10/1h"}
+		c.Limits = []policy.LimitConfig{l}
+		rt := policy.DefaultRoute()
+		rt.Name, rt.PathPrefix, rt.Limits = "demo", "/", []string{"search"}
+		rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
+		c.Routes = []policy.RouteConfig{rt}
+	})
 }
 
 func newFixture(t *testing.T, token string) *fixture {
 	t.Helper()
 	f := &fixture{store: memstore.New(memstore.Options{MaxKeys: 1000}), now: t0}
 	t.Cleanup(func() { f.store.Close() })
-	f.limit = &ratelimit.Limit{Name: "search", Algorithm: ratelimit.FixedWindow,
-		Rates: []ratelimit.Rate{{Limit: 3, Window: time.Minute}, {Limit: 10, Window: time.Hour}}}
-	if err := f.limit.Finish(); err != nil {
+	p := searchPolicy(t)
+	gw, err := proxy.New(p, proxy.Options{Store: f.store, Now: func() time.Time { return f.now }})
+	if err != nil {
 		t.Fatal(err)
 	}
+	f.gateway = gw
 	h := Handler(Options{
 		Config: func() any {
 			return map[string]any{
@@ -44,16 +72,8 @@ func newFixture(t *testing.T, token string) *fixture {
 				"limits":   []any{map[string]any{"name": "search", "token": ""}},
 			}
 		},
-		Store: f.store,
-		Resolve: func(limit, key string, _ url.Values) (*ratelimit.Limit, string, error) {
-			if limit != "search" {
-				return nil, "", fmt.Errorf("limit %q: %w", limit, ErrNotFound)
-			}
-			if strings.ContainsRune(key, 0) {
-				return nil, "", errors.New("key contains NUL")
-			}
-			return f.limit, "{k}" + key, nil
-		},
+		Store:  f.store,
+		Policy: gw.Policy,
 		Reload: func() error {
 			f.reloads++
 			if f.reloads > 1 {
@@ -69,15 +89,22 @@ func newFixture(t *testing.T, token string) *fixture {
 	return f
 }
 
-// hit counts one request of client key against the limit, as the proxy would.
+// hit sends one request with API key key through the gateway and reports
+// whether it was allowed.
 func (f *fixture) hit(t *testing.T, key string) bool {
 	t.Helper()
-	out := make([]ratelimit.Decision, 1)
-	ok, err := f.store.Decide(context.Background(), f.now, []ratelimit.Hit{{Limit: f.limit, Key: "{k}" + key, Cost: 1}}, out)
-	if err != nil {
-		t.Fatal(err)
+	r := httptest.NewRequest("GET", "/x", nil)
+	r.Header.Set("X-API-Key", key)
+	w := httptest.NewRecorder()
+	f.gateway.ServeHTTP(w, r)
+	switch w.Code {
+	case 200:
+		return true
+	case 429:
+		return false
 	}
-	return ok
+	t.Fatalf("status %d: %s", w.Code, w.Body)
+	return false
 }
 
 func (f *fixture) do(t *testing.T, method, path, token string) (int, http.Header, map[string]any) {
@@ -119,7 +146,7 @@ func TestResetUnblocksClient(t *testing.T) {
 	}
 	ws := body["windows"].([]any)
 	w0, w1 := ws[0].(map[string]any), ws[1].(map[string]any)
-	if body["limit"] != "search" || body["mode"] != "enforce" || body["algorithm"] != "fixed_window" || body["counter_key"] != "{k}alice" ||
+	if body["limit"] != "search" || body["mode"] != "enforce" || body["algorithm"] != "fixed_window" || len(fmt.Sprint(body["counter_key"])) != 46 || strings.Contains(fmt.Sprint(body["counter_key"]), "alice") ||
 		w0["used"] != 3.0 || w0["remaining"] != 0.0 || w0["limit"] != 3.0 || w0["window_seconds"] != 60.0 || w0["reset_seconds"] != 60.0 ||
 		w1["used"] != 3.0 || w1["remaining"] != 7.0 || w1["rate"] != "10/1h0m0s" {
 		t.Errorf("usage = %v", body)
@@ -148,7 +175,8 @@ func TestErrors(t *testing.T) {
 		{"GET", "/admin/limits?limit=serch&key=a", 404, `limit "serch": not found`},
 		{"GET", "/admin/limits?key=a", 400, `"limit" is required`},
 		{"GET", "/admin/limits?limit=search", 400, `"key" is required`},
-		{"DELETE", "/admin/limits?limit=search&key=a%00", 400, "NUL"},
+		{"DELETE", "/admin/limits?limit=search&key=ip:a", 400, "not an IP address"},
+		{"GET", "/admin/limits?limit=search&key=", 400, "keyed by a client identity"},
 		{"PUT", "/admin/limits?limit=search&key=a", 405, "not allowed"},
 		{"GET", "/admin/reload", 405, "not allowed"},
 		{"GET", "/admin/nope", 404, "no admin route"},

@@ -64,7 +64,7 @@ func BenchmarkAppendKey(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				buf := make([]byte, 0, 64)
 				for pb.Next() {
-					buf = AppendKey(buf[:0], ps, &id, r, "search")
+					buf = e.AppendKey(buf[:0], ps, &id, &Values{Route: "search", Method: r.Method, Header: r.Header})
 				}
 			})
 		})

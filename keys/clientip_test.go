@@ -139,7 +139,7 @@ func TestClientIP(t *testing.T) {
 				t.Fatalf("client = %s %q, want ip %q", id.ClientKind, id.Client, tt.want)
 			}
 			if tt.prefix != "" {
-				if p := id.IPPrefix(); p.String() != tt.prefix {
+				if p := e.IPPrefix(id.IP); p.String() != tt.prefix {
 					t.Fatalf("IPPrefix = %v, want %s", p, tt.prefix)
 				}
 			}
@@ -154,7 +154,7 @@ func TestIPv6PrefixGrouping(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := e.Identify(newTestRequest(remote), time.Time{})
-		return string(AppendKey(nil, []Part{{Kind: PartClient}}, &id, newTestRequest(remote), "r"))
+		return string(e.AppendKey(nil, []Part{{Kind: PartClient}}, &id, &Values{Route: "r"}))
 	}
 	tests := []struct {
 		bits int

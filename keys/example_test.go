@@ -26,14 +26,14 @@ func Example() {
 	fmt.Println(id.ClientKind, id.Client)
 
 	by := []keys.Part{{Kind: keys.PartClient}, {Kind: keys.PartRoute}}
-	key := keys.AppendKey(nil, by, &id, r, "search")
+	key := e.AppendKey(nil, by, &id, &keys.Values{Route: "search", Method: r.Method, Header: r.Header})
 	fmt.Println(len(key), string(key[0]), string(key[23]))
 
 	// An API key is the client when one is sent; its raw value never
 	// appears in the key.
 	r.Header.Set("X-API-Key", "secret-key")
 	id = e.Identify(r, time.Now())
-	fmt.Println(id.ClientKind, string(keys.AppendKey(nil, by, &id, r, "search")) != string(key))
+	fmt.Println(id.ClientKind, string(e.AppendKey(nil, by, &id, &keys.Values{Route: "search", Method: r.Method, Header: r.Header})) != string(key))
 	// Output:
 	// ip 203.0.113.9
 	// 46 { }

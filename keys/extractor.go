@@ -163,8 +163,6 @@ type Identity struct {
 	// Peer is the request's RemoteAddr text; keys use it (under its own
 	// kind) only when IP is invalid.
 	Peer string
-	// IPv6Prefix is the number of bits of an IPv6 IP kept in keys; 0 means 64.
-	IPv6Prefix int
 	// Oversize reports that a value (API key, user) was longer than
 	// MaxValueLen and therefore ignored.
 	Oversize bool
@@ -177,7 +175,7 @@ type Identity struct {
 // Identify resolves the identity of r. now is the instant against which JWT
 // "exp" and "nbf" are checked.
 func (e *Extractor) Identify(r *http.Request, now time.Time) Identity {
-	id := Identity{Peer: r.RemoteAddr, IPv6Prefix: e.v6bits}
+	id := Identity{Peer: r.RemoteAddr}
 	peer, _ := ParseIP(r.RemoteAddr)
 	id.IP, id.IPFallback = clientIP(peer, r.Header[xffHeader], e.trusted)
 	id.APIKey = e.apiKey(r, &id)

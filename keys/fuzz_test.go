@@ -107,7 +107,7 @@ func FuzzAppendKey(f *testing.F) {
 		if tenant != "" {
 			r.Header["X-Tenant"] = []string{tenant}
 		}
-		return AppendKey(nil, by, &id, r, route)
+		return appendKey(nil, by, &id, r, route)
 	}
 	f.Fuzz(func(t *testing.T, a1, u1, t1, r1, a2, u2, t2, r2 string) {
 		k1, k2 := key(a1, u1, t1, r1), key(a2, u2, t2, r2)

@@ -120,9 +120,23 @@ var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }
 // with huge header values does not pin memory.
 const maxPooled = 64 << 10
 
+// Values are what a key's request parts read besides the identity: the
+// matched route's name (PartRoute), the method (PartMethod) and the
+// headers (PartHeader). The live path fills them from the request; the
+// admin API from the operator's query, so that both build the same key.
+type Values struct {
+	// Route is the matched route's name.
+	Route string
+	// Method is the request method; "" counts as GET.
+	Method string
+	// Header holds the header parts' values under canonical names; only
+	// the first value of a name is read. Nil reads as no headers.
+	Header http.Header
+}
+
 // AppendKey appends the counter key "{TAG}HASH" of the given parts for the
-// request r (matched route name route, identity id) to dst and returns the
-// extended buffer.
+// identity id and the request values v to dst and returns the extended
+// buffer. IPv6 addresses are keyed by e's configured prefix.
 //
 // HASH is the first 16 bytes of the SHA-256 of the parts' injective
 // encoding, base64url without padding. TAG is the same hash of the client
@@ -130,7 +144,7 @@ const maxPooled = 64 << 10
 // client lands in one Redis Cluster slot — and HASH itself otherwise. The
 // key contains only the characters A-Z a-z 0-9 - _ { } and no raw value.
 // With no parts the key is the same for every request (one shared counter).
-func AppendKey(dst []byte, parts []Part, id *Identity, r *http.Request, route string) []byte {
+func (e *Extractor) AppendKey(dst []byte, parts []Part, id *Identity, v *Values) []byte {
 	bp := scratch.Get().(*[]byte)
 	buf := (*bp)[:0]
 	hasClient := false
@@ -139,12 +153,12 @@ func AppendKey(dst []byte, parts []Part, id *Identity, r *http.Request, route st
 		if p.Kind == PartClient {
 			hasClient = true
 		}
-		buf = appendPart(buf, p, id, r, route)
+		buf = e.appendPart(buf, p, id, v)
 	}
 	sum := sha256.Sum256(buf)
 	var tag [sha256.Size]byte
 	if hasClient {
-		buf = appendClient(buf[:0], id)
+		buf = e.appendClient(buf[:0], id)
 		tag = sha256.Sum256(buf)
 	} else {
 		tag = sum
@@ -173,57 +187,57 @@ func HashAPIKey(key string) [sha256.Size]byte {
 	return sum
 }
 
-func appendPart(buf []byte, p Part, id *Identity, r *http.Request, route string) []byte {
+func (e *Extractor) appendPart(buf []byte, p Part, id *Identity, v *Values) []byte {
 	switch p.Kind {
 	case PartClient:
-		return appendClient(buf, id)
+		return e.appendClient(buf, id)
 	case PartIP:
-		return appendIP(buf, id)
+		return e.appendIP(buf, id)
 	case PartAPIKey:
 		return appendString(buf, valAPIKey, id.APIKey)
 	case PartUser:
 		return appendString(buf, valUser, id.User)
 	case PartRoute:
-		return appendString(buf, valRoute, route)
+		return appendString(buf, valRoute, v.Route)
 	case PartMethod:
-		m := r.Method
+		m := v.Method
 		if m == "" {
 			m = http.MethodGet
 		}
 		return appendString(buf, valMethod, m)
 	case PartHeader:
 		buf = appendString(buf, valHeader, p.Header)
-		var v string
-		if vs := r.Header[p.Header]; len(vs) > 0 {
-			v = vs[0]
+		var hv string
+		if vs := v.Header[p.Header]; len(vs) > 0 {
+			hv = vs[0]
 		}
-		return appendString(buf, valHeaderV, v)
+		return appendString(buf, valHeaderV, hv)
 	}
 	return append(appendValue(buf, valMissing, 2), 0, '-')
 }
 
 // appendClient encodes the client identity: its kind and value.
-func appendClient(buf []byte, id *Identity) []byte {
+func (e *Extractor) appendClient(buf []byte, id *Identity) []byte {
 	switch id.ClientKind {
 	case SourceAPIKey:
 		return appendString(buf, valAPIKey, id.Client)
 	case SourceUser:
 		return appendString(buf, valUser, id.Client)
 	case SourceIP, SourceRemoteAddr:
-		return appendIP(buf, id)
+		return e.appendIP(buf, id)
 	}
 	return append(appendValue(buf, valMissing, 2), 0, '-')
 }
 
-// IPPrefix returns the client IP as keys count it: an IPv4 address as a /32,
-// an IPv6 address masked to IPv6Prefix bits (default 64). It is invalid
-// when IP is.
-func (id *Identity) IPPrefix() netip.Prefix {
-	a := id.IP.WithZone("").Unmap()
+// IPPrefix returns ip as keys count it: an IPv4 address (IPv4-mapped
+// ones unmapped) as a /32, an IPv6 address masked to the configured
+// ipv6_prefix bits. It is invalid when ip is.
+func (e *Extractor) IPPrefix(ip netip.Addr) netip.Prefix {
+	a := ip.WithZone("").Unmap()
 	bits := 32
 	if a.Is6() {
-		bits = id.IPv6Prefix
-		if bits <= 0 || bits > 128 {
+		bits = e.v6bits
+		if bits <= 0 || bits > 128 { // an Extractor not made by NewExtractor
 			bits = 64
 		}
 	}
@@ -232,10 +246,10 @@ func (id *Identity) IPPrefix() netip.Prefix {
 }
 
 // appendIP encodes the client IP: an IPv4 address whole, an IPv6 address
-// masked to id.IPv6Prefix bits, or the literal RemoteAddr when no IP could
-// be parsed.
-func appendIP(buf []byte, id *Identity) []byte {
-	p := id.IPPrefix()
+// masked to the configured prefix, or the literal RemoteAddr when no IP
+// could be parsed.
+func (e *Extractor) appendIP(buf []byte, id *Identity) []byte {
+	p := e.IPPrefix(id.IP)
 	a := p.Addr()
 	switch {
 	case a.Is4():

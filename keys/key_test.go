@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
@@ -165,11 +166,11 @@ func parts(t testing.TB, names ...string) []Part {
 func TestAppendKeyTags(t *testing.T) {
 	id := Identity{Client: "k1", ClientKind: SourceAPIKey, APIKey: "k1", IP: netip.MustParseAddr("1.2.3.4")}
 	r := newTestRequest("1.2.3.4:1")
-	a := AppendKey(nil, parts(t, "client"), &id, r, "search")
-	b := AppendKey(nil, parts(t, "client", "route"), &id, r, "search")
-	c := AppendKey(nil, parts(t, "route", "client", "method"), &id, r, "search")
-	d := AppendKey(nil, parts(t, "api_key", "route"), &id, r, "search")
-	shared := AppendKey(nil, nil, &id, r, "search")
+	a := appendKey(nil, parts(t, "client"), &id, r, "search")
+	b := appendKey(nil, parts(t, "client", "route"), &id, r, "search")
+	c := appendKey(nil, parts(t, "route", "client", "method"), &id, r, "search")
+	d := appendKey(nil, parts(t, "api_key", "route"), &id, r, "search")
+	shared := appendKey(nil, nil, &id, r, "search")
 	for _, k := range [][]byte{a, b, c, d, shared} {
 		checkKey(t, k)
 	}
@@ -183,15 +184,15 @@ func TestAppendKeyTags(t *testing.T) {
 		t.Errorf("without client the tag is not the hash: %s %s", d, shared)
 	}
 	other := Identity{Client: "k2", ClientKind: SourceAPIKey, APIKey: "k2"}
-	if bytes.Equal(shared, AppendKey(nil, nil, &other, newTestRequest("9.9.9.9:1"), "search")) == false {
+	if bytes.Equal(shared, appendKey(nil, nil, &other, newTestRequest("9.9.9.9:1"), "search")) == false {
 		t.Error("no parts: the key is not one shared counter")
 	}
-	if bytes.Equal(a, AppendKey(nil, parts(t, "client"), &other, r, "search")) {
+	if bytes.Equal(a, appendKey(nil, parts(t, "client"), &other, r, "search")) {
 		t.Error("two clients share a key")
 	}
 	// A client-controlled value cannot choose the tag: it is always ours.
 	evil := Identity{Client: "{slot}x", ClientKind: SourceAPIKey, APIKey: "{slot}x"}
-	k := AppendKey([]byte("prefix:"), parts(t, "client"), &evil, r, "search")
+	k := appendKey([]byte("prefix:"), parts(t, "client"), &evil, r, "search")
 	if !bytes.HasPrefix(k, []byte("prefix:{")) || bytes.Contains(k, []byte("slot")) {
 		t.Errorf("key %q", k)
 	}
@@ -203,7 +204,7 @@ func TestAppendKeyDistinct(t *testing.T) {
 	ip := netip.MustParseAddr("1.2.3.4")
 	r := newTestRequest("1.2.3.4:1")
 	keyOf := func(id Identity, by ...string) string {
-		return string(AppendKey(nil, parts(t, by...), &id, r, "route"))
+		return string(appendKey(nil, parts(t, by...), &id, r, "route"))
 	}
 	pairs := []struct {
 		name string
@@ -274,7 +275,7 @@ func TestAppendKeyNoCollisions(t *testing.T) {
 			method = "GET"
 		}
 		tuple := fmt.Sprintf("%q", []string{id.ClientKind.String(), id.Client, id.APIKey, id.User, route, method, tenant})
-		key := string(AppendKey(nil, by, &id, r, route))
+		key := string(appendKey(nil, by, &id, r, route))
 		checkKey(t, []byte(key))
 		if prev, ok := seen[key]; ok && prev != tuple {
 			t.Fatalf("collision: %s and %s → %s", prev, tuple, key)
@@ -338,7 +339,7 @@ func TestKeySlots(t *testing.T) {
 		want := -1
 		for _, by := range lists {
 			for _, route := range []string{"a", "{b}", ""} {
-				key := AppendKey([]byte("tollgate:"), by, &id, r, route)
+				key := appendKey([]byte("tollgate:"), by, &id, r, route)
 				key = append(key, ":limitid"...)
 				s := int(slot(key))
 				if want == -1 {
@@ -349,4 +350,11 @@ func TestKeySlots(t *testing.T) {
 			}
 		}
 	}
+}
+
+// appendKey is AppendKey of an Extractor with the default settings, for the
+// values of r and the route name route.
+func appendKey(dst []byte, parts []Part, id *Identity, r *http.Request, route string) []byte {
+	var e Extractor
+	return e.AppendKey(dst, parts, id, &Values{Route: route, Method: r.Method, Header: r.Header})
 }

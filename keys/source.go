@@ -4,7 +4,7 @@
 // An Extractor reads the identity sources of SPEC §3 — an API key, a user
 // (from a header set by a trusted proxy, or from a claim of a verified JWT)
 // and the client IP (X-Forwarded-For believed only from trusted proxies,
-// read right to left) — and AppendKey encodes the parts of a limit's `by`
+// read right to left) — and Extractor.AppendKey encodes the parts of a limit's `by`
 // list injectively and hashes them, so that raw identity values never reach
 // a store and no value can choose its own Redis Cluster slot.
 //

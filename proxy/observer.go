@@ -51,6 +51,9 @@ const (
 	OutcomeUpstreamError
 	// OutcomeBadRequest: the request was malformed for the gateway (400).
 	OutcomeBadRequest
+	// OutcomeUnauthorized: a limit with on_missing = "reject" found no
+	// value for one of its identity parts (401).
+	OutcomeUnauthorized
 )
 
 var outcomeNames = [...]string{
@@ -60,6 +63,7 @@ var outcomeNames = [...]string{
 	OutcomeNoRoute:       "no_route",
 	OutcomeUpstreamError: "upstream_error",
 	OutcomeBadRequest:    "bad_request",
+	OutcomeUnauthorized:  "unauthorized",
 }
 
 // String returns the outcome's metric label, e.g. "limited".

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 
 	"net/http"
 	"net/http/httptest"
@@ -666,55 +665,6 @@ func TestOnMissing(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestCounterKeyMatchesLivePath(t *testing.T) {
-	p := compile(t, func(c *policy.Config) {
-		per := limit("per-client", "fixed_window", "1/hour")
-		shared := limit("shared", "fixed_window", "1/hour")
-		shared.By = []string{}
-		byRoute := limit("by-route", "fixed_window", "1/hour")
-		byRoute.By = []string{"client", "route"}
-		c.Limits = []policy.LimitConfig{per, shared, byRoute}
-		rt := route("demo", "/", "", "per-client", "shared", "by-route")
-		rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-		c.Routes = []policy.RouteConfig{rt}
-	})
-	store := memstore.New(memstore.Options{})
-	h, err := proxy.New(p, proxy.Options{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := httptest.NewRequest("GET", "/x", nil)
-	r.Header.Set("X-API-Key", "alice")
-	h.ServeHTTP(httptest.NewRecorder(), r)
-	for _, tc := range []struct {
-		limit, key string
-		q          url.Values
-		wantErr    bool
-	}{
-		{"per-client", "api_key:alice", nil, false},
-		{"per-client", "alice", nil, false},
-		{"shared", "", nil, false},
-		{"by-route", "alice", url.Values{"route": {"demo"}}, false},
-		{"by-route", "alice", nil, true},
-		{"per-client", "", nil, true},
-	} {
-		l, key, err := h.CounterKey(tc.limit, tc.key, tc.q)
-		if tc.wantErr {
-			if err == nil {
-				t.Errorf("CounterKey(%s, %q, %v): no error", tc.limit, tc.key, tc.q)
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("CounterKey(%s, %q, %v): %v", tc.limit, tc.key, tc.q, err)
-		}
-		u, err := store.Usage(context.Background(), time.Now(), l, key)
-		if err != nil || len(u) != 1 || u[0].Used != 1 {
-			t.Errorf("CounterKey(%s, %q): usage %+v, %v; want the live counter with 1 used", tc.limit, tc.key, u, err)
-		}
 	}
 }
 

@@ -51,7 +51,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		headers.WriteProblem(w, headers.Problem{
 			Status: http.StatusNotFound,
 			Title:  "Not Found",
-			Detail: "no route matches " + r.Method + " " + sanitize(r.URL.Path),
+			Detail: "no route matches " + r.Method + " " + headers.Sanitize(r.URL.Path),
 		})
 		return
 	}
@@ -67,7 +67,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			if l.Exempt(id.IP, id.APIKey) {
 				continue
 			}
-			cost, err := requestCost(l, r)
+			cost, err := l.RequestCost(r.Header)
 			if err != nil {
 				ev.Outcome = OutcomeBadRequest
 				headers.WriteProblem(w, headers.Problem{
@@ -77,21 +77,18 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 				})
 				return
 			}
-			parts := l.By
-			if l.OnMissing != policy.OnMissingShared && missingPart(parts, &id, r) {
-				if l.OnMissing == policy.OnMissingReject {
-					ev.Outcome = OutcomeBadRequest
-					headers.WriteProblem(w, headers.Problem{
-						Status: http.StatusUnauthorized,
-						Title:  "Unauthorized",
-						Detail: "limit " + strconv.Quote(l.Name) + " needs " + missingNames(parts),
-					})
-					return
-				}
-				parts = l.ByIP
+			parts, ok := l.KeyParts(&id, r.Header)
+			if !ok {
+				ev.Outcome = OutcomeUnauthorized
+				headers.WriteProblem(w, headers.Problem{
+					Status: http.StatusUnauthorized,
+					Title:  "Unauthorized",
+					Detail: "limit " + strconv.Quote(l.Name) + " needs " + keys.MissingNames(l.By),
+				})
+				return
 			}
 			n := len(q.key)
-			q.key = keys.AppendKey(q.key, parts, &id, r, rt.Name)
+			q.key = p.Identity.AppendKey(q.key, parts, &id, &keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header})
 			q.hits = append(q.hits, ratelimit.Hit{Limit: l.Limit, Key: string(q.key[n:]), Cost: cost})
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 // outcomeOrder is the order in which Write lists outcomes.
 var outcomeOrder = []proxy.Outcome{proxy.OutcomeForwarded, proxy.OutcomeLimited, proxy.OutcomeNoRoute,
-	proxy.OutcomeBadRequest, proxy.OutcomeStoreError, proxy.OutcomeUpstreamError}
+	proxy.OutcomeBadRequest, proxy.OutcomeUnauthorized, proxy.OutcomeStoreError, proxy.OutcomeUpstreamError}
 
 // Write prints r as text: a summary line, the outcomes, then one row per
 // limit with requests, allowed, denied, peak usage and, for approximate

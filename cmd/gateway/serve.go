@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -412,12 +411,12 @@ func (g *gateway) adminMux() *http.ServeMux {
 	token := g.handler.Policy().AdminToken
 	mux.Handle("GET /metrics", admin.RequireToken(token, g.otel.MetricsHandler()))
 	mux.Handle("/admin/", admin.Handler(admin.Options{
-		Config:  func() any { return g.handler.Policy().Redacted() },
-		Store:   g.store,
-		Resolve: g.resolveLimit,
-		Reload:  g.reload,
-		Token:   token,
-		Logger:  g.log,
+		Config: func() any { return g.handler.Policy().Redacted() },
+		Store:  g.store,
+		Policy: g.handler.Policy,
+		Reload: g.reload,
+		Token:  token,
+		Logger: g.log,
 	}))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)
@@ -427,16 +426,6 @@ func (g *gateway) adminMux() *http.ServeMux {
 	debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("/debug/pprof/", admin.RequireToken(token, debug))
 	return mux
-}
-
-// resolveLimit maps an admin request's limit and client to the counter key
-// the live path uses.
-func (g *gateway) resolveLimit(limit, key string, q url.Values) (*ratelimit.Limit, string, error) {
-	l, k, err := g.handler.CounterKey(limit, key, q)
-	if errors.Is(err, proxy.ErrUnknownLimit) {
-		return nil, "", fmt.Errorf("%w: %v", admin.ErrNotFound, err)
-	}
-	return l, k, err
 }
 
 // readyz reports 200 when the gateway should receive traffic: not

@@ -65,7 +65,7 @@ var rules = map[string]rule{
 	// The store conformance suite (linked only into tests).
 	"ratelimit/storetest": {allow: []string{"ratelimit"}},
 	// Admin API handlers.
-	"admin": {allow: []string{"headers", "ratelimit"}},
+	"admin": {allow: []string{"policy", "keys", "headers", "ratelimit"}},
 	// Access log writer and parser (for replay).
 	"accesslog": {},
 	// Metrics and tracing against the OpenTelemetry API (the SDK is

@@ -1,24 +1,25 @@
-package proxy
+package policy
 
 import (
 	"errors"
 	"net/http"
 	"strconv"
 
-	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// maxCostHeaderLen bounds the cost header value we parse.
+// maxCostHeaderLen bounds the cost header value parsed: longer text is no
+// integer in range anyway, and is not worth scanning.
 const maxCostHeaderLen = 20
 
-// requestCost returns the request's cost for l: the static cost, or the
-// value of l's cost header when it is present.
-func requestCost(l *policy.Limit, r *http.Request) (int64, error) {
+// RequestCost returns what a request with headers h costs under l: the
+// static cost, or the value of l's cost header when the request sends one.
+// A value that is not an integer in 1..2^53 is an error for the client.
+func (l *Limit) RequestCost(h http.Header) (int64, error) {
 	if l.CostHeader == "" {
 		return l.Cost, nil
 	}
-	v := r.Header.Get(l.CostHeader)
+	v := h.Get(l.CostHeader)
 	if v == "" {
 		return l.Cost, nil
 	}

@@ -1,0 +1,115 @@
+package admin
+
+import (
+	"context"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/proxy"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+)
+
+// TestCounterKeyMatchesLivePath sends one request per client through the
+// gateway and checks that the admin query naming that client finds a
+// counter with exactly one unit used: the oracle is the store's own count
+// of the live request, not the key formula.
+func TestCounterKeyMatchesLivePath(t *testing.T) {
+	p := compile(t, func(c *policy.Config) {
+		lim := func(name string, by []string, onMissing string) policy.LimitConfig {
+			l := policy.DefaultLimit()
+			l.Name, l.Algorithm, l.Rates, l.By = name, "fixed_window", []string{"100/1h"}, by
+			if onMissing != "" {
+				l.OnMissing = onMissing
+			}
+			return l
+		}
+		c.Limits = []policy.LimitConfig{
+			lim("per-client", []string{"client"}, ""),
+			lim("shared", []string{}, ""),
+			lim("by-route", []string{"client", "route"}, ""),
+			lim("by-method", []string{"client", "method"}, ""),
+			lim("by-tenant", []string{"header:X-Tenant"}, ""),
+			lim("key-or-ip", []string{"api_key"}, "ip"),
+			lim("key-or-401", []string{"api_key"}, "reject"),
+			lim("by-ip", []string{"ip"}, ""),
+		}
+		rt := policy.DefaultRoute()
+		rt.Name, rt.PathPrefix = "demo", "/"
+		rt.Limits = []string{"per-client", "shared", "by-route", "by-method", "by-tenant", "key-or-ip", "by-ip"}
+		rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
+		strict := rt
+		strict.Name, strict.PathPrefix, strict.Limits = "strict", "/strict", []string{"key-or-401"}
+		c.Routes = []policy.RouteConfig{strict, rt}
+	})
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { store.Close() })
+	h, err := proxy.New(p, proxy.Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(method, remote, apiKey, tenant string) {
+		r := httptest.NewRequest(method, "/x", nil)
+		r.RemoteAddr = remote
+		if apiKey != "" {
+			r.Header.Set("X-API-Key", apiKey)
+		}
+		if tenant != "" {
+			r.Header.Set("X-Tenant", tenant)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 200 {
+			t.Fatalf("live request: %d %s", w.Code, w.Body)
+		}
+	}
+	send("POST", "192.0.2.1:1000", "alice", "acme") // alice, with a tenant
+	send("GET", "[2001:db8::7]:1000", "", "")       // keyless, IPv6
+	send("GET", "198.51.100.9:1000", "", "")        // keyless, IPv4
+	for _, tc := range []struct {
+		name, limit, key string
+		q                url.Values
+		want             int64 // units used; -1: the query is an error
+	}{
+		{"api key", "per-client", "api_key:alice", nil, 1},
+		{"bare api key", "per-client", "alice", nil, 1},
+		{"bare IP", "per-client", "198.51.100.9", nil, 1},
+		{"IPv6 in the same /64", "per-client", "ip:2001:db8::ffff", nil, 1},
+		{"unknown client", "per-client", "api_key:bob", nil, 0},
+		{"shared", "shared", "", nil, 3},
+		{"route", "by-route", "alice", url.Values{"route": {"demo"}}, 1},
+		{"route missing", "by-route", "alice", nil, -1},
+		{"method", "by-method", "alice", url.Values{"method": {"POST"}}, 1},
+		{"other method", "by-method", "alice", url.Values{"method": {"GET"}}, 0},
+		{"method missing", "by-method", "alice", nil, -1},
+		{"header", "by-tenant", "", url.Values{"header:x-tenant": {"acme"}}, 1},
+		{"header, shared '-' counter needs the header", "by-tenant", "", nil, -1},
+		{"on_missing=ip: the key's counter", "key-or-ip", "api_key:alice", nil, 1},
+		{"on_missing=ip: a keyless client's IP counter", "key-or-ip", "ip:198.51.100.9", nil, 1},
+		{"on_missing=ip: IPv6 keyless client", "key-or-ip", "ip:2001:db8::1", nil, 1},
+		{"on_missing=ip: a user has no key, counted by IP: needs ip:A", "key-or-ip", "user:u", nil, -1},
+		{"on_missing=reject: keyless requests have no counter", "key-or-401", "ip:198.51.100.9", nil, -1},
+		{"by ip needs an IP", "by-ip", "api_key:alice", nil, -1},
+		{"by ip", "by-ip", "ip:192.0.2.1", nil, 1},
+		{"identity needed", "per-client", "", nil, -1},
+		{"empty value", "per-client", "api_key:", nil, -1},
+	} {
+		l, key, err := counterKey(p, tc.limit, tc.key, tc.q)
+		if tc.want < 0 {
+			if err == nil {
+				t.Errorf("%s: counterKey(%s, %q, %v): no error", tc.name, tc.limit, tc.key, tc.q)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: counterKey(%s, %q, %v): %v", tc.name, tc.limit, tc.key, tc.q, err)
+			continue
+		}
+		u, err := store.Usage(context.Background(), time.Now(), l, key)
+		if err != nil || len(u) != 1 || u[0].Used != tc.want {
+			t.Errorf("%s: counterKey(%s, %q): usage %+v, %v; want %d used", tc.name, tc.limit, tc.key, u, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// target resolves the limit and key of a /admin/limits request, answering
+// the error itself when it fails.
+func (h *handler) target(w http.ResponseWriter, r *http.Request) (*ratelimit.Limit, string, bool) {
+	if h.o.Store == nil || h.o.Policy == nil {
+		problem(w, http.StatusNotImplemented, "limits are not available")
+		return nil, "", false
+	}
+	q := r.URL.Query()
+	name, key := q.Get("limit"), q.Get("key")
+	if name == "" {
+		problem(w, http.StatusBadRequest, "query parameter \"limit\" is required")
+		return nil, "", false
+	}
+	if !q.Has("key") {
+		problem(w, http.StatusBadRequest, "query parameter \"key\" is required (the client: API key, user or IP; empty for a limit keyed by nothing)")
+		return nil, "", false
+	}
+	l, ck, err := counterKey(h.o.Policy(), name, key, q)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		problem(w, http.StatusNotFound, err.Error())
+		return nil, "", false
+	case err != nil:
+		problem(w, http.StatusBadRequest, err.Error())
+		return nil, "", false
+	}
+	return l, ck, true
+}
+
+// Usage is the body of GET /admin/limits.
+type Usage struct {
+	// Limit is the limit's name.
+	Limit string `json:"limit"`
+	// Algorithm is its algorithm.
+	Algorithm string `json:"algorithm"`
+	// Mode is "enforce" or "shadow".
+	Mode string `json:"mode"`
+	// CounterKey is the store key of the client's counters (a hash).
+	CounterKey string `json:"counter_key"`
+	// Windows is the state of each window, in configuration order (one
+	// entry for a concurrency limit).
+	Windows []Window `json:"windows"`
+}
+
+// Window is the state of one window of a limit for one client.
+type Window struct {
+	// Rate is the window's rate ("100/1m0s"); "" for a concurrency limit.
+	Rate string `json:"rate,omitempty"`
+	// Limit is the window's capacity (the limit, the burst, or max_in_flight).
+	Limit int64 `json:"limit"`
+	// WindowSeconds is the window's length in seconds (0 for concurrency).
+	WindowSeconds float64 `json:"window_seconds,omitempty"`
+	// Used is the number of units counted now.
+	Used int64 `json:"used"`
+	// Remaining is the capacity left.
+	Remaining int64 `json:"remaining"`
+	// ResetSeconds is how long until Remaining next increases.
+	ResetSeconds float64 `json:"reset_seconds"`
+}
+
+func (h *handler) usage(w http.ResponseWriter, r *http.Request) {
+	l, key, ok := h.target(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
+	defer cancel()
+	ws, err := h.o.Store.Usage(ctx, h.o.Now(), l, key)
+	if err != nil {
+		problem(w, http.StatusServiceUnavailable, "store: "+err.Error())
+		return
+	}
+	u := Usage{Limit: l.Name, Algorithm: l.Algorithm.String(), Mode: "enforce", CounterKey: key, Windows: make([]Window, 0, len(ws))}
+	if l.Shadow {
+		u.Mode = "shadow"
+	}
+	for i, wu := range ws {
+		win := Window{Used: wu.Used, Remaining: wu.Remaining, ResetSeconds: wu.Reset.Seconds()}
+		if l.Algorithm == ratelimit.Concurrency {
+			win.Limit = l.MaxInFlight
+		} else {
+			win.Rate = wu.Rate.String()
+			win.WindowSeconds = wu.Rate.Window.Seconds()
+			if i < len(l.Rates) {
+				win.Limit = l.Capacity(i)
+			} else {
+				win.Limit = wu.Rate.Limit
+			}
+		}
+		u.Windows = append(u.Windows, win)
+	}
+	writeJSON(w, http.StatusOK, u)
+}
+
+func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
+	l, key, ok := h.target(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
+	defer cancel()
+	if err := h.o.Store.Reset(ctx, l, key); err != nil {
+		problem(w, http.StatusServiceUnavailable, "store: "+err.Error())
+		return
+	}
+	h.o.Logger.Info("admin: counters reset", "limit", l.Name, "counter_key", key)
+	writeJSON(w, http.StatusOK, map[string]any{"reset": true, "limit": l.Name, "counter_key": key})
+}
