@@ -36,6 +36,11 @@ func (p *Parser) parseJSON(line []byte) error {
 			return err
 		}
 	}
+	return p.fromJSON()
+}
+
+// fromJSON fills p.e from the decoded p.js.
+func (p *Parser) fromJSON() error {
 	j, e := &p.js, &p.e
 	t, err := time.Parse(time.RFC3339Nano, j.Time)
 	if err != nil {
