@@ -262,25 +262,13 @@ type builder struct {
 
 func newBuilder(p *policy.Policy) *builder {
 	b := &builder{
-		hosts:     make(map[string]string, len(p.Routes)),
-		apiHeader: http.CanonicalHeaderKey(p.Config.Identity.APIKeyHeader),
-		synthetic: make(map[string]string),
+		hosts:      make(map[string]string, len(p.Routes)),
+		apiHeader:  p.Identity.APIKeyHeader(),
+		userHeader: p.Identity.UserHeader(),
+		synthetic:  make(map[string]string),
 	}
-	if b.apiHeader == "" {
-		b.apiHeader = "X-Api-Key"
-	}
-	if u := p.Config.Identity.UserHeader; u != "" {
-		b.userHeader = http.CanonicalHeaderKey(u)
-	}
-	for _, s := range p.Config.Identity.TrustedProxies {
-		if pf, err := netip.ParsePrefix(s); err == nil {
-			b.proxyAddr = netip.AddrPortFrom(pf.Addr(), 0).String()
-			break
-		}
-		if a, err := netip.ParseAddr(s); err == nil {
-			b.proxyAddr = netip.AddrPortFrom(a, 0).String()
-			break
-		}
+	if a, ok := p.Identity.TrustedPeer(); ok {
+		b.proxyAddr = netip.AddrPortFrom(a, 0).String()
 	}
 	for _, rt := range p.Routes {
 		b.hosts[rt.Name] = rt.Host

@@ -1,0 +1,29 @@
+package keys
+
+import "net/netip"
+
+// The compiled settings an Extractor resolves identities with, for callers
+// that must build requests it will read (replay) or name what it keys by
+// (the access log), without reading or re-parsing raw configuration.
+
+// APIKeyHeader returns the canonical name of the header that carries the
+// API key.
+func (e *Extractor) APIKeyHeader() string { return e.apiHeader }
+
+// UserHeader returns the canonical name of the user header, "" when none
+// is configured.
+func (e *Extractor) UserHeader() string { return e.userHeader }
+
+// TrustedPeer returns an address whose X-Forwarded-For and user header the
+// Extractor believes (the first address of the first trusted prefix), or
+// false when no proxy is trusted.
+func (e *Extractor) TrustedPeer() (netip.Addr, bool) {
+	if len(e.trusted) == 0 {
+		return netip.Addr{}, false
+	}
+	return e.trusted[0].Addr(), true
+}
+
+// IPv6Prefix returns the number of leading bits of an IPv6 client address
+// that keys keep.
+func (e *Extractor) IPv6Prefix() int { return e.v6bits }
