@@ -57,7 +57,7 @@ type Handler struct {
 	// nonBlocking is set when the store promises never to block.
 	nonBlocking bool
 	// storeErrLog rate-limits the log lines about store failures.
-	storeErrLog shadowLog
+	storeErrLog logThrottle
 	snap        atomic.Pointer[snapshot]
 	pool        sync.Pool // *request
 	buffers     bufferPool
@@ -67,7 +67,7 @@ type Handler struct {
 type snapshot struct {
 	p       *policy.Policy
 	proxies map[*policy.Route]*httputil.ReverseProxy
-	shadow  map[*ratelimit.Limit]*shadowLog
+	shadow  map[*ratelimit.Limit]*logThrottle
 }
 
 // New returns a Handler serving p.
@@ -129,10 +129,10 @@ func (h *Handler) Swap(p *policy.Policy) error {
 		return errors.New("proxy: nil policy")
 	}
 	s := &snapshot{p: p, proxies: make(map[*policy.Route]*httputil.ReverseProxy, len(p.Routes)),
-		shadow: make(map[*ratelimit.Limit]*shadowLog)}
+		shadow: make(map[*ratelimit.Limit]*logThrottle)}
 	for _, l := range p.Limits {
 		if l.Shadow {
-			s.shadow[l.Limit] = new(shadowLog)
+			s.shadow[l.Limit] = new(logThrottle)
 		}
 	}
 	for _, rt := range p.Routes {
