@@ -26,10 +26,10 @@ type InFlight interface {
 // Tracer creates the spans of a request: the server span, a child span for
 // the store call, and the trace context propagated upstream.
 type Tracer interface {
-	// Start starts the server span; the returned func ends it.
-	Start(ctx context.Context, r *http.Request) (context.Context, func(*Event))
-	// Store starts the store call's span; the returned func ends it.
-	Store(ctx context.Context, hits int) (context.Context, func(error))
+	// StartRequest starts the server span; the returned func ends it.
+	StartRequest(ctx context.Context, r *http.Request) (context.Context, func(*Event))
+	// StartStore starts the store call's span; the returned func ends it.
+	StartStore(ctx context.Context, hits int) (context.Context, func(error))
 	// Inject writes the trace context into the upstream request's header.
 	Inject(ctx context.Context, h http.Header)
 }

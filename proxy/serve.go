@@ -32,7 +32,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	ev := &q.ev
 	ev.Start, ev.Method, ev.Path, ev.Proto = start, r.Method, r.URL.Path, r.Proto
 	if h.tracer != nil {
-		ctx, end := h.tracer.Start(r.Context(), r)
+		ctx, end := h.tracer.StartRequest(r.Context(), r)
 		r = r.WithContext(ctx)
 		defer func() { end(ev) }()
 	}
@@ -147,7 +147,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot,
 	}
 	var endSpan func(error)
 	if h.tracer != nil {
-		ctx, endSpan = h.tracer.Store(ctx, len(q.hits))
+		ctx, endSpan = h.tracer.StartStore(ctx, len(q.hits))
 	}
 	allowed, err := h.store.Decide(ctx, now, q.hits, q.ds)
 	if cancel != nil {

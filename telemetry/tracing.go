@@ -55,19 +55,21 @@ func NewTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) *Tr
 // Enabled reports whether t starts spans.
 func (t *Tracing) Enabled() bool { return t != nil }
 
-// RequestSpan is the server span of one request. Its zero value (tracing
-// off) does nothing.
-type RequestSpan struct {
-	span trace.Span
-}
+// noEndRequest and noEndStore are the end functions of tracing off: shared,
+// so that tracing off allocates nothing.
+var (
+	noEndRequest = func(*proxy.Event) {}
+	noEndStore   = func(error) {}
+)
 
 // StartRequest starts the server span of r, continuing the trace context
 // the client sent. Use the returned context for the rest of the request
-// (store call, upstream) and call End on the span once the request is
-// finished. With tracing off it returns ctx itself and a zero RequestSpan.
-func (t *Tracing) StartRequest(ctx context.Context, r *http.Request) (context.Context, RequestSpan) {
+// (store call, upstream) and call the returned function once the request
+// is finished: it records what the gateway did and ends the span. With
+// tracing off it returns ctx itself and a shared no-op.
+func (t *Tracing) StartRequest(ctx context.Context, r *http.Request) (context.Context, func(*proxy.Event)) {
 	if t == nil {
-		return ctx, RequestSpan{}
+		return ctx, noEndRequest
 	}
 	ctx = t.prop.Extract(ctx, propagation.HeaderCarrier(r.Header))
 	method := MethodClass(r.Method)
@@ -77,23 +79,21 @@ func (t *Tracing) StartRequest(ctx context.Context, r *http.Request) (context.Co
 	}
 	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(AttrMethod.String(method), AttrPath.String(r.URL.Path)))
-	return ctx, RequestSpan{span: span}
+	return ctx, func(ev *proxy.Event) { endRequest(span, ev) }
 }
 
-// End records what the gateway did with the request — route, status,
-// outcome, the decision and the binding limit, the shadow limits that would
-// have denied — and ends the span. A status of 500 or more marks the span
-// as an error, as the HTTP semantic conventions ask of server spans.
-func (s RequestSpan) End(ev *proxy.Event) {
-	if s.span == nil {
-		return
-	}
-	if !s.span.IsRecording() {
-		s.span.End()
+// endRequest records what the gateway did with the request — route,
+// status, outcome, the decision and the binding limit, the shadow limits
+// that would have denied — and ends the span. A status of 500 or more marks
+// the span as an error, as the HTTP semantic conventions ask of server
+// spans.
+func endRequest(span trace.Span, ev *proxy.Event) {
+	if !span.IsRecording() {
+		span.End()
 		return
 	}
 	if ev.Route != "" {
-		s.span.SetName(spanMethod(ev.Method) + " " + ev.Route)
+		span.SetName(spanMethod(ev.Method) + " " + ev.Route)
 	}
 	attrs := make([]attribute.KeyValue, 0, 6)
 	attrs = append(attrs, AttrRoute.String(ev.Route), AttrStatus.Int(ev.Status), AttrOutcome.String(ev.Outcome.String()))
@@ -106,20 +106,11 @@ func (s RequestSpan) End(ev *proxy.Event) {
 			attrs = append(attrs, AttrShadowDenied.StringSlice(shadow))
 		}
 	}
-	s.span.SetAttributes(attrs...)
+	span.SetAttributes(attrs...)
 	if ev.Status >= 500 {
-		s.span.SetStatus(codes.Error, strconv.Itoa(ev.Status))
+		span.SetStatus(codes.Error, strconv.Itoa(ev.Status))
 	}
-	s.span.End()
-}
-
-// Context returns the span's context (invalid when tracing is off), e.g. to
-// put its trace ID in a log line.
-func (s RequestSpan) Context() trace.SpanContext {
-	if s.span == nil {
-		return trace.SpanContext{}
-	}
-	return s.span.SpanContext()
+	span.End()
 }
 
 func spanMethod(m string) string {
@@ -176,33 +167,23 @@ func summarize(ev *proxy.Event) (decision, limit string, shadow []string) {
 	return decision, limit, shadow
 }
 
-// StoreSpan is the span of one store call. Its zero value does nothing.
-type StoreSpan struct {
-	span trace.Span
-}
-
 // StartStore starts a child span of ctx's span for a store call deciding
-// hits limits. Pass the returned context to the store.
-func (t *Tracing) StartStore(ctx context.Context, hits int) (context.Context, StoreSpan) {
+// hits limits. Pass the returned context to the store and the call's error
+// to the returned function, which ends the span.
+func (t *Tracing) StartStore(ctx context.Context, hits int) (context.Context, func(error)) {
 	if t == nil {
-		return ctx, StoreSpan{}
+		return ctx, noEndStore
 	}
 	ctx, span := t.tracer.Start(ctx, "tollgate.store.decide", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(AttrStoreHits.Int(hits)))
-	return ctx, StoreSpan{span: span}
-}
-
-// End records err, if any, and ends the span.
-func (s StoreSpan) End(err error) {
-	if s.span == nil {
-		return
+	return ctx, func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetAttributes(AttrErrorType.String(storeErrNames[storeErrKind(err)]))
+			span.SetStatus(codes.Error, "store call failed")
+		}
+		span.End()
 	}
-	if err != nil {
-		s.span.RecordError(err)
-		s.span.SetAttributes(AttrErrorType.String(storeErrNames[storeErrKind(err)]))
-		s.span.SetStatus(codes.Error, "store call failed")
-	}
-	s.span.End()
 }
 
 // Inject writes the trace context of ctx (traceparent, tracestate,
@@ -213,30 +194,4 @@ func (t *Tracing) Inject(ctx context.Context, h http.Header) {
 		return
 	}
 	t.prop.Inject(ctx, propagation.HeaderCarrier(h))
-}
-
-// noEnd and noStoreEnd are the end functions of tracing off.
-var (
-	noEnd      = func(*proxy.Event) {}
-	noStoreEnd = func(error) {}
-)
-
-// Start is StartRequest for callers that hold the helpers behind an
-// interface: it returns the span's End as a function. With tracing off the
-// function is a shared no-op and nothing is allocated.
-func (t *Tracing) Start(ctx context.Context, r *http.Request) (context.Context, func(*proxy.Event)) {
-	if t == nil {
-		return ctx, noEnd
-	}
-	ctx, s := t.StartRequest(ctx, r)
-	return ctx, s.End
-}
-
-// Store is StartStore returning the span's End as a function.
-func (t *Tracing) Store(ctx context.Context, hits int) (context.Context, func(error)) {
-	if t == nil {
-		return ctx, noStoreEnd
-	}
-	ctx, s := t.StartStore(ctx, hits)
-	return ctx, s.End
 }
