@@ -83,7 +83,7 @@ func simulate[S any, P WindowPtr[S]](t *testing.T, l *Limit, seq []arrival, clon
 func same[S any](s S) S { return s }
 
 func cloneLog(s LogState) LogState {
-	s.ring = append([]uint64(nil), s.ring...)
+	s.ring = append([]logEntry(nil), s.ring...)
 	return s
 }
 
@@ -281,27 +281,90 @@ func TestPropertiesPseudoRandom(t *testing.T) {
 	}
 }
 
-func TestLogStateLargeCostAndRebase(t *testing.T) {
-	l := mkLimit(t, SlidingWindowLog, 1<<20, time.Hour, 0, 0)
-	p := l.Params(0)
+// TestLogStateLargeCosts checks the log with costs up to 2^53 against a
+// naive model (the admitted requests as a plain list, RetryAfter found by
+// trying every instant at which an admitted request stops counting), and
+// that a request adds at most one entry whatever its cost: before a log
+// entry held up to 2^18 units, a cost of 2^40 made 4 million entries
+// (32 MB) and 2^52 exhausted memory.
+func TestLogStateLargeCosts(t *testing.T) {
+	const W = 1_000_000
+	for _, L := range []int64{3, 1 << 40, MaxLimit} {
+		// Params by hand: Limit.Validate bounds a configured log's limit by
+		// its memory, but the state itself must hold any cost up to 2^53.
+		p := Params{Algorithm: SlidingWindowLog, Window: W, Limit: L, Capacity: L}
+		var s LogState
+		now := int64(1_702_080_000_000_000)
+		s.Init(&p, now)
+		var log []arrival // the naive model: counted requests
+		counting := func(at int64) (n int64) {
+			for _, a := range log {
+				if a.at > at-W {
+					n += a.cost
+				}
+			}
+			return n
+		}
+		x := uint64(L)*0x9e3779b97f4a7c15 | 1
+		requests, peak := 0, 0
+		for range 3000 {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			now += int64(x % (W / 7))
+			var cost int64
+			switch x >> 62 {
+			case 0:
+				cost = 1
+			case 1:
+				cost = max(1, L/int64(2+x>>40%5))
+			default:
+				cost = 1 + int64(x>>8)%L
+			}
+			ok, ra := s.Allow(&p, now, cost)
+			want := counting(now)+cost <= L
+			if ok != want {
+				t.Fatalf("L=%d t=%d cost %d: Allow %v, model %v", L, now, cost, ok, want)
+			}
+			if !ok {
+				// Model: the smallest d among the instants where an
+				// admitted request stops counting that admits cost.
+				wantRA := int64(-1)
+				for _, a := range log {
+					d := a.at + W - now
+					if d > 0 && counting(now+d)+cost <= L && (wantRA < 0 || d < wantRA) {
+						wantRA = d
+					}
+				}
+				if ra != wantRA {
+					t.Fatalf("L=%d t=%d cost %d: RetryAfter %d, model %d", L, now, cost, ra, wantRA)
+				}
+				continue
+			}
+			s.Take(&p, now, cost)
+			log = append(log, arrival{at: now, cost: cost})
+			requests++
+			if got, want := s.Remaining(&p, now), L-counting(now); got != want {
+				t.Fatalf("L=%d t=%d: Remaining %d, model %d", L, now, got, want)
+			}
+			peak = max(peak, s.n)
+			if s.n > requests || s.Bytes() > LogEntryBytes*max(4, 2*peak) {
+				t.Fatalf("L=%d: %d entries (peak %d), %d bytes after %d counted requests", L, s.n, peak, s.Bytes(), requests)
+			}
+		}
+		if requests < 50 {
+			t.Fatalf("L=%d: only %d requests counted; the test exercises little", L, requests)
+		}
+	}
+	// One request of cost 2^53 − 1 on a limit of 2^53: one entry, 4 at most
+	// in the ring.
+	p := Params{Algorithm: SlidingWindowLog, Window: W, Limit: MaxLimit, Capacity: MaxLimit}
 	var s LogState
-	now := int64(1_702_080_000_000_000)
-	s.Init(&p, now)
-	// A cost above one run's 2^18 units splits into several entries.
-	s.Take(&p, now, 3*logMaxRun+5)
-	if s.Units() != 3*logMaxRun+5 || s.n != 4 {
-		t.Fatalf("after cost 3·2^18+5: units %d, entries %d; want %d, 4", s.Units(), s.n, 3*logMaxRun+5)
+	s.Take(&p, 1, MaxLimit-1)
+	if s.n != 1 || s.Units() != MaxLimit-1 || s.Bytes() > 4*LogEntryBytes {
+		t.Fatalf("cost 2^53−1: %d entries, %d units, %d bytes", s.n, s.Units(), s.Bytes())
 	}
-	if got := s.Remaining(&p, now); got != 1<<20-(3*logMaxRun+5) {
-		t.Fatalf("Remaining = %d", got)
-	}
-	// Far later, everything has expired and a new base is taken.
-	later := now + 2*logMaxOffset
-	s.Take(&p, later, 1)
-	if s.Units() != 1 || s.Remaining(&p, later) != 1<<20-1 {
-		t.Fatalf("after a long gap: units %d, remaining %d", s.Units(), s.Remaining(&p, later))
-	}
-	if s.Bytes() > 8*8 {
-		t.Errorf("ring holds %d bytes for 5 entries ever", s.Bytes())
+	if ok, ra := s.Allow(&p, 2, 2); ok || ra != W-1 {
+		t.Fatalf("cost 2 on a full log: %v, RetryAfter %d; want denied, %d", ok, ra, W-1)
 	}
 }

@@ -72,3 +72,41 @@ func TestRateSeconds(t *testing.T) {
 		}
 	}
 }
+
+// TestLogLimitBoundedByMemory: a sliding_window_log key holds up to one
+// 16-byte entry per unit of its limit, so Validate refuses limits whose key
+// could take more than MaxStateBytes, naming the bytes. 10^13/day (which
+// once let single requests add 45 MB each) is refused; 4,000,000/s is not.
+func TestLogLimitBoundedByMemory(t *testing.T) {
+	for _, tc := range []struct {
+		rates []Rate
+		want  string // "" for accepted
+	}{
+		{[]Rate{{4_000_000, time.Second}}, ""},
+		{[]Rate{{(MaxStateBytes - 48) / 16, time.Hour}}, ""},
+		{[]Rate{{(MaxStateBytes-48)/16 + 1, time.Hour}}, "can take 67108880 bytes per key, more than the 67108864 allowed"},
+		{[]Rate{{10_000_000_000_000, 24 * time.Hour}}, "limits 10000000000000/24h0m0s can take 160000000000048 bytes per key"},
+		{[]Rate{{MaxLimit, time.Second}}, "bytes per key"},
+		// The windows of one key add up.
+		{[]Rate{{3_000_000, time.Second}, {3_000_000, time.Hour}}, "can take 96000096 bytes per key"},
+	} {
+		l := &Limit{Name: "log", Algorithm: SlidingWindowLog, Rates: tc.rates}
+		err := l.Finish()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.rates, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: error %v, want it to contain %q", tc.rates, err, tc.want)
+		}
+	}
+	// Other algorithms keep a few bytes whatever their limit.
+	for _, a := range []Algorithm{FixedWindow, FixedWindowElastic, SlidingWindowCounter, TokenBucket, GCRA} {
+		l := &Limit{Name: "x", Algorithm: a, Rates: []Rate{{MaxLimit, time.Second}}}
+		if err := l.Finish(); err != nil {
+			t.Errorf("%s with limit 2^53: %v", a, err)
+		}
+		if b := l.StateBytes(); b > 64 {
+			t.Errorf("%s: StateBytes %d", a, b)
+		}
+	}
+}

@@ -194,7 +194,7 @@ func (l *Limit) Validate() error {
 			}
 		}
 	}
-	return nil
+	return l.checkStateBytes()
 }
 
 // Capacity returns the most units one request may ever be granted by the

@@ -78,7 +78,7 @@ end
 local tblevel, gallowed -- token bucket, gcra
 local cbucket, cindex, csums, cest -- sliding_window_counter
 local logparse, logcut, logencode -- sliding_window_log
-local RUN = 65536
+local BIG = 65535 -- run field marking a run whose count follows in 7 bytes
 local MAXOFF = 281474976710655 -- 2^48 − 1
 
 
@@ -87,9 +87,12 @@ local MAXOFF = 281474976710655 -- 2^48 − 1
 
 -- sliding_window_counter: s = { newest, counts[0..N] } (ring, bucket j at j mod (N+1))
 
--- sliding_window_log: a packed binary log per window, oldest first:
--- 7-byte base timestamp, then 8-byte entries (6-byte offset from base,
--- 2-byte run length − 1). s = { base, ts = {}, cnt = {} } unpacked.
+-- sliding_window_log: a packed binary log per window, oldest first, one
+-- entry per tick that counted: a 7-byte base timestamp (the oldest entry's),
+-- then per entry a 6-byte offset from it and a 2-byte unit count 1..65534,
+-- or 65535 followed by the count in 7 bytes (as wide as any cost: a request
+-- adds at most one entry whatever its cost). s = { ts = {}, cnt = {} }
+-- unpacked.
 
 ---------------------------------------------------------------- algorithms
 
@@ -99,7 +102,7 @@ local function init(alg, p)
   if alg == 5 then return { p[3], now } end
   if alg == 6 then return { now } end
   if alg == 7 then return { 0 } end
-  if alg == 3 then return { base = 0, ts = {}, cnt = {} } end
+  if alg == 3 then return { ts = {}, cnt = {} } end
   local s = { floordiv(now, p[4]) }
   for k = 2, p[5] + 2 do s[k] = 0 end
   return s
@@ -214,23 +217,12 @@ local function take(alg, s, p, cost)
       ts[#ts + 1] = s.ts[k]
       cnt[#cnt + 1] = s.cnt[k]
     end
-    local at = now
+    -- Logged at max(now, newest): units at the newest entry's tick join it.
     local last = #ts
-    if last > 0 and ts[last] >= at then
-      at = ts[last]
-      if cnt[last] < RUN then
-        local add = RUN - cnt[last]
-        if cost < add then add = cost end
-        cnt[last] = cnt[last] + add
-        cost = cost - add
-      end
-    end
-    while cost > 0 do
-      local c = RUN
-      if cost < c then c = cost end
-      ts[#ts + 1] = at
-      cnt[#cnt + 1] = c
-      cost = cost - c
+    if last > 0 and ts[last] >= now then
+      cnt[last] = cnt[last] + cost
+    else
+      ts[last + 1], cnt[last + 1] = now, cost
     end
     s.ts, s.cnt = ts, cnt
   else -- COUNTER
@@ -520,16 +512,22 @@ for h = 1, nhits do
   elseif alg == 3 and defined % 16 < 8 then
     defined = defined + 8
     logparse = function(blob)
-      local s = { base = 0, ts = {}, cnt = {} }
-      if #blob == 0 then return s end
-      if (#blob - 7) % 8 ~= 0 then error('tollgate: corrupt log state') end
-      s.base = sunpack('>I7', blob)
-      local k = 0
-      for pos = 8, #blob, 8 do
-        local off, run = sunpack('>I6>I2', blob, pos)
+      local s = { ts = {}, cnt = {} }
+      local n = #blob
+      if n == 0 then return s end
+      if n < 15 then error('tollgate: corrupt log state') end
+      local base, pos = sunpack('>I7', blob)
+      local k, off, cnt = 0, 0, 0
+      while pos <= n do
+        if pos + 7 > n then error('tollgate: corrupt log state') end
+        off, cnt, pos = sunpack('>I6>I2', blob, pos)
+        if cnt == BIG then
+          if pos + 6 > n then error('tollgate: corrupt log state') end
+          cnt, pos = sunpack('>I7', blob, pos)
+          if cnt < 1 then error('tollgate: corrupt log state') end
+        end
         k = k + 1
-        s.ts[k] = s.base + off
-        s.cnt[k] = run + 1
+        s.ts[k], s.cnt[k] = base + off, cnt
       end
       return s
     end
@@ -545,12 +543,21 @@ for h = 1, nhits do
       return first, gone, total
     end
     logencode = function(s)
-      if #s.ts == 0 then return '' end
-      local base = s.base
-      if #s.ts > 0 and (s.ts[1] < base or s.ts[#s.ts] - base > MAXOFF) then base = s.ts[1] end
+      local ts, cnt, n = s.ts, s.cnt, #s.ts
+      if n == 0 then return '' end
+      -- Offsets span at most W plus how far a clock once ran ahead; a
+      -- span beyond 2^48 ticks (8.9 years) drops the entries that far
+      -- behind the newest.
+      local first = 1
+      while ts[n] - ts[first] > MAXOFF do first = first + 1 end
+      local base = ts[first]
       local parts = { spack('>I7', base) }
-      for k = 1, #s.ts do
-        parts[k + 1] = spack('>I6>I2', s.ts[k] - base, s.cnt[k] - 1)
+      for k = first, n do
+        if cnt[k] < BIG then
+          parts[#parts + 1] = spack('>I6>I2', ts[k] - base, cnt[k])
+        else
+          parts[#parts + 1] = spack('>I6>I2>I7', ts[k] - base, BIG, cnt[k])
+        end
       end
       return table.concat(parts)
     end

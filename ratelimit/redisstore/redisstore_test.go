@@ -151,6 +151,9 @@ func parityLimits(t testing.TB) []*ratelimit.Limit {
 		finished(t, ratelimit.Limit{Name: "gcra2", Algorithm: ratelimit.GCRA, Rates: []ratelimit.Rate{rate(6, 700*time.Millisecond)}}),
 		finished(t, ratelimit.Limit{Name: "shadow", Algorithm: ratelimit.FixedWindow, Shadow: true, Rates: []ratelimit.Rate{rate(3, time.Second)}}),
 		finished(t, ratelimit.Limit{Name: "conc", Algorithm: ratelimit.Concurrency, MaxInFlight: 3}),
+		// Large costs (parity draws up to 1.5 million units for it) on a log
+		// near the largest a configuration may take.
+		finished(t, ratelimit.Limit{Name: "biglog", Algorithm: ratelimit.SlidingWindowLog, Rates: []ratelimit.Rate{rate(3_000_000, time.Second), rate(900_000, 300*time.Millisecond)}}),
 	}
 }
 
@@ -212,6 +215,9 @@ func parity(t *testing.T, rs *redisstore.Store, steps int) {
 			cost := int64(1)
 			if rng.IntN(4) == 0 {
 				cost = 1 + rng.Int64N(4)
+			}
+			if l.Name == "biglog" && rng.IntN(2) == 0 {
+				cost = 1 + rng.Int64N(1_500_000)
 			}
 			hits[i] = ratelimit.Hit{Limit: l, Key: key, Cost: cost}
 		}

@@ -164,7 +164,7 @@ func (s *Store) Key(l *ratelimit.Limit, k string) string {
 // of every key, so that gateways of different versions sharing one Redis
 // during a rolling upgrade keep separate counters instead of reading each
 // other's values as corrupt. Change it whenever decide.lua's layout changes.
-const stateFormat = "f2"
+const stateFormat = "f3"
 
 // call runs f under the store's timeout and the circuit breaker, and wraps
 // its error in ratelimit.ErrStore.

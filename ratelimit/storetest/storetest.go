@@ -80,6 +80,7 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("SlidingWindowCounterPrecision", s.slidingCounterPrecision)
 	t.Run("FixedWindowElastic", s.elastic)
 	t.Run("SlidingWindowLog", s.slidingLog)
+	t.Run("SlidingWindowLogLargeCosts", s.slidingLogLargeCosts)
 	t.Run("TokenBucket", func(t *testing.T) { s.bucket(t, ratelimit.TokenBucket) })
 	t.Run("GCRA", func(t *testing.T) { s.bucket(t, ratelimit.GCRA) })
 	t.Run("Burst", s.burst)
@@ -307,6 +308,30 @@ func (s *suite) slidingLog(t *testing.T) {
 		// Clock back: units at 0.1s, 0.2s, 1s all count at 0.5s.
 		{At: ms(500), Cost: 1, Want: deny(0, ms(600), ms(600))},
 		{At: ms(2000), Cost: 3, Want: ok(0, ms(1000))},
+	})
+}
+
+// slidingLogLargeCosts runs costs of millions of units on the largest log
+// limit a configuration may take (4,000,000 units × 16 bytes stays under
+// ratelimit.MaxStateBytes): decisions stay exact, and the store must
+// answer them as one entry per request (a store logging one entry per unit,
+// or per fixed-size run of units, spends seconds and megabytes here).
+func (s *suite) slidingLogLargeCosts(t *testing.T) {
+	st := s.store(t)
+	l := finish(t, limit(t, "swl", ratelimit.SlidingWindowLog, "4000000/1s"))
+	s.run(t, st, l, s.key(t, "k"), []step{
+		{At: 0, Cost: 1_000_000, Want: ok(3_000_000, ms(1000))},
+		{At: ms(100), Cost: 2_999_999, Want: ok(1, ms(900))},
+		{At: ms(200), Cost: 2, Want: deny(1, ms(800), ms(800))},
+		{At: ms(200), Cost: 1, Want: ok(0, ms(800))},
+		// The 4,000,000th oldest unit was logged at 200ms.
+		{At: ms(300), Cost: 4_000_000, Want: deny(0, ms(700), ms(900))},
+		{At: ms(300), Cost: 4_000_001, Want: never(0, ms(700))},
+		// The million of t0 stop counting at 1s; the oldest left is 100ms.
+		{At: ms(1000), Cost: 1_000_000, Want: ok(0, ms(100))},
+		{At: ms(1100), Cost: 3_000_000, Want: deny(2_999_999, ms(100), ms(100))},
+		// The 200ms unit stops counting at 1.2s; the oldest left is 1s.
+		{At: ms(1200), Cost: 3_000_000, Want: ok(0, ms(800))},
 	})
 }
 
