@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/internal/redistest"
+)
+
+// TestCostLogLimitBoundedByMemory: a sliding log keeps up to one entry per
+// unit of its limit, so a limit of 10^13/day (with which single requests
+// of cost 10^12 once added ~45 MB each, and 2^52 got the gateway
+// OOM-killed) is refused by validate and at startup, naming the bytes.
+func TestCostLogLimitBoundedByMemory(t *testing.T) {
+	t.Parallel()
+	cfg := renderTemplate(t, "costlog.toml.tmpl", map[string]any{
+		"Listen": "127.0.0.1:1", "Admin": "127.0.0.1:2", "Rate": "10000000000000/day", "Redis": ""})
+	path := filepath.Join(t.TempDir(), "gateway.toml")
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runGateway(t, nil, "validate", "--config", path)
+	if code != 2 || !strings.Contains(stderr, "limits[0]") || !strings.Contains(stderr, "160000000000048 bytes per key") {
+		t.Fatalf("validate: exit %d, stderr:\n%s\nwant exit 2 naming limits[0] and its bytes per key", code, stderr)
+	}
+	code, _, stderr = runGateway(t, nil, "--config", path)
+	if code == 0 || !strings.Contains(stderr, "bytes per key") {
+		t.Fatalf("serve: exit %d, stderr:\n%s\nwant a refusal naming the bytes per key", code, stderr)
+	}
+}
+
+// TestCostHugeOnLog: on the largest log a configuration may take
+// (4,000,000/day), requests of a million units, of the whole capacity and
+// of 2^52 units answer at once with exact decisions, and the state stays a
+// few bytes per request: in Redis the key's MEMORY USAGE (a log that split
+// a cost into 65,536-unit runs held 512 bytes of entries after these four
+// requests), in the gateway its resident memory.
+func TestCostHugeOnLog(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			data := map[string]any{"Rate": "4000000/day", "Redis": ""}
+			var rs *redistest.Server
+			if backend == "redis" {
+				rs = redistest.Standalone(t)
+				data["Redis"], data["Prefix"] = rs.Addr, "huge:"
+			}
+			g := startGateway(t, "costlog.toml.tmpl", gwOpts{Data: data})
+			c := newClient(t, "")
+			c.Timeout = 10 * time.Second // a request that spends seconds fails here
+			rss0 := rssKB(t, g)
+			send := func(cost string) *response {
+				t.Helper()
+				return get(t, c, g.url("/big"), map[string]string{"X-Cost": cost})
+			}
+			for i, rem := range []int64{3_000_000, 2_000_000, 1_000_000, 0} {
+				r := send("1000000")
+				if r.Status != 200 {
+					t.Fatalf("request %d of a million units: %s", i+1, r)
+				}
+				if got := r.Header.Get("RateLimit"); !strings.HasPrefix(got, `"big";r=`+strconv.FormatInt(rem, 10)+";") {
+					t.Fatalf("request %d: RateLimit %q, want remaining %d", i+1, got, rem)
+				}
+				time.Sleep(2 * time.Millisecond) // distinct ticks: one entry each
+			}
+			for _, cost := range []string{"1", "4000000", "4503599627370496", "9007199254740992"} {
+				r := send(cost)
+				check429Body(t, r, "big")
+			}
+			if r := send("9007199254740993"); r.Status != http.StatusBadRequest {
+				t.Fatalf("cost 2^53+1: %s, want 400", r)
+			}
+			if rs != nil {
+				v, err := rs.Do("KEYS", "huge:*")
+				ks, _ := v.([]any)
+				if err != nil || len(ks) != 1 {
+					t.Fatalf("KEYS huge:* = %v, %v; want one key", v, err)
+				}
+				key, _ := ks[0].(string)
+				v, err = rs.Do("MEMORY", "USAGE", key)
+				n, _ := v.(int64)
+				// 4 entries of 15 bytes behind a 7-byte base and a 4-byte
+				// length (71 bytes), plus Redis's own overhead for a
+				// string key (200 in all with Redis 7); 64 runs of 8 bytes
+				// would be more than 600.
+				if err != nil || n <= 0 || n > 320 {
+					t.Fatalf("MEMORY USAGE %s = %v, %v; want at most 320 bytes for 4 entries", key, v, err)
+				}
+				t.Logf("MEMORY USAGE of the key after four million-unit requests: %d bytes", n)
+			}
+			if grown := rssKB(t, g) - rss0; grown > 16<<10 {
+				t.Fatalf("the gateway's resident memory grew by %d KiB over 9 requests", grown)
+			}
+		})
+	}
+}
+
+// rssKB returns the gateway process's resident set size in KiB.
+func rssKB(t testing.TB, g *gw) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(g.cmd.Process.Pid) + "/status")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("VmRSS %q: %v", v, err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no VmRSS in /proc/PID/status")
+	return 0
+}
