@@ -26,7 +26,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 	prefix := rt.PathPrefix
 	strip := rt.StripPrefix && prefix != "/"
 	identity := p.Identity
-	userHeader := http.CanonicalHeaderKey(p.Config.Identity.UserHeader)
+	userHeader := identity.UserHeader()
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			peerTrusted := identity.PeerTrusted(pr.In)
