@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/tollgate/gateway/keys"
 	"github.com/tollgate/gateway/ratelimit"
@@ -109,6 +110,10 @@ func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
 	if len(*e) > n || rl.Algorithm == 0 {
 		return l
 	}
+	// The key parts and on_missing decide which requests share a counter,
+	// so they are part of the counters' identity (the limit's ID); its
+	// counts are not, so that a reload that changes them keeps the usage.
+	rl.Scope = limitScope(l)
 	// The field checks passed: let ratelimit judge the combination.
 	if err := rl.Finish(); err != nil {
 		e.add(path, "%v", err)
@@ -164,4 +169,19 @@ func mergeLimits(global, own []*Limit) []*Limit {
 		}
 	}
 	return out
+}
+
+// limitScope is the text of what keys l's counters besides its definition:
+// the key parts and the on_missing treatment, e.g. "by=client,ip;missing=0".
+func limitScope(l *Limit) string {
+	var b strings.Builder
+	b.WriteString("by=")
+	for i, p := range l.By {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(p.String())
+	}
+	fmt.Fprintf(&b, ";missing=%d", l.OnMissing)
+	return b.String()
 }

@@ -113,9 +113,17 @@ type Limit struct {
 	MaxInFlight int64
 	// Shadow marks a limit that counts and reports but never denies.
 	Shadow bool
-	// ID identifies the definition (algorithm and windows, not the name's
-	// mode or the keys): a reload that leaves a definition unchanged keeps
-	// the same ID, so its counters survive. Set by Finish.
+	// Scope is what else tells this limit's counters apart from another
+	// limit's with the same name (the gateway puts the key parts there).
+	// It is part of ID and is not interpreted otherwise.
+	Scope string
+	// ID identifies the limit's counters: its name, algorithm, mode,
+	// Scope and the shape of its state (the window lengths and, for
+	// SlidingWindowCounter, the precision), but not its counts, burst or
+	// max_in_flight. A reload that changes only those keeps the ID, so
+	// the usage counted so far carries over and is judged by the new
+	// numbers, instead of every client starting from zero. Two limits
+	// with one ID always have states of one layout. Set by Finish.
 	ID string
 
 	// params caches Params(i) for every window; set by Finish so that the
@@ -129,16 +137,19 @@ func (l *Limit) Finish() error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s|%s|%d|%d|%d", l.Name, l.Algorithm, l.Burst, l.Precision, l.MaxInFlight)
-	for _, r := range l.Rates {
-		fmt.Fprintf(h, "|%d/%d", r.Limit, r.Window)
-	}
-	l.ID = strconv.FormatUint(h.Sum64(), 36)
 	l.params = l.params[:0]
 	for i := range l.Windows() {
 		l.params = append(l.params, l.Params(i))
 	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%q|%s|%t|%q|%d", l.Name, l.Algorithm, l.Shadow, l.Scope, l.Windows())
+	for _, p := range l.params {
+		// Window and precision fix the layout of a window's state (the
+		// sliding counter's buckets) and what its stored instants mean;
+		// the counts only judge it.
+		fmt.Fprintf(h, "|%d/%d", p.Window, p.Precision)
+	}
+	l.ID = strconv.FormatUint(h.Sum64(), 36)
 	return nil
 }
 

@@ -363,7 +363,8 @@ func (g *gateway) shutdown() {
 
 // reload reads the configuration again and swaps it in if it is valid. An
 // invalid file is rejected with every problem logged; the old policy keeps
-// serving. Counters of unchanged limits survive because their IDs do.
+// serving. Counters survive a change of a limit's numbers because its ID
+// does (see ratelimit.Limit.ID).
 func (g *gateway) reload() error {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()

@@ -24,12 +24,22 @@ func appendF64(b []byte, v float64) []byte {
 	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
 }
 
+// packedLimit is a limit's packed parameters, cached under its ID.
+type packedLimit struct {
+	lim  *ratelimit.Limit // the limit they were packed from
+	args string
+}
+
 // limitArg returns the packed parameters of l (decide.lua's ARGV[1+h]):
 // algorithm, shadow, windows, then L, W, capacity, P, N per window. They
-// are built once per limit ID.
+// are built once per limit and cached under its ID; the cached value is
+// used only for the very limit it was built from, because a reload that
+// changes a limit's counts keeps its ID (the counters carry over) but not
+// its parameters. The cache holds one value per ID, so reloads do not
+// grow it.
 func (s *Store) limitArg(l *ratelimit.Limit) string {
-	if v, ok := s.params.Load(l.ID); ok {
-		return v.(string)
+	if v, ok := s.params.Load(l.ID); ok && v.(*packedLimit).lim == l {
+		return v.(*packedLimit).args
 	}
 	n := l.Windows()
 	b := make([]byte, 0, 8*(3+5*n))
@@ -43,7 +53,7 @@ func (s *Store) limitArg(l *ratelimit.Limit) string {
 		}
 	}
 	v := string(b)
-	s.params.Store(l.ID, v)
+	s.params.Store(l.ID, &packedLimit{lim: l, args: v})
 	return v
 }
 

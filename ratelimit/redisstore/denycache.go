@@ -17,30 +17,37 @@ type denied struct {
 	out       []ratelimit.Decision
 }
 
-// denyKey identifies a hit set (limit IDs, keys and costs) in the deny
+// denyKey identifies a hit set (limits, keys and costs) in the deny
 // cache: two 64-bit hashes under independent random seeds, so building it
 // allocates nothing and two different hit sets collide with probability
 // about 2^-128 (the seeds are per process, so no client can aim at one).
+// A limit enters by its ID and its packed parameters: a reload that changes
+// a limit's numbers keeps its ID (and its counters), and a denial cached
+// under the old numbers must not answer for the new ones.
 type denyKey [2]uint64
 
 // cacheKey returns the deny-cache key of hits.
 func (s *Store) cacheKey(hits []ratelimit.Hit) denyKey {
-	var k denyKey
-	for j := range k {
-		var h maphash.Hash
-		h.SetSeed(s.seeds[j])
-		for _, hit := range hits {
+	var hs [2]maphash.Hash
+	for j := range hs {
+		hs[j].SetSeed(s.seeds[j])
+	}
+	for _, hit := range hits {
+		params := s.limitArg(hit.Limit)
+		var c [8]byte
+		binary.LittleEndian.PutUint64(c[:], uint64(hit.Cost))
+		for j := range hs {
+			h := &hs[j]
 			h.WriteString(hit.Limit.ID)
+			h.WriteByte(0)
+			h.WriteString(params)
 			h.WriteByte(0)
 			h.WriteString(hit.Key)
 			h.WriteByte(0)
-			var c [8]byte
-			binary.LittleEndian.PutUint64(c[:], uint64(hit.Cost))
 			h.Write(c[:])
 		}
-		k[j] = h.Sum64()
 	}
-	return k
+	return denyKey{hs[0].Sum64(), hs[1].Sum64()}
 }
 
 // denyStore caches a denial when every denying enforced hit promises a
