@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/gateway/internal/childproc"
 )
 
 // runGateway runs the binary to completion (bounded) and returns its exit
@@ -17,7 +19,7 @@ func runGateway(t testing.TB, env []string, args ...string) (int, string, string
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, gatewayBin, args...)
+	cmd := childproc.Bind(exec.CommandContext(ctx, gatewayBin, args...))
 	cmd.Env = append(cleanEnv(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/tollgate/gateway/internal/childproc"
 )
 
 // gatewayBin is the binary TestMain built.
@@ -60,6 +62,9 @@ func runMain(m *testing.M) int {
 			strings.Join(args, " "), err, out)
 		return 1
 	}
+	// A child a test forgot to stop dies here; one left by a killed run
+	// dies with the test binary (childproc.Bind).
+	defer childproc.KillAll()
 	return m.Run()
 }
 
@@ -166,7 +171,7 @@ func startGateway(t testing.TB, tmpl string, opts gwOpts) *gw {
 		}
 		env = append(env, opts.Env...)
 		g.render(t, g.data)
-		g.cmd = exec.Command(gatewayBin, "--config", g.Config)
+		g.cmd = childproc.Bind(exec.Command(gatewayBin, "--config", g.Config))
 		g.cmd.Env = env
 		g.cmd.Stdout = g.stderr
 		g.cmd.Stderr = g.stderr

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/gateway/internal/childproc"
 )
 
 // replayNginxConfig counts clients by IP only, 5 per 10 s.
@@ -60,7 +62,7 @@ func runReplay(t *testing.T, cfg, log string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, gatewayBin, append([]string{"replay", "--config", cfg, "--log", log}, args...)...)
+	cmd := childproc.Bind(exec.CommandContext(ctx, gatewayBin, append([]string{"replay", "--config", cfg, "--log", log}, args...)...))
 	cmd.Env = cleanEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

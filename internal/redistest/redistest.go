@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tollgate/gateway/internal/childproc"
 )
 
 // StartTimeout bounds every wait of the harness: a process answering PING,
@@ -95,7 +97,7 @@ func newServer(t testing.TB, name string, port int, extra []string) *Server {
 // start launches the process and waits until it answers PING.
 func (s *Server) start() {
 	s.t.Helper()
-	cmd := exec.Command(s.bin, s.args...)
+	cmd := childproc.Bind(exec.Command(s.bin, s.args...))
 	cmd.Dir = s.dir
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("redistest: start %s: %v", s.bin, err)

@@ -81,14 +81,29 @@ func TestLogMemory(t *testing.T) {
 				t.Fatalf("unit %d: %v %v", i, ok, err)
 			}
 		}
-		ours := c.MemoryUsage(ctx, s.Key(l, key)).Val()
+		// A failed MEMORY USAGE reads as 0 bytes, which would pass the
+		// comparison below: every reply is checked.
+		ours, err := c.MemoryUsage(ctx, s.Key(l, key)).Result()
+		if err != nil || ours <= 0 {
+			t.Fatalf("MEMORY USAGE of the packed log: %d, %v", ours, err)
+		}
 		zkey := "zset:" + key
 		for i := range n {
 			ts := now.Add(time.Duration(i) * time.Millisecond).UnixMicro()
-			c.ZAdd(ctx, zkey, redisZ(float64(ts), strconv.FormatInt(ts, 10)+"-"+strconv.FormatInt(i, 10)))
+			if err := c.ZAdd(ctx, zkey, redisZ(float64(ts), strconv.FormatInt(ts, 10)+"-"+strconv.FormatInt(i, 10))).Err(); err != nil {
+				t.Fatal(err)
+			}
 		}
-		zset := c.MemoryUsage(ctx, zkey).Val()
-		c.Del(ctx, zkey)
+		if got, err := c.ZCard(ctx, zkey).Result(); err != nil || got != n {
+			t.Fatalf("sorted set holds %d members (%v), want %d", got, err, n)
+		}
+		zset, err := c.MemoryUsage(ctx, zkey).Result()
+		if err != nil || zset <= 0 {
+			t.Fatalf("MEMORY USAGE of the sorted set: %d, %v", zset, err)
+		}
+		if err := c.Del(ctx, zkey).Err(); err != nil {
+			t.Fatal(err)
+		}
 		t.Logf("L=%d: packed log %d bytes (%.1f B/entry), sorted set %d bytes (%.1f B/entry)",
 			n, ours, float64(ours)/float64(n), zset, float64(zset)/float64(n))
 		if ours*3 > zset {

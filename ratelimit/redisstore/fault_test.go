@@ -60,8 +60,12 @@ func TestWrongTypeAndHealing(t *testing.T) {
 	s := newStore(t, c, redisstore.Options{DenyCacheSize: -1})
 	l := finished(t, ratelimit.Limit{Name: "wt", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(2, time.Minute)}})
 	now := time.Now()
-	c.HSet(ctx, s.Key(l, "{w}bad"), "f", "v")
-	c.Set(ctx, s.Key(l, "{w}junk"), "not,a,number", 0)
+	if err := c.HSet(ctx, s.Key(l, "{w}bad"), "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, s.Key(l, "{w}junk"), "not,a,number", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
 	out := make([]ratelimit.Decision, 1)
 	for _, k := range []string{"{w}bad", "{w}junk"} {
 		_, err := s.Decide(ctx, now, []ratelimit.Hit{{Limit: l, Key: k, Cost: 1}}, out)
@@ -73,7 +77,13 @@ func TestWrongTypeAndHealing(t *testing.T) {
 		t.Fatalf("good key: %v %v", ok, err)
 	}
 	key := s.Key(l, "{w}good")
-	c.Persist(ctx, key)
+	// The healing is only tested if the TTL really went away.
+	if removed, err := c.Persist(ctx, key).Result(); err != nil || !removed {
+		t.Fatalf("PERSIST %s: removed=%v, %v (the key should have had a TTL)", key, removed, err)
+	}
+	if ttl, err := c.PTTL(ctx, key).Result(); err != nil || ttl != -1 {
+		t.Fatalf("PTTL after PERSIST = %v, %v; want -1 (no TTL)", ttl, err)
+	}
 	if ok, _ := s.Decide(ctx, now, []ratelimit.Hit{{Limit: l, Key: "{w}good", Cost: 1}}, out); ok {
 		t.Fatal("third unit allowed")
 	}
@@ -293,9 +303,10 @@ func TestSentinelFailover(t *testing.T) {
 }
 
 // TestClusterFailover: a master failover in the Cluster; errors only during
-// the switch, then automatic recovery.
+// the switch, then automatic recovery. It fails over its own Cluster: the
+// shared one keeps the roles later tests expect.
 func TestClusterFailover(t *testing.T) {
-	cl := sharedCluster()
+	cl := redistest.Cluster(t)
 	c := newClusterClient(t, cl.Addrs())
 	s := newStore(t, c, redisstore.Options{Timeout: 200 * time.Millisecond, DenyCacheSize: -1, BreakerCooldown: 100 * time.Millisecond})
 	l := faultLimit(t)

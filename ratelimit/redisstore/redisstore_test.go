@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/gateway/internal/childproc"
 	"github.com/tollgate/gateway/internal/redistest"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -36,6 +37,7 @@ func TestMain(m *testing.M) {
 	standard = redistest.Standalone(shared)
 	code := m.Run()
 	shared.Close()
+	childproc.KillAll() // any server a test left running
 	os.Exit(code)
 }
 
