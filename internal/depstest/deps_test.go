@@ -89,7 +89,9 @@ var rules = map[string]rule{
 	// virtual clock, via the real handler and an in-memory store.
 	"replay": {allow: []string{"accesslog", "policy", "proxy", "ratelimit", "ratelimit/memstore"}},
 	// Test support: real redis-server processes.
-	"internal/redistest": {},
+	"internal/redistest": {allow: []string{"internal/childproc"}},
+	// Test support: child processes that die with the test binary.
+	"internal/childproc": {},
 	// Wiring: flags, viper, store construction, OTel SDK, signals.
 	"cmd/gateway": {any: true},
 }
@@ -107,7 +109,7 @@ var redisConstructors = []string{"NewClient", "NewClusterClient", "NewFailoverCl
 	"NewFailoverClusterClient", "NewUniversalClient", "NewRing", "NewSentinelClient"}
 
 // testOnly are module packages the gateway binary must never link.
-var testOnly = []string{"ratelimit/storetest", "internal/redistest", "testing"}
+var testOnly = []string{"ratelimit/storetest", "internal/redistest", "internal/childproc", "testing"}
 
 // pkg is the part of `go list -json` this test reads.
 type pkg struct {
