@@ -120,3 +120,33 @@ func rssKB(t testing.TB, g *gw) int64 {
 	t.Fatal("no VmRSS in /proc/PID/status")
 	return 0
 }
+
+// TestCostAboveCapacityHeaders (issue: a 429 for a cost above capacity
+// showed `r=0;t=0` on an unused bucket): such a 429 reports the window as
+// it is, its true remaining, and no reset when nothing is used (nothing
+// comes back); on a used window, the time until more comes back.
+func TestCostAboveCapacityHeaders(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, "cost.toml.tmpl", gwOpts{})
+	c := newClient(t, "")
+	units := func(cost string) *response {
+		t.Helper()
+		return get(t, c, g.url("/units"), map[string]string{"X-Request-Cost": cost})
+	}
+	r := units("11")
+	check429Body(t, r, "units")
+	if got := r.Header.Get("RateLimit"); got != `"units";r=10` {
+		t.Errorf("cost 11 on an unused 10/minute: RateLimit %q, want %q", got, `"units";r=10`)
+	}
+	if r := units("4"); r.Status != 200 {
+		t.Fatalf("cost 4: %s", r)
+	}
+	r = units("11")
+	check429Body(t, r, "units")
+	if got := r.Header.Get("RateLimit"); got != `"units";r=6;t=60` {
+		t.Errorf("cost 11 after 4: RateLimit %q, want %q (the 4 units come back in 60 s)", got, `"units";r=6;t=60`)
+	}
+	if _, ok := r.retryAfter(t); ok {
+		t.Errorf("cost 11 > capacity: Retry-After %q promises a retry that can never succeed", r.Header.Get("Retry-After"))
+	}
+}

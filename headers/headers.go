@@ -212,7 +212,11 @@ func fraction(d *ratelimit.Decision) float64 {
 // when no enforced decision exists. policy is the route's precompiled
 // RateLimit-Policy value (see PolicyValue), written as is; now is the
 // instant the X-RateLimit-Reset timestamp counts from. A denied decision
-// reports zero remaining and a reset no earlier than its RetryAfter.
+// reports zero remaining and a reset no earlier than its RetryAfter, except
+// a cost above the capacity (Decision.Never): no wait admits it, so the
+// window is reported as it is, its true remaining and the time until more
+// becomes available, and with no reset at all (t, RateLimit-Reset and
+// X-RateLimit-Reset left out) when nothing is used, so nothing comes back.
 // Retry-After itself is left to the caller.
 func Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds []ratelimit.Decision, now time.Time) {
 	if len(styles) == 0 {
@@ -225,7 +229,11 @@ func Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds [
 	d := &ds[i]
 	remaining := max(d.Remaining, 0)
 	reset := max(d.Reset, 0)
-	if !d.Allowed {
+	noReset := false
+	switch {
+	case d.Never:
+		noReset = reset == 0
+	case !d.Allowed:
 		remaining = 0
 		reset = max(reset, d.RetryAfter)
 	}
@@ -253,7 +261,9 @@ func Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds [
 			}
 			b = appendItemName(b, hits[i].Limit, d.Window)
 			b = strconv.AppendInt(append(b, ";r="...), remaining, 10)
-			b = strconv.AppendInt(append(b, ";t="...), t, 10)
+			if !noReset {
+				b = strconv.AppendInt(append(b, ";t="...), t, 10)
+			}
 			names[n], ends[n] = hRateLimit, len(b)
 			n++
 		case Legacy:
@@ -261,17 +271,23 @@ func Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds [
 			names[n], ends[n] = hLimit, len(b)
 			b = strconv.AppendInt(b, remaining, 10)
 			names[n+1], ends[n+1] = hRemaining, len(b)
-			b = strconv.AppendInt(b, t, 10)
-			names[n+2], ends[n+2] = hReset, len(b)
-			n += 3
+			n += 2
+			if !noReset {
+				b = strconv.AppendInt(b, t, 10)
+				names[n], ends[n] = hReset, len(b)
+				n++
+			}
 		case X:
 			b = strconv.AppendInt(b, d.Limit, 10)
 			names[n], ends[n] = hXLimit, len(b)
 			b = strconv.AppendInt(b, remaining, 10)
 			names[n+1], ends[n+1] = hXRemaining, len(b)
-			b = strconv.AppendInt(b, unixCeil(now.Add(reset)), 10)
-			names[n+2], ends[n+2] = hXReset, len(b)
-			n += 3
+			n += 2
+			if !noReset {
+				b = strconv.AppendInt(b, unixCeil(now.Add(reset)), 10)
+				names[n], ends[n] = hXReset, len(b)
+				n++
+			}
 		}
 	}
 	if n == 0 {

@@ -151,13 +151,47 @@ func TestSet(t *testing.T) {
 		styles: Styles{Legacy},
 		ds: []ratelimit.Decision{
 			{Allowed: true, Limit: 10, Remaining: 0, Reset: time.Second},
-			{Allowed: false, Limit: 100, Remaining: 5, RetryAfter: time.Second, Never: true},
+			{Allowed: false, Limit: 100, Remaining: 0, Reset: 1500 * time.Millisecond, RetryAfter: time.Second},
 			{Allowed: true},
 		},
 		want: http.Header{
 			"Ratelimit-Limit":     {"100"},
 			"Ratelimit-Remaining": {"0"},
-			"Ratelimit-Reset":     {"1"},
+			"Ratelimit-Reset":     {"2"},
+		},
+	}, {
+		// A cost above the capacity on an unused window: the true
+		// remaining, and no reset (nothing is used, nothing comes back),
+		// not r=0;t=0.
+		name:   "cost above capacity on an unused window: true remaining, no reset",
+		styles: Styles{IETF, Legacy, X},
+		ds: []ratelimit.Decision{
+			{Allowed: true, Limit: 10, Remaining: 9, Reset: time.Second},
+			{Allowed: false, Never: true, Limit: 100, Remaining: 100},
+		},
+		want: http.Header{
+			"Ratelimit-Policy":      {policy},
+			"Ratelimit":             {`"search";r=100`},
+			"Ratelimit-Limit":       {"100"},
+			"Ratelimit-Remaining":   {"100"},
+			"X-Ratelimit-Limit":     {"100"},
+			"X-Ratelimit-Remaining": {"100"},
+		},
+	}, {
+		name:   "cost above capacity on a used window: true remaining, reset when more comes back",
+		styles: Styles{IETF, Legacy, X},
+		ds: []ratelimit.Decision{
+			{Allowed: false, Never: true, Limit: 10, Remaining: 4, Reset: 2500 * time.Millisecond},
+		},
+		want: http.Header{
+			"Ratelimit-Policy":      {policy},
+			"Ratelimit":             {`"per-client.1s";r=4;t=3`},
+			"Ratelimit-Limit":       {"10"},
+			"Ratelimit-Remaining":   {"4"},
+			"Ratelimit-Reset":       {"3"},
+			"X-Ratelimit-Limit":     {"10"},
+			"X-Ratelimit-Remaining": {"4"},
+			"X-Ratelimit-Reset":     {"1700000003"},
 		},
 	}, {
 		name:   "no styles, no headers",
