@@ -150,3 +150,43 @@ func TestCostAboveCapacityHeaders(t *testing.T) {
 		t.Errorf("cost 11 > capacity: Retry-After %q promises a retry that can never succeed", r.Header.Get("Retry-After"))
 	}
 }
+
+// TestCostHeaderTrust: a cost header is client-controlled, so by default a
+// client cannot declare less than the static cost (cost_min defaults to
+// cost); with cost_header_trusted_from the header of any other peer is
+// ignored (the static cost applies, malformed or not), and a trusted
+// peer's is believed down to cost_min.
+func TestCostHeaderTrust(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, "cost.toml.tmpl", gwOpts{})
+	c := newClient(t, "")
+	for _, step := range []struct {
+		path, cost string
+		status     int
+		remaining  string
+	}{
+		{"/floored", "1", 200, "6"}, // paid the floor 4, not 1
+		{"/floored", "5", 200, "1"}, // more than the floor: as declared
+		{"/floored", "1", 429, ""},
+		{"/proxied", "1", 200, "6"},   // not from 192.0.2.0/24: cost 4
+		{"/proxied", "abc", 200, "2"}, // ignored, not even parsed
+		{"/trusted", "1", 200, "9"},   // from loopback: believed, floor 1
+		{"/trusted", "abc", 400, ""},
+		{"/trusted", "", 200, "5"}, // absent: the static cost 4
+	} {
+		hdr := map[string]string{}
+		if step.cost != "" {
+			hdr["X-Request-Cost"] = step.cost
+		}
+		r := get(t, c, g.url(step.path), hdr)
+		if r.Status != step.status {
+			t.Fatalf("%s with cost %q: %s, want %d", step.path, step.cost, r, step.status)
+		}
+		if step.remaining != "" {
+			name := strings.TrimPrefix(step.path, "/")
+			if got, want := r.Header.Get("RateLimit"), `"`+name+`";r=`+step.remaining+";"; !strings.HasPrefix(got, want) {
+				t.Fatalf("%s with cost %q: RateLimit %q, want %s…", step.path, step.cost, got, want)
+			}
+		}
+	}
+}

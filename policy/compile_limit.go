@@ -103,6 +103,7 @@ func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
 		}
 		l.CostHeader = canonicalHeader(c.CostHeader)
 	}
+	compileCostTrust(l, c, path, e)
 	l.ExemptIPs = prefixes(c.Exempt.IPs, path+".exempt.ips", e)
 	if c.Exempt.APIKeysEnv != "" && !validEnvName(c.Exempt.APIKeysEnv) {
 		e.add(path+".exempt.api_keys_env", "invalid environment variable name %q", c.Exempt.APIKeysEnv)

@@ -225,6 +225,15 @@ type LimitConfig struct {
 	// CostHeader, when set, names a request header whose integer value is
 	// the cost (Cost applies when it is absent). Default "".
 	CostHeader string `mapstructure:"cost_header" json:"cost_header"`
+	// CostMin is the least a cost header may declare: a smaller value is
+	// raised to it, so a client cannot pay less than the operator meant.
+	// 0 (the default) means Cost.
+	CostMin int64 `mapstructure:"cost_min" json:"cost_min"`
+	// CostHeaderTrustedFrom, when set, lists the peer CIDRs (the direct
+	// peer, not X-Forwarded-For) whose cost header is believed; from any
+	// other peer the header is ignored and Cost applies. Default [] (every
+	// peer, floored at CostMin).
+	CostHeaderTrustedFrom []string `mapstructure:"cost_header_trusted_from" json:"cost_header_trusted_from"`
 	// Mode is "enforce" or "shadow" (count and report, never deny).
 	// Default "enforce".
 	Mode string `mapstructure:"mode" json:"mode"`

@@ -145,6 +145,11 @@ type Limit struct {
 	// CostHeader is the canonical name of the header carrying the cost;
 	// "" means the cost is static.
 	CostHeader string
+	// CostMin is the floor of a cost read from CostHeader (≤ Cost).
+	CostMin int64
+	// CostTrustedFrom, when non-empty, are the peers whose CostHeader is
+	// believed; from others Cost applies.
+	CostTrustedFrom []netip.Prefix
 	// ExemptIPs are client prefixes this limit never limits.
 	ExemptIPs []netip.Prefix
 	// OnMissing is what a request lacking an identity part of By gets.

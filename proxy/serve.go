@@ -67,7 +67,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			if l.Exempt(id.IP, id.APIKey) {
 				continue
 			}
-			cost, err := l.RequestCost(r.Header)
+			cost, err := l.RequestCost(r.Header, r.RemoteAddr)
 			if err != nil {
 				ev.Outcome = OutcomeBadRequest
 				headers.WriteProblem(w, headers.Problem{
