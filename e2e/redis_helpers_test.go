@@ -13,14 +13,15 @@ import (
 
 // redisData is redis.toml.tmpl's data: a standalone Redis at addr (or
 // cluster seeds when cluster is non-empty), the on_error policy, the store
-// timeout and the limits and routes as TOML text.
+// timeout and the limits and routes as TOML text. StoreExtra (empty here)
+// holds more [store] lines.
 func redisData(addr string, cluster []string, onError, timeout, body string) map[string]any {
 	c := ""
 	if len(cluster) > 0 {
 		c = `["` + strings.Join(cluster, `", "`) + `"]`
 	}
 	return map[string]any{"Redis": addr, "Cluster": c, "OnError": onError, "Timeout": timeout,
-		"Prefix": "tollgate:", "Body": body}
+		"Prefix": "tollgate:", "Body": body, "StoreExtra": ""}
 }
 
 // limitTOML is one [[limits]] table.

@@ -135,6 +135,7 @@ type readyzBody struct {
 	Ready      bool   `json:"ready"`
 	Draining   bool   `json:"draining"`
 	Store      string `json:"store"`
+	StoreError string `json:"store_error"`
 	LastReload *struct {
 		At    time.Time `json:"at"`
 		OK    bool      `json:"ok"`

@@ -1,20 +1,94 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+	"github.com/tollgate/gateway/ratelimit/redisstore"
 )
 
+// openRedis builds the Redis store for p, with mem as the local fallback,
+// and checks that it can make a decision. With store.require_at_startup a
+// store that cannot is an error naming the cause; otherwise the gateway
+// starts degraded (store.on_error decides until Redis does).
+func (g *gateway) openRedis(p *policy.Policy, mem *memstore.Store) error {
+	client, err := newRedisClient(p.Store.Redis, p.Store.Timeout)
+	if err != nil {
+		return fmt.Errorf("store.redis: %w", err)
+	}
+	clock := redisstore.ClockLocal
+	if p.Store.Clock == "store" {
+		clock = redisstore.ClockStore
+	}
+	rs, err := redisstore.New(client, redisstore.Options{Prefix: p.Store.Redis.Prefix, Clock: clock, Timeout: p.Store.Timeout})
+	if err != nil {
+		client.Close()
+		return fmt.Errorf("store.redis: %w", err)
+	}
+	health := &storeHealth{ready: rs.Ready, log: g.log}
+	g.store, g.local, g.redis = rs, mem, client
+	g.ready = health.check
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := health.check(ctx); err != nil {
+		if p.Store.RequireAtStartup {
+			rs.Close()
+			client.Close()
+			g.redis = nil
+			return fmt.Errorf("store.require_at_startup: the Redis store cannot make a decision: %w", err)
+		}
+		// Start degraded: store.on_error decides until Redis answers; the
+		// breaker probes it in the background.
+		g.log.Warn("starting degraded", "on_error", p.Store.OnError)
+		return nil
+	}
+	warnEvictionPolicy(ctx, client, g.log)
+	return nil
+}
+
+// storeHealth runs the store's readiness check and logs when its outcome
+// changes, so that a store that cannot decide is said once with its cause,
+// not on every probe.
+type storeHealth struct {
+	ready func(context.Context) error
+	log   *slog.Logger
+
+	mu   sync.Mutex
+	last string // the last failure's text; "" while healthy
+}
+
+// check runs the readiness check and logs a change of outcome.
+func (h *storeHealth) check(ctx context.Context) error {
+	err := h.ready(ctx)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil && h.last != "":
+		h.log.Info("the Redis store makes decisions again")
+		h.last = ""
+	case err != nil && err.Error() != h.last:
+		h.log.Warn("the Redis store cannot make a decision", "cause", err.Error())
+		h.last = err.Error()
+	}
+	return err
+}
+
 // newRedisClient builds the go-redis client for the Redis store from the
-// [store.redis] settings: a Cluster client when cluster seed addresses are
-// given, a Sentinel failover client when a master name is given, otherwise a
-// standalone client parsed from url (redis:// or rediss:// for TLS).
-// username and password (from the environment, never from the TOML) override
-// any credentials in url when non-empty.
+// compiled [store.redis] settings: a Cluster client when cluster seed
+// addresses are given, a Sentinel failover client when a master name is
+// given, otherwise a standalone client parsed from the URL (redis:// or
+// rediss:// for TLS). The username and password (from the environment,
+// never from the TOML) override any credentials in the URL when non-empty.
+// The settings were validated when the policy was compiled.
 //
 // Every client honours the caller's context deadline on the socket
 // (ContextTimeoutEnabled), so store.timeout really bounds a call; dial, read
@@ -23,8 +97,7 @@ import (
 // was lost may have been applied, and retrying it would count twice. Cluster
 // redirections (MOVED/ASK), which mean the command did not run, are still
 // followed.
-func newRedisClient(url string, cluster []string, sentinelMaster string, sentinelAddrs []string,
-	username, password string, timeout time.Duration) (redis.UniversalClient, error) {
+func newRedisClient(rc policy.RedisStore, timeout time.Duration) (redis.UniversalClient, error) {
 	if timeout <= 0 {
 		timeout = 50 * time.Millisecond
 	}
@@ -36,13 +109,11 @@ func newRedisClient(url string, cluster []string, sentinelMaster string, sentine
 	// call's own deadline (PoolTimeout is a backstop).
 	poolSize := 10 * runtime.GOMAXPROCS(0)
 	switch {
-	case len(cluster) > 0 && sentinelMaster != "":
-		return nil, errors.New("store.redis: set either cluster or sentinel, not both")
-	case len(cluster) > 0:
+	case len(rc.Cluster) > 0:
 		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 cluster,
-			Username:              username,
-			Password:              password,
+			Addrs:                 rc.Cluster,
+			Username:              rc.Username,
+			Password:              rc.Password,
 			DialTimeout:           dial,
 			ReadTimeout:           io,
 			WriteTimeout:          io,
@@ -52,17 +123,14 @@ func newRedisClient(url string, cluster []string, sentinelMaster string, sentine
 			MaxRedirects:          3,
 			ContextTimeoutEnabled: true,
 		}), nil
-	case sentinelMaster != "":
-		if len(sentinelAddrs) == 0 {
-			return nil, errors.New("store.redis.sentinel: addrs is required with master")
-		}
+	case rc.SentinelMaster != "":
 		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            sentinelMaster,
-			SentinelAddrs:         sentinelAddrs,
-			Username:              username,
-			Password:              password,
-			SentinelUsername:      username,
-			SentinelPassword:      password,
+			MasterName:            rc.SentinelMaster,
+			SentinelAddrs:         rc.SentinelAddrs,
+			Username:              rc.Username,
+			Password:              rc.Password,
+			SentinelUsername:      rc.Username,
+			SentinelPassword:      rc.Password,
 			DialTimeout:           dial,
 			ReadTimeout:           io,
 			WriteTimeout:          io,
@@ -72,19 +140,16 @@ func newRedisClient(url string, cluster []string, sentinelMaster string, sentine
 			ContextTimeoutEnabled: true,
 		}), nil
 	}
-	if url == "" {
-		return nil, errors.New("store.redis: url, cluster or sentinel is required")
-	}
-	opt, err := redis.ParseURL(url)
+	opt, err := redis.ParseURL(rc.URL)
 	if err != nil {
 		// ParseURL's errors never echo the password, but keep ours generic.
 		return nil, fmt.Errorf("store.redis.url: %w", err)
 	}
-	if username != "" {
-		opt.Username = username
+	if rc.Username != "" {
+		opt.Username = rc.Username
 	}
-	if password != "" {
-		opt.Password = password
+	if rc.Password != "" {
+		opt.Password = rc.Password
 	}
 	opt.DialTimeout = dial
 	opt.ReadTimeout = io
@@ -94,4 +159,20 @@ func newRedisClient(url string, cluster []string, sentinelMaster string, sentine
 	opt.MaxRetries = -1
 	opt.ContextTimeoutEnabled = true
 	return redis.NewClient(opt), nil
+}
+
+// warnEvictionPolicy logs a warning when Redis may evict counter keys under
+// memory pressure, which silently resets limits. A Redis that refuses
+// CONFIG (managed services often do) is not an error.
+func warnEvictionPolicy(ctx context.Context, client redis.UniversalClient, log *slog.Logger) {
+	res, err := client.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		log.Debug("cannot read Redis maxmemory-policy", "err", err)
+		return
+	}
+	if policy := res["maxmemory-policy"]; strings.HasPrefix(policy, "allkeys-") {
+		log.Warn("Redis may evict rate-limit counters under memory pressure, resetting limits early; "+
+			"prefer maxmemory-policy volatile-lru/volatile-ttl/noeviction (every counter key has a TTL)",
+			"maxmemory-policy", policy)
+	}
 }

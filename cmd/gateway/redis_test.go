@@ -8,11 +8,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate/gateway/internal/redistest"
+	"github.com/tollgate/gateway/policy"
 )
 
 func TestNewRedisClientStandalone(t *testing.T) {
 	srv := redistest.Standalone(t)
-	c, err := newRedisClient("redis://"+srv.Addr+"/0", nil, "", nil, "", "", 50*time.Millisecond)
+	c, err := newRedisClient(policy.RedisStore{URL: "redis://" + srv.Addr + "/0"}, 50*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,14 +60,13 @@ func TestNewRedisClientShapes(t *testing.T) {
 		{name: "tls url", url: "rediss://127.0.0.1:6380/1", want: "*redis.Client"},
 		{name: "cluster", cluster: []string{"127.0.0.1:7000"}, want: "*redis.ClusterClient"},
 		{name: "sentinel", master: "m", sentinel: []string{"127.0.0.1:26379"}, want: "*redis.Client"},
-		{name: "sentinel without addrs", master: "m", wantErr: true},
-		{name: "both", cluster: []string{"a:1"}, master: "m", sentinel: []string{"b:2"}, wantErr: true},
-		{name: "nothing", wantErr: true},
 		{name: "bad url", url: "http://x", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := newRedisClient(tt.url, tt.cluster, tt.master, tt.sentinel, "u", "p", 0)
+			rc := policy.RedisStore{URL: tt.url, Cluster: tt.cluster, SentinelMaster: tt.master,
+				SentinelAddrs: tt.sentinel, Username: "u", Password: "p"}
+			c, err := newRedisClient(rc, 0)
 			if tt.wantErr {
 				if err == nil {
 					c.Close()

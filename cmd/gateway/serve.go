@@ -12,7 +12,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -73,6 +72,7 @@ type gateway struct {
 	ready    func(context.Context) error
 	storeCfg policy.Store
 	mem      *memstore.Store
+	redis    redis.UniversalClient // nil unless the backend is Redis
 
 	otel      *otelSetup
 	metrics   *telemetry.Metrics
@@ -224,37 +224,7 @@ func (g *gateway) openStores(p *policy.Policy) error {
 		g.ready = func(context.Context) error { return nil }
 		return nil
 	case "redis":
-		rc := p.Store.Redis
-		client, err := newRedisClient(rc.URL, rc.Cluster, rc.SentinelMaster, rc.SentinelAddrs,
-			rc.Username, rc.Password, p.Store.Timeout)
-		if err != nil {
-			return fmt.Errorf("store.redis: %w", err)
-		}
-		clock := redisstore.ClockLocal
-		if p.Store.Clock == "store" {
-			clock = redisstore.ClockStore
-		}
-		rs, err := redisstore.New(client, redisstore.Options{Prefix: rc.Prefix, Clock: clock, Timeout: p.Store.Timeout})
-		if err != nil {
-			client.Close()
-			return fmt.Errorf("store.redis: %w", err)
-		}
-		g.store, g.local = rs, mem
-		g.ready = rs.Ready
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if err := rs.Ready(ctx); err != nil {
-			if p.Store.RequireAtStartup {
-				rs.Close()
-				return fmt.Errorf("store.require_at_startup: redis store not reachable: %w", err)
-			}
-			// Start degraded (SCENARIOS 28): store.on_error decides until
-			// Redis answers; the breaker probes it in the background.
-			g.log.Warn("redis store not reachable at startup; starting degraded", "on_error", p.Store.OnError, "err", err)
-		} else {
-			warnEvictionPolicy(ctx, client, g.log)
-		}
-		return nil
+		return g.openRedis(p, mem)
 	default:
 		return fmt.Errorf("store.backend: unknown backend %q", p.Store.Backend)
 	}
@@ -265,22 +235,6 @@ func (g *gateway) openStores(p *policy.Policy) error {
 func monotonicClock() func() time.Time {
 	base := time.Now()
 	return func() time.Time { return base.Add(time.Since(base)) }
-}
-
-// warnEvictionPolicy logs a warning when Redis may evict counter keys under
-// memory pressure, which silently resets limits (SCENARIOS 40). A Redis
-// that refuses CONFIG (managed services often do) is not an error.
-func warnEvictionPolicy(ctx context.Context, client redis.UniversalClient, log *slog.Logger) {
-	res, err := client.ConfigGet(ctx, "maxmemory-policy").Result()
-	if err != nil {
-		log.Debug("cannot read Redis maxmemory-policy", "err", err)
-		return
-	}
-	if policy := res["maxmemory-policy"]; strings.HasPrefix(policy, "allkeys-") {
-		log.Warn("Redis may evict rate-limit counters under memory pressure, resetting limits early; "+
-			"prefer maxmemory-policy volatile-lru/volatile-ttl/noeviction (every counter key has a TTL)",
-			"maxmemory-policy", policy)
-	}
 }
 
 // run serves until SIGTERM or SIGINT, reloading on SIGHUP.
@@ -345,6 +299,9 @@ func (g *gateway) shutdown() {
 		g.local.Close()
 	}
 	g.store.Close()
+	if g.redis != nil {
+		g.redis.Close()
+	}
 	if g.accessLog != nil {
 		if err := g.accessLog.Close(); err != nil {
 			g.log.Warn("access log", "err", err)
@@ -445,8 +402,10 @@ func (g *gateway) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := g.ready(ctx); err != nil {
 		st.Store, st.StoreError = "unavailable", err.Error()
 		// With on_error = "local" or "allow" the gateway still serves
-		// correctly without its store; only "deny" makes it unready.
-		if g.handler.Policy().Store.OnError == policy.OnErrorDeny {
+		// correctly without a reachable store; only "deny" makes it
+		// unready. A store that answers but refuses every decision is a
+		// configuration error, which no waiting heals: unready always.
+		if g.handler.Policy().Store.OnError == policy.OnErrorDeny || errors.Is(err, redisstore.ErrRefused) {
 			st.Ready = false
 		}
 	}

@@ -343,3 +343,33 @@ func readReply(r *bufio.Reader) (any, error) {
 	}
 	return nil, fmt.Errorf("redistest: unexpected reply %q", line)
 }
+
+// StandaloneConfig starts one redis-server for t that first reads conf as
+// its configuration file (for directives such as rename-command, which a
+// running server cannot change), and stops it when t ends.
+func StandaloneConfig(t testing.TB, conf string) *Server {
+	t.Helper()
+	s := newServer(t, "redis-server", freePort(t, false), nil)
+	path := filepath.Join(s.dir, "redis.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	s.args = append([]string{path}, s.args...)
+	s.start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Replica starts one redis-server replicating master for t, waits until its
+// initial sync has finished, and stops it when t ends.
+func Replica(t testing.TB, master *Server) *Server {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(master.Addr)
+	s := newServer(t, "redis-server", freePort(t, false), []string{"--replicaof", host, port})
+	s.start()
+	t.Cleanup(s.Stop)
+	if err := poll(StartTimeout, func() error { return linkUp(s.Addr) }); err != nil {
+		t.Fatalf("redistest: replica %s of %s: %v", s.Addr, master.Addr, err)
+	}
+	return s
+}

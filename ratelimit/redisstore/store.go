@@ -28,6 +28,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -97,6 +98,7 @@ type Store struct {
 	params  sync.Map // limit ID → *packedLimit (limitArg)
 	holds   holdSet  // cluster keys that a decision in progress may refund
 	now     func() time.Time
+	refused atomic.Pointer[refusal] // the last readiness probe's refusal
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -322,14 +324,4 @@ func (s *Store) Close() error {
 		s.deny.Purge()
 	}
 	return nil
-}
-
-// Ready reports whether the store can serve decisions: nil when the breaker
-// is closed (or due to probe) and Redis answers PING within the timeout.
-// It is meant for /readyz.
-func (s *Store) Ready(ctx context.Context) error {
-	if st := s.breaker.state(s.now()); st == BreakerOpen {
-		return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, ErrBreakerOpen)
-	}
-	return s.call(ctx, func(ctx context.Context) error { return s.client.Ping(ctx).Err() })
 }

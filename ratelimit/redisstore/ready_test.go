@@ -1,0 +1,90 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/gateway/internal/redistest"
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/redisstore"
+)
+
+// TestReadyProvesADecision: Ready answers nil only where a decision can be
+// made, and otherwise names the cause and wraps ErrRefused (a refusal) or
+// not (an unreachable server); both wrap ratelimit.ErrStore.
+func TestReadyProvesADecision(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	replica := redistest.Replica(t, standard)
+	acl := redistest.Standalone(t)
+	if _, err := acl.Do("ACL", "SETUSER", "tg", "on", ">pw", "~*", "+@all", "-evalsha", "-eval"); err != nil {
+		t.Fatal(err)
+	}
+	renamed := redistest.StandaloneConfig(t, "rename-command EVALSHA \"\"\n")
+	dead := redistest.Standalone(t)
+	dead.Stop()
+	for _, tc := range []struct {
+		name    string
+		client  *redis.Client
+		cause   string // "" for ready
+		refused bool
+	}{
+		{"master", newClient(t, standard.Addr), "", false},
+		{"replica", newClient(t, replica.Addr), "READONLY: the configured Redis is a replica", true},
+		{"acl", redis.NewClient(&redis.Options{Addr: acl.Addr, Username: "tg", Password: "pw", MaxRetries: -1}),
+			"NOPERM: user tg may not run evalsha", true},
+		{"renamed", newClient(t, renamed.Addr), "EVALSHA is renamed or disabled", true},
+		{"unreachable", newClient(t, dead.Addr), "Redis not reachable", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer tc.client.Close()
+			s := newStore(t, tc.client, redisstore.Options{})
+			err := s.Ready(ctx)
+			if tc.cause == "" {
+				if err != nil {
+					t.Fatalf("Ready: %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.cause) {
+				t.Fatalf("Ready: %v, want an error naming %q", err, tc.cause)
+			}
+			if !errors.Is(err, ratelimit.ErrStore) || errors.Is(err, redisstore.ErrRefused) != tc.refused {
+				t.Errorf("Ready: %v: ErrStore %v, ErrRefused %v (want true, %v)", err,
+					errors.Is(err, ratelimit.ErrStore), errors.Is(err, redisstore.ErrRefused), tc.refused)
+			}
+		})
+	}
+}
+
+// TestReadyLeavesTheBreakerAlone: a successful readiness probe does not
+// reset the count of consecutive failed decisions, so probes between
+// failing decisions do not keep the breaker from opening.
+func TestReadyLeavesTheBreakerAlone(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, standard.Addr)
+	// A decision budget no call can meet; Ready is bounded by ctx alone.
+	s := newStore(t, c, redisstore.Options{Timeout: time.Nanosecond, BreakerFailures: 3, BreakerCooldown: time.Hour, DenyCacheSize: -1})
+	l := finished(t, ratelimit.Limit{Name: "b", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(10, time.Minute)}})
+	for i := range 3 {
+		if _, err := s.Decide(ctx, time.Now(), []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, make([]ratelimit.Decision, 1)); err == nil {
+			t.Fatalf("decision %d within 1ns succeeded", i)
+		}
+		if i < 2 {
+			if err := s.Ready(ctx); err != nil {
+				t.Fatalf("Ready after %d failed decisions: %v", i+1, err)
+			}
+		}
+	}
+	if st := s.Stats().Breaker; st != redisstore.BreakerOpen {
+		t.Fatalf("breaker %s after 3 failed decisions with probes between, want open", st)
+	}
+	if err := s.Ready(ctx); !errors.Is(err, redisstore.ErrBreakerOpen) {
+		t.Fatalf("Ready with the breaker open: %v, want ErrBreakerOpen", err)
+	}
+}
