@@ -73,6 +73,9 @@ func buildRoute(c *RouteConfig, path string, e *problems) *Route {
 			ContentLengthHeader: []string{strconv.Itoa(len(r.Body))}}
 	}
 	rt.Timeout = duration(c.Timeout, path+".timeout", true, e)
+	if c.IdleTimeout != "" {
+		rt.IdleTimeout = duration(c.IdleTimeout, path+".idle_timeout", false, e)
+	}
 	return rt
 }
 

@@ -285,8 +285,14 @@ type RouteConfig struct {
 	Upstream string `mapstructure:"upstream" json:"upstream"`
 	// StripPrefix removes PathPrefix before forwarding. Default false.
 	StripPrefix bool `mapstructure:"strip_prefix" json:"strip_prefix"`
-	// Timeout is the upstream response budget; past it 504. Default "30s".
+	// Timeout is the budget for the upstream's response headers; past it
+	// 504. A body, a server-sent event stream or an upgraded (WebSocket)
+	// connection then runs until one side ends it. Default "30s".
 	Timeout string `mapstructure:"timeout" json:"timeout"`
+	// IdleTimeout bounds the wait for each read of the upstream's response
+	// body (a stream silent longer is cut off); "0s" or empty, the
+	// default, means none.
+	IdleTimeout string `mapstructure:"idle_timeout" json:"idle_timeout"`
 	// Limits names the route's own limits, applied after gateway.limits.
 	// Default none.
 	Limits []string `mapstructure:"limits" json:"limits"`

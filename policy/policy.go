@@ -209,8 +209,13 @@ type Route struct {
 	Upstream *url.URL
 	// StripPrefix removes PathPrefix from the forwarded path.
 	StripPrefix bool
-	// Timeout is the upstream response budget.
+	// Timeout is the budget for the upstream's response headers (then
+	// 504); 0 means none. It does not bound the body.
 	Timeout time.Duration
+	// IdleTimeout bounds each wait for bytes of the upstream's response
+	// body; 0 (the default) means none. Upgraded connections are not
+	// bound.
+	IdleTimeout time.Duration
 	// Respond, when not nil, is the route's own answer (no upstream).
 	Respond *Respond
 	// Limits are gateway.limits then the route's own, duplicates removed.

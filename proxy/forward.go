@@ -53,7 +53,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 				h.tracer.Inject(pr.In.Context(), pr.Out.Header)
 			}
 		},
-		Transport:    h.transport,
+		Transport:    routeTransport(h.transport, rt),
 		BufferPool:   &h.buffers,
 		ErrorHandler: h.upstreamError,
 		ErrorLog:     slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),

@@ -121,14 +121,8 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		q.body = &bodyReader{ReadCloser: r.Body}
 		r.Body = q.body
 	}
-	ctx := r.Context()
-	if rt.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, rt.Timeout)
-		defer cancel()
-	}
 	upStart := h.now()
-	rp.ServeHTTP(w, r.WithContext(ctx))
+	rp.ServeHTTP(w, r)
 	ev.Upstream = h.now().Sub(upStart)
 }
 

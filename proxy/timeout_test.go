@@ -1,0 +1,89 @@
+package proxy_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/proxy"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+)
+
+// TestRouteTimeouts is the table of what an upstream can do against a
+// route's timeout (headers budget) and idle_timeout (silence between body
+// bytes), and what the client gets: the headers budget never cuts a body,
+// the idle budget cuts only a silent one.
+func TestRouteTimeouts(t *testing.T) {
+	// The upstream waits headerDelay, sends its headers, then n parts with
+	// gap between them.
+	type upstreamPlan struct {
+		headerDelay, gap time.Duration
+		parts            int
+	}
+	tests := []struct {
+		name          string
+		timeout, idle string
+		up            upstreamPlan
+		status        int
+		whole         bool // the whole body arrives without error
+	}{
+		{"fast", "1s", "", upstreamPlan{0, 0, 3}, 200, true},
+		{"headers late", "100ms", "", upstreamPlan{400 * time.Millisecond, 0, 1}, 504, false},
+		{"body longer than the timeout", "100ms", "", upstreamPlan{0, 60 * time.Millisecond, 6}, 200, true},
+		{"gaps within idle", "100ms", "300ms", upstreamPlan{0, 60 * time.Millisecond, 6}, 200, true},
+		{"a gap past idle", "1s", "50ms", upstreamPlan{0, 250 * time.Millisecond, 3}, 200, false},
+		{"headers late, idle set", "100ms", "1s", upstreamPlan{400 * time.Millisecond, 0, 1}, 504, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-time.After(tc.up.headerDelay):
+				case <-r.Context().Done():
+					return
+				}
+				w.WriteHeader(200)
+				for i := 0; i < tc.up.parts; i++ {
+					if i > 0 {
+						select {
+						case <-time.After(tc.up.gap):
+						case <-r.Context().Done():
+							return
+						}
+					}
+					fmt.Fprintf(w, "part %d;", i)
+					w.(http.Flusher).Flush()
+				}
+			}))
+			defer up.Close()
+			p := compile(t, func(c *policy.Config) {
+				rt := route("up", "/", up.URL)
+				rt.Timeout, rt.IdleTimeout = tc.timeout, tc.idle
+				c.Routes = []policy.RouteConfig{rt}
+			})
+			h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gw := gateway(t, h)
+			resp, err := http.Get(gw.URL + "/x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			want := ""
+			for i := 0; i < tc.up.parts; i++ {
+				want += fmt.Sprintf("part %d;", i)
+			}
+			whole := err == nil && string(body) == want
+			if resp.StatusCode != tc.status || whole != tc.whole {
+				t.Errorf("status %d, body %q (err %v); want status %d, whole body %v", resp.StatusCode, body, err, tc.status, tc.whole)
+			}
+		})
+	}
+}
