@@ -3,10 +3,15 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,4 +88,143 @@ func replayRow(t *testing.T, report, limit string) []string {
 	}
 	t.Fatalf("replay report has no row for %s:\n%s", limit, report)
 	return nil
+}
+
+// The mixed traffic of TestReplayMatchesLive: 6 s of requests from each
+// client, a pause of 400 ms after each, every fourth held 1 s by the
+// upstream. Offered ≈ 1.3× the limit, so admissions spread over the
+// windows and slow admitted requests straddle their edges.
+var mixedDuration, mixedPause, mixedSlow = 6 * time.Second, 400 * time.Millisecond, "1s"
+
+// replayAlgorithms are the algorithms replay reproduces. A concurrency
+// limit is left out: replay serves each request at once (its slot is
+// released before the next line), so it never binds in a replay.
+var replayAlgorithms = []string{"fixed_window", "fixed_window_elastic", "sliding_window_log",
+	"sliding_window_counter", "token_bucket", "gcra"}
+
+// TestReplayMatchesLive: live traffic with slow and fast requests mixed on
+// one key per limit (12 clients from one address, every fourth request
+// held 1 s by the upstream, 30/2s), through the real gateway writing its
+// access log; then `gateway replay` of that log must allow what live
+// allowed (as the clients saw it), within one decision, for every
+// algorithm and in both formats. The log is written at each request's
+// finish and stamped with its start, so the slow requests' lines come
+// after lines that started later: replay in file order let time run back
+// and allowed 3 to 8 fewer than live (fixed_window, sliding_window_log,
+// sliding_window_counter, gcra).
+func TestReplayMatchesLive(t *testing.T) {
+	t.Parallel()
+	for _, format := range []string{"jsonl", "combined"} {
+		t.Run(format, func(t *testing.T) {
+			up := newUpstream(t)
+			logPath := filepath.Join(t.TempDir(), "access.log")
+			g := startGateway(t, "replay.toml.tmpl", gwOpts{
+				Data: map[string]any{"Rate": "30/2s", "Format": format, "AccessLog": logPath,
+					"Upstream": up.URL, "Algorithms": replayAlgorithms, "Trusted": ""},
+				Env: []string{"REPLAY_LOG_SALT=pepper"},
+			})
+			live := driveMixed(t, g, replayAlgorithms, 12, mixedDuration, mixedPause)
+			t.Logf("live allowed: %v", live)
+
+			g.signal(t, syscall.SIGTERM) // flushes the log
+			if code, err := g.wait(10 * time.Second); err != nil || code != 0 {
+				t.Fatalf("gateway exit %d, %v", code, err)
+			}
+			if n := logInversions(t, logPath); n == 0 {
+				t.Fatalf("no line of the log starts before the line above it: the test did not mix slow and fast requests")
+			} else {
+				t.Logf("%d lines start before the line above them", n)
+			}
+			rep := runReplay(t, g.Config, logPath, "--format", format)
+			t.Logf("replay:\n%s", rep)
+			for _, alg := range replayAlgorithms {
+				row := replayRow(t, rep, alg)
+				allowed, err := strconv.Atoi(row[4])
+				if err != nil {
+					t.Fatalf("%s: allowed %q: %v", alg, row[4], err)
+				}
+				if d := allowed - live[alg]; d < -1 || d > 1 {
+					t.Errorf("%s: replay allowed %d, live %d (want within one)", alg, allowed, live[alg])
+				}
+			}
+		})
+	}
+}
+
+// driveMixed sends, for each route in routes, n clients' requests from
+// 127.0.0.1 for d, every fourth held mixedSlow by the upstream, each
+// client pausing between requests. It returns the 200s per route as the
+// clients saw them; any status but 200 and 429 fails the test.
+func driveMixed(t *testing.T, g *gw, routes []string, n int, d, pause time.Duration) map[string]int {
+	t.Helper()
+	var mu sync.Mutex
+	allowed := map[string]int{}
+	var failures []string
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(d)
+	for _, route := range routes {
+		for k := range n {
+			c := newClient(t, "")
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; time.Now().Before(deadline); i++ {
+					var hdr map[string]string
+					if (i+k)%4 == 0 {
+						hdr = map[string]string{hSleep: mixedSlow}
+					}
+					r, err := tryDo(c, http.MethodGet, g.url("/"+route+"/x"), hdr, nil)
+					mu.Lock()
+					switch {
+					case err != nil:
+						failures = append(failures, err.Error())
+					case r.Status == http.StatusOK:
+						allowed[route]++
+					case r.Status != http.StatusTooManyRequests:
+						failures = append(failures, r.String())
+					}
+					mu.Unlock()
+					time.Sleep(pause)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d requests failed, first: %s", len(failures), failures[0])
+	}
+	return allowed
+}
+
+// logInversions counts the access-log lines stamped earlier than the line
+// before them, reading the time of either format.
+func logInversions(t *testing.T, path string) int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev time.Time
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var at time.Time
+		if strings.HasPrefix(line, "{") {
+			var j struct{ Time time.Time }
+			if err := json.Unmarshal([]byte(line), &j); err != nil {
+				t.Fatalf("%v: %s", err, line)
+			}
+			at = j.Time
+		} else {
+			_, rest, _ := strings.Cut(line, "[")
+			ts, _, _ := strings.Cut(rest, "]")
+			if at, err = time.Parse("02/Jan/2006:15:04:05.000000 -0700", ts); err != nil {
+				t.Fatalf("%v: %s", err, line)
+			}
+		}
+		if at.Before(prev) {
+			n++
+		}
+		prev = at
+	}
+	return n
 }

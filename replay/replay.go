@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/bits"
 	"net"
 	"net/http"
@@ -59,6 +60,17 @@ type Options struct {
 	// MaxKeys bounds the in-memory store. Default the policy's
 	// store.memory.max_keys.
 	MaxKeys int
+	// ReorderWindow is the longest latency the reorder buffer allows for
+	// (lines are logged when their request finishes, stamped with its
+	// start). Default: the longest latency in the log, read in a first
+	// pass when the log can seek; otherwise the longest latency seen so
+	// far, so that the first line slower than all before it may come too
+	// late to be put in order (see Report.Late).
+	ReorderWindow time.Duration
+	// MaxBuffered bounds the lines the reorder buffer holds; when it is
+	// full the earliest line is decided at once. Default
+	// DefaultMaxBuffered.
+	MaxBuffered int
 }
 
 // Report is the outcome of a replay.
@@ -76,6 +88,13 @@ type Report struct {
 	// Limits has one entry per limit of the policy, in configuration
 	// order, including limits no request reached.
 	Limits []*LimitReport
+	// ReorderWindow is the latency the reorder buffer allowed for at the
+	// end of the replay (the longest latency in the log, unless set).
+	ReorderWindow time.Duration
+	// Late is the number of lines that came after a later-starting line
+	// had been decided (their latency exceeded the window, or the buffer
+	// was full); each was decided at the latest instant decided before it.
+	Late int64
 }
 
 // LimitReport is what one limit decided during a replay.
@@ -129,6 +148,18 @@ func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Repo
 	if o.MaxKeys <= 0 {
 		o.MaxKeys = p.Store.MemoryMaxKeys
 	}
+	if o.MaxBuffered <= 0 {
+		o.MaxBuffered = DefaultMaxBuffered
+	}
+	window, grow := o.ReorderWindow, false
+	if window <= 0 {
+		d, ok, err := longestLatency(log, o.Format)
+		if err != nil {
+			return nil, fmt.Errorf("replay: reading the log: %w", err)
+		}
+		window, grow = d, !ok
+	}
+	order := newReorder(window, grow, o.MaxBuffered)
 	rep := &Report{Outcomes: make(map[proxy.Outcome]int64)}
 	obs := newObserver(p, rep)
 	clk := &clock{}
@@ -150,35 +181,52 @@ func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Repo
 		}
 		rep.Malformed++
 	}
-	// Parsing and request building run on their own goroutine, one batch
-	// ahead of the handler; decisions stay strictly in log order.
+	// Parsing, request building and putting lines in time order run on
+	// their own goroutine, one batch ahead of the handler.
 	batches := make(chan []job, 4)
 	free := make(chan []job, 6)
 	var readErr error
 	go func() {
 		defer close(batches)
 		batch := make([]job, 0, batchSize)
+		emit := func(j job) bool {
+			batch = append(batch, j)
+			if len(batch) < batchSize {
+				return true
+			}
+			if ctx.Err() != nil {
+				return false
+			}
+			batches <- batch
+			select {
+			case batch = <-free:
+			default:
+				batch = make([]job, 0, batchSize)
+			}
+			return true
+		}
 		for parser.Next() {
 			e := parser.Entry()
-			batch = append(batch, job{at: e.Time, r: b.request(ctx, e)})
-			if len(batch) == batchSize {
-				if ctx.Err() != nil {
+			order.push(job{at: e.Time, r: b.request(ctx, e)}, e.Latency)
+			for j, ok := order.pop(false); ok; j, ok = order.pop(false) {
+				if !emit(j) {
 					return
 				}
-				batches <- batch
-				select {
-				case batch = <-free:
-				default:
-					batch = make([]job, 0, batchSize)
-				}
+			}
+		}
+		for j, ok := order.pop(true); ok; j, ok = order.pop(true) {
+			if !emit(j) {
+				return
 			}
 		}
 		if len(batch) > 0 {
 			batches <- batch
 		}
 		rep.Lines, readErr = parser.Line(), parser.Err()
+		rep.ReorderWindow = max(order.window-writeMargin, 0)
 	}()
 	rec := httptest.NewRecorder()
+	last := int64(math.MinInt64) // the latest instant decided, in ticks
 	for batch := range batches {
 		if ctx.Err() != nil {
 			continue // drain: the producer stops at its next batch
@@ -193,6 +241,12 @@ func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Repo
 			}
 			rep.Requests++
 			t := j.at.UnixMicro()
+			if t < last {
+				// Too late to be put in order: time does not run back.
+				rep.Late++
+				t = last
+			}
+			last = t
 			clk.now.Store(t)
 			obs.now = t
 			resetRecorder(rec)
@@ -223,8 +277,9 @@ const batchSize = 256
 
 // job is one parsed line ready to be served.
 type job struct {
-	at time.Time
-	r  *http.Request
+	at  time.Time
+	seq int64 // line order, among lines read
+	r   *http.Request
 }
 
 // resetRecorder readies rec for the next request without reallocating.

@@ -23,6 +23,11 @@ func (r *Report) Write(w io.Writer) error {
 		fmt.Fprintf(w, ", %s to %s (%s)", r.First.UTC().Format(time.RFC3339), r.Last.UTC().Format(time.RFC3339), span)
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "decided in time order, reordering within %s", r.ReorderWindow)
+	if r.Late > 0 {
+		fmt.Fprintf(w, "; %d lines came later than that and were decided at the latest instant before them", r.Late)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprint(w, "outcomes:")
 	for _, o := range outcomeOrder {
 		if n := r.Outcomes[o]; n > 0 {

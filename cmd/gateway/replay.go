@@ -12,7 +12,7 @@ import (
 )
 
 // replayCommand implements `gateway replay --config PATH --log FILE
-// [--format combined|jsonl]`: it replays an access log through the
+// [--format combined|jsonl] [--reorder-window D]`: it replays an access log through the
 // configured routes, identities and limits on the log's own clock and
 // prints what every limit decided. Malformed lines go to stderr.
 func replayCommand(args, environ []string, stdout, stderr io.Writer) int {
@@ -20,6 +20,7 @@ func replayCommand(args, environ []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("replay", stderr, &f)
 	logPath := fs.String("log", "", "access log to replay (required; - for stdin)")
 	format := fs.String("format", "auto", "log format: combined, jsonl or auto (per line)")
+	window := fs.Duration("reorder-window", 0, "put lines in time order within this latency (default: the longest latency in the log)")
 	if err := fs.Parse(args); err != nil {
 		return exitInvalid
 	}
@@ -52,7 +53,7 @@ func replayCommand(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	rep, err := replay.Run(ctx, p, in, replay.Options{Format: lf, Errors: stderr})
+	rep, err := replay.Run(ctx, p, in, replay.Options{Format: lf, Errors: stderr, ReorderWindow: *window})
 	if rep != nil {
 		if werr := rep.Write(stdout); werr != nil && err == nil {
 			err = werr
