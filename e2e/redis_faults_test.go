@@ -53,13 +53,13 @@ func TestRedisOnError(t *testing.T) {
 	}
 	for fi, f := range faults {
 		t.Run(f.name, func(t *testing.T) {
-			// Healthy first: decided in Redis, with headers.
-			for _, fg := range gws {
-				c := newClient(t, fmt.Sprintf("127.0.%d.1", 10+fi))
-				r := get(t, c, fg.g.url("/f"), nil)
-				if r.Status != 200 || r.Header.Get("RateLimit") == "" {
-					t.Fatalf("%s, Redis up: %s, want 200 with RateLimit", fg.onError, r)
-				}
+			// Healthy first: decided in Redis, with headers. A bounded
+			// poll, not one request: the first decision after a start
+			// loads the script (NOSCRIPT, then EVAL) and may exceed the
+			// 100 ms budget on a loaded machine, which is not the fault
+			// under test.
+			for gi, fg := range gws {
+				waitRedisDecides(t, rs, fg, fmt.Sprintf("127.0.%d.%d", 30+fi, gi+1))
 			}
 			f.inject()
 			recovered := false

@@ -11,6 +11,8 @@ import (
 
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/redisstore"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // tagIn returns a key "{prefix<n>}k" for the first n whose Redis key for
@@ -160,9 +162,22 @@ func TestClusterRefundRestores(t *testing.T) {
 // shared one) while the shared limit still has room: exactly the shared
 // limit's 25 are admitted and the shared counter holds exactly 25 units
 // afterwards.
+//
+// The test checks counts, not speed: its 1,000 workers queue for 20 pooled
+// connections per node, and on a loaded 2-core machine under the race
+// detector a burst's last request waits for seconds (it once failed with
+// the usual 200 ms pool wait and 1 s store budget). Both budgets are
+// therefore a minute, far beyond any queueing, so a timeout here means a
+// hang, not a slow machine.
 func TestClusterRefundConcurrent(t *testing.T) {
 	ctx := context.Background()
-	c := newClusterClient(t, sharedCluster().Addrs())
+	const patience = time.Minute
+	c := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: sharedCluster().Addrs(), MaxRetries: -1, MaxRedirects: 3, ContextTimeoutEnabled: true,
+		DialTimeout: patience, ReadTimeout: patience, WriteTimeout: patience,
+		PoolSize: 20, PoolTimeout: patience,
+	})
+	t.Cleanup(func() { c.Close() })
 	algs := []ratelimit.Algorithm{ratelimit.SlidingWindowLog, ratelimit.FixedWindow, ratelimit.TokenBucket, ratelimit.GCRA, ratelimit.FixedWindowElastic}
 	for _, gateways := range []int{1, 2} {
 		for _, alg := range algs {
@@ -173,7 +188,7 @@ func TestClusterRefundConcurrent(t *testing.T) {
 				stores := make([]*redisstore.Store, gateways)
 				prefix := fmt.Sprintf("cc%d%d-%x:", gateways, alg, rand.Uint32())
 				for i := range stores {
-					o := redisstore.Options{Prefix: prefix}
+					o := redisstore.Options{Prefix: prefix, Timeout: patience}
 					if gateways > 1 {
 						o.DenyCacheSize = -1
 					}
