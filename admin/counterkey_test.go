@@ -113,3 +113,73 @@ func TestCounterKeyMatchesLivePath(t *testing.T) {
 		}
 	}
 }
+
+// TestCounterKeyHostile lists admin queries that an operator could mistake
+// for one another, or that try to smuggle a part in through another: no
+// two of them may name the same counter, and none may fail to be refused
+// when it names no counter at all.
+func TestCounterKeyHostile(t *testing.T) {
+	p := compile(t, func(c *policy.Config) {
+		lim := func(name string, by ...string) policy.LimitConfig {
+			l := policy.DefaultLimit()
+			l.Name, l.Algorithm, l.Rates, l.By = name, "fixed_window", []string{"100/1h"}, by
+			return l
+		}
+		c.Limits = []policy.LimitConfig{lim("per-client", "client"), lim("per-tenant", "client", "header:X-Tenant")}
+		rt := policy.DefaultRoute()
+		rt.Name, rt.PathPrefix, rt.Limits = "demo", "/", []string{"per-client", "per-tenant"}
+		rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
+		c.Routes = []policy.RouteConfig{rt}
+	})
+	key := func(limit, client string, q url.Values) string {
+		t.Helper()
+		_, k, err := counterKey(p, limit, client, q)
+		if err != nil {
+			t.Fatalf("counterKey(%s, %q, %v): %v", limit, client, q, err)
+		}
+		return k
+	}
+	distinct := []struct {
+		name string
+		a, b string
+	}{
+		{"an API key that spells an IP vs that IP", key("per-client", "api_key:10.0.0.1", nil), key("per-client", "ip:10.0.0.1", nil)},
+		{"an API key vs a user of the same text", key("per-client", "api_key:x", nil), key("per-client", "user:x", nil)},
+		{"an API key with a kind prefix inside", key("per-client", "api_key:user:x", nil), key("per-client", "user:x", nil)},
+		{"two tenants", key("per-tenant", "k", url.Values{"header:X-Tenant": {"a"}}), key("per-tenant", "k", url.Values{"header:X-Tenant": {"b"}})},
+	}
+	for _, d := range distinct {
+		if d.a == d.b {
+			t.Errorf("%s: both name counter %s", d.name, d.a)
+		}
+	}
+	same := []struct {
+		name string
+		a, b string
+	}{
+		{"a bare IP is an IP", key("per-client", "10.0.0.1", nil), key("per-client", "ip:10.0.0.1", nil)},
+		{"a mapped IPv4 is the IPv4 client", key("per-client", "ip:::ffff:10.0.0.1", nil), key("per-client", "ip:10.0.0.1", nil)},
+		{"a zone does not make another client", key("per-client", "ip:fe80::1%eth0", nil), key("per-client", "ip:fe80::1", nil)},
+		{"header names are case-insensitive", key("per-tenant", "k", url.Values{"header:x-tenant": {"a"}}), key("per-tenant", "k", url.Values{"header:X-Tenant": {"a"}})},
+		{"only a part the limit reads counts", key("per-client", "k", url.Values{"header:X-Tenant": {"a"}, "method": {"POST"}}), key("per-client", "k", nil)},
+	}
+	for _, s := range same {
+		if s.a != s.b {
+			t.Errorf("%s: %s and %s", s.name, s.a, s.b)
+		}
+	}
+	for _, bad := range []struct {
+		limit, client string
+		q             url.Values
+	}{
+		{"nope", "k", nil},
+		{"per-client", "ip:", nil},
+		{"per-client", "ip:10.0.0.1/8", nil},
+		{"per-client", "ip:10.0.0.256", nil},
+		{"per-tenant", "k", url.Values{"header:X-Tenant": {""}}},
+	} {
+		if _, _, err := counterKey(p, bad.limit, bad.client, bad.q); err == nil {
+			t.Errorf("counterKey(%s, %q, %v): no error", bad.limit, bad.client, bad.q)
+		}
+	}
+}
