@@ -9,6 +9,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -84,9 +85,30 @@ func versionString() string {
 
 // commonFlags are the flags every command that reads a config takes.
 type commonFlags struct {
-	config    string
-	logLevel  string
-	logFormat string
+	config     string
+	logLevel   string
+	logFormat  string
+	allowEmpty bool // serve and validate only; see addAllowEmpty
+}
+
+// addAllowEmpty registers --allow-empty, which accepts a configuration
+// without routes (see requireRoutes).
+func (f *commonFlags) addAllowEmpty(fs *flag.FlagSet) {
+	fs.BoolVar(&f.allowEmpty, "allow-empty", false, "accept a configuration without routes (every request gets 404)")
+}
+
+// errNoRoutes is the problem of a configuration without routes.
+var errNoRoutes = errors.New("routes: none defined, so every request would get 404 " +
+	"(an empty or truncated file?); pass --allow-empty if that is intended")
+
+// requireRoutes refuses a policy without routes unless allowEmpty: such a
+// file is far more often an empty or cut-short write than an intent, and
+// swapping it in would answer 404 to everything while /readyz says ready.
+func requireRoutes(p *policy.Policy, allowEmpty bool) error {
+	if len(p.Routes) == 0 && !allowEmpty {
+		return errNoRoutes
+	}
+	return nil
 }
 
 func newFlagSet(name string, stderr io.Writer, f *commonFlags) *flag.FlagSet {
@@ -118,10 +140,14 @@ func newLogger(w io.Writer, f *commonFlags) (*slog.Logger, error) {
 func validateCommand(args, environ []string, stdout, stderr io.Writer) int {
 	var f commonFlags
 	fs := newFlagSet("validate", stderr, &f)
+	f.addAllowEmpty(fs)
 	if err := fs.Parse(args); err != nil {
 		return exitInvalid
 	}
 	p, err := loadPolicy(f.config, environ)
+	if err == nil {
+		err = requireRoutes(p, f.allowEmpty)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: invalid configuration:\n", f.config)
 		for _, line := range problems(err) {

@@ -32,6 +32,7 @@ import (
 func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 	var f commonFlags
 	fs := newFlagSet("serve", stderr, &f)
+	f.addAllowEmpty(fs)
 	if err := fs.Parse(args); err != nil {
 		return exitInvalid
 	}
@@ -41,6 +42,9 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 		return exitInvalid
 	}
 	p, err := loadPolicy(f.config, environ)
+	if err == nil {
+		err = requireRoutes(p, f.allowEmpty)
+	}
 	if err != nil {
 		log.Error("invalid configuration", "config", f.config, "problems", problems(err))
 		return exitInvalid
@@ -50,6 +54,7 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start", "err", err)
 		return exitFailure
 	}
+	g.allowEmpty = f.allowEmpty
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
@@ -63,16 +68,19 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 // gateway is one running Tollgate process: its stores, handler, servers
 // and reload state.
 type gateway struct {
-	log      *slog.Logger
-	path     string
-	environ  []string
-	handler  *proxy.Handler
-	store    ratelimit.Store
-	local    ratelimit.Store
-	ready    func(context.Context) error
-	storeCfg policy.Store
-	mem      *memstore.Store
-	redis    redis.UniversalClient // nil unless the backend is Redis
+	log     *slog.Logger
+	path    string
+	environ []string
+	// allowEmpty accepts a reloaded configuration without routes
+	// (--allow-empty).
+	allowEmpty bool
+	handler    *proxy.Handler
+	store      ratelimit.Store
+	local      ratelimit.Store
+	ready      func(context.Context) error
+	storeCfg   policy.Store
+	mem        *memstore.Store
+	redis      redis.UniversalClient // nil unless the backend is Redis
 
 	otel      *otelSetup
 	metrics   *telemetry.Metrics
@@ -326,6 +334,9 @@ func (g *gateway) reload() error {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	p, err := loadPolicy(g.path, g.environ)
+	if err == nil {
+		err = requireRoutes(p, g.allowEmpty)
+	}
 	g.metrics.Reload(err == nil)
 	if err != nil {
 		g.lastReload.Store(&reloadResult{At: time.Now(), OK: false, Error: err.Error()})
