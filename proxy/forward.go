@@ -1,16 +1,10 @@
 package proxy
 
 import (
-	"context"
-	"errors"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/http/httputil"
 	"strings"
-	"sync"
 
-	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/policy"
 )
 
@@ -75,76 +69,4 @@ func stripPrefix(path, prefix string) string {
 		rest = "/" + rest
 	}
 	return rest
-}
-
-// upstreamError answers a failed upstream exchange: 504 when the route's
-// timeout expired, 502 otherwise, nothing when the client went away.
-func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	var q *request
-	if sw, ok := w.(*statusWriter); ok {
-		q = sw.q
-	}
-	if q != nil {
-		q.ev.Outcome = OutcomeUpstreamError
-	}
-	var bodyErr *error
-	if q != nil && q.body != nil {
-		bodyErr = q.body.err.Load()
-	}
-	switch {
-	case bodyErr != nil:
-		// The client's body was malformed (bad chunk framing, too large):
-		// the client's fault, not the upstream's.
-		q.ev.Outcome = OutcomeBadRequest
-		w.Header().Set("Connection", "close")
-		headers.WriteProblem(w, headers.Problem{
-			Status: http.StatusBadRequest,
-			Title:  "Bad Request",
-			Detail: "the request body could not be read: " + (*bodyErr).Error(),
-		})
-	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		headers.WriteProblem(w, headers.Problem{
-			Status: http.StatusGatewayTimeout,
-			Title:  "Gateway Timeout",
-			Detail: "the upstream did not answer in time",
-		})
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
-		// The client disconnected; there is nobody to answer. 499 is what
-		// operators know from nginx; it only reaches logs and metrics.
-		w.WriteHeader(499)
-	default:
-		h.log.Warn("upstream error", "url", r.URL.Redacted(), "err", err)
-		headers.WriteProblem(w, headers.Problem{
-			Status: http.StatusBadGateway,
-			Title:  "Bad Gateway",
-			Detail: "the upstream could not be reached or answered badly",
-		})
-	}
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// bufferPool recycles ReverseProxy copy buffers.
-type bufferPool struct{ p sync.Pool }
-
-const copyBufferSize = 32 << 10
-
-// Get returns a 32 KiB buffer.
-func (b *bufferPool) Get() []byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		return *v
-	}
-	return make([]byte, copyBufferSize)
-}
-
-// Put recycles buf.
-func (b *bufferPool) Put(buf []byte) {
-	if cap(buf) != copyBufferSize {
-		return
-	}
-	buf = buf[:copyBufferSize]
-	b.p.Put(&buf)
 }
