@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -25,6 +27,13 @@ type Options struct {
 	RawClient bool
 	// Salt is mixed into every hash (see Hash). Default none.
 	Salt []byte
+	// IPv6Prefix, when set (1..128), makes a hashed log hash an IPv6
+	// client address (the IP, and the client when it is the IP) as its
+	// prefix of that many bits, the way the gateway counts it
+	// (identity.ipv6_prefix): clients that rotate addresses inside one
+	// prefix stay one client in a replay. A raw log keeps the address.
+	// Default 0: every address is hashed whole.
+	IPv6Prefix int
 	// BufferSize is the size of the output buffer. Default 64 KiB.
 	BufferSize int
 	// FlushInterval, when positive, flushes the buffer that often from a
@@ -107,9 +116,12 @@ func (lw *Writer) Append(dst []byte, e *Entry) []byte {
 	var client, ip, key [16]byte
 	c, i := []byte(nil), []byte(nil)
 	if e.Client != "" {
-		if lw.opts.RawClient {
+		switch {
+		case lw.opts.RawClient:
 			c = append(client[:0], e.Client...)
-		} else {
+		case e.ClientKind == "ip":
+			c = appendHash(client[:0], lw.opts.Salt, e.ClientKind, lw.counted(e.Client))
+		default:
 			c = appendHash(client[:0], lw.opts.Salt, e.ClientKind, e.Client)
 		}
 	}
@@ -117,7 +129,7 @@ func (lw *Writer) Append(dst []byte, e *Entry) []byte {
 		if lw.opts.RawClient {
 			i = append(ip[:0], e.IP...)
 		} else {
-			i = appendHash(ip[:0], lw.opts.Salt, "ip", e.IP)
+			i = appendHash(ip[:0], lw.opts.Salt, "ip", lw.counted(e.IP))
 		}
 	}
 	var k []byte
@@ -128,6 +140,21 @@ func (lw *Writer) Append(dst []byte, e *Entry) []byte {
 		return appendJSON(dst, e, c, i, k)
 	}
 	return appendCombined(dst, e, c, i, k)
+}
+
+// counted returns the form of the address ip that the gateway counts: an
+// IPv6 address masked to Options.IPv6Prefix bits, in prefix notation
+// ("2001:db8:1:2::/64"); anything else as it is.
+func (lw *Writer) counted(ip string) string {
+	bits := lw.opts.IPv6Prefix
+	if bits <= 0 || bits > 128 || strings.IndexByte(ip, ':') < 0 {
+		return ip
+	}
+	a, err := netip.ParseAddr(ip)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return ip
+	}
+	return netip.PrefixFrom(a.WithZone(""), bits).Masked().String()
 }
 
 func appendCombined(b []byte, e *Entry, client, ip, key []byte) []byte {

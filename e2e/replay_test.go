@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -227,4 +228,49 @@ func logInversions(t *testing.T, path string) int {
 		prev = at
 	}
 	return n
+}
+
+// TestReplayIPv6Prefix: a client rotating its IPv6 address inside one /64
+// (twelve addresses, sent through a trusted proxy's X-Forwarded-For) is
+// one client live (5 of 12 allowed by 5/minute), and must be one client
+// in the replay of the hashed access log too. Hashing each address whole
+// made it twelve clients in the replay: 12 allowed.
+func TestReplayIPv6Prefix(t *testing.T) {
+	t.Parallel()
+	for _, format := range []string{"jsonl", "combined"} {
+		t.Run(format, func(t *testing.T) {
+			up := newUpstream(t)
+			logPath := filepath.Join(t.TempDir(), "access.log")
+			g := startGateway(t, "replay.toml.tmpl", gwOpts{
+				Data: map[string]any{"Rate": "5/minute", "Format": format, "AccessLog": logPath,
+					"Upstream": up.URL, "Algorithms": []string{"sliding_window_log"}, "Trusted": "127.0.0.1/32"},
+				Env: []string{"REPLAY_LOG_SALT=pepper"},
+			})
+			c := newClient(t, "")
+			live := statuses{}
+			for i := 1; i <= 12; i++ {
+				xff := fmt.Sprintf("2001:db8:7:9:%x::%x", i*17, i) // one /64, twelve addresses
+				live[get(t, c, g.url("/sliding_window_log/x"), map[string]string{"X-Forwarded-For": xff}).Status]++
+			}
+			if live[200] != 5 || live[429] != 7 {
+				t.Fatalf("live statuses %v, want 5×200, 7×429 (one client per /64)", live)
+			}
+			g.signal(t, syscall.SIGTERM)
+			if code, err := g.wait(10 * time.Second); err != nil || code != 0 {
+				t.Fatalf("gateway exit %d, %v", code, err)
+			}
+			data, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(data, []byte("2001:db8")) {
+				t.Fatalf("the hashed access log holds a raw address:\n%s", data)
+			}
+			rep := runReplay(t, g.Config, logPath, "--format", format)
+			row := replayRow(t, rep, "sliding_window_log")
+			if got, want := strings.Join(row[:6], " "), "sliding_window_log sliding_window_log enforce 12 5 7"; got != want {
+				t.Errorf("replay row %q, want %q (live: 5 allowed, 7 denied)\n%s", got, want, rep)
+			}
+		})
+	}
 }

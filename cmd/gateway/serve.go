@@ -194,6 +194,7 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 		}
 		g.accessLog, err = accesslog.NewWriter(out, accesslog.Options{
 			Format: format, RawClient: al.RawClient, Salt: []byte(al.Salt), FlushInterval: al.FlushInterval,
+			IPv6Prefix: p.Identity.IPv6Prefix(),
 		})
 		if err != nil {
 			return opts, fmt.Errorf("access_log: %w", err)
