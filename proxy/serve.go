@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httputil"
 	"strconv"
 	"time"
 
@@ -121,9 +122,26 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		q.body = &bodyReader{ReadCloser: r.Body}
 		r.Body = q.body
 	}
-	upStart := h.now()
+	h.forward(rp, w, r, ev)
+}
+
+// forward runs the upstream exchange and records its time. ReverseProxy
+// aborts a response whose body it cannot finish (the upstream cut it or
+// fell silent past idle_timeout, or the client went away) by panicking
+// with http.ErrAbortHandler, which net/http turns into a cut connection:
+// the event then says upstream_error unless the client left first. The
+// panic is not recovered, so it keeps its stack and its meaning.
+func (h *Handler) forward(rp *httputil.ReverseProxy, w http.ResponseWriter, r *http.Request, ev *Event) {
+	start := h.now()
+	finished := false
+	defer func() {
+		ev.Upstream = h.now().Sub(start)
+		if !finished && r.Context().Err() == nil {
+			ev.Outcome = OutcomeUpstreamError
+		}
+	}()
 	rp.ServeHTTP(w, r)
-	ev.Upstream = h.now().Sub(upStart)
+	finished = true
 }
 
 // decide runs the store call for q.hits and writes the rate-limit headers.

@@ -30,13 +30,14 @@ func TestRouteTimeouts(t *testing.T) {
 		up            upstreamPlan
 		status        int
 		whole         bool // the whole body arrives without error
+		outcome       proxy.Outcome
 	}{
-		{"fast", "1s", "", upstreamPlan{0, 0, 3}, 200, true},
-		{"headers late", "100ms", "", upstreamPlan{400 * time.Millisecond, 0, 1}, 504, false},
-		{"body longer than the timeout", "100ms", "", upstreamPlan{0, 60 * time.Millisecond, 6}, 200, true},
-		{"gaps within idle", "100ms", "300ms", upstreamPlan{0, 60 * time.Millisecond, 6}, 200, true},
-		{"a gap past idle", "1s", "50ms", upstreamPlan{0, 250 * time.Millisecond, 3}, 200, false},
-		{"headers late, idle set", "100ms", "1s", upstreamPlan{400 * time.Millisecond, 0, 1}, 504, false},
+		{"fast", "1s", "", upstreamPlan{0, 0, 3}, 200, true, proxy.OutcomeForwarded},
+		{"headers late", "100ms", "", upstreamPlan{400 * time.Millisecond, 0, 1}, 504, false, proxy.OutcomeUpstreamError},
+		{"body longer than the timeout", "100ms", "", upstreamPlan{0, 60 * time.Millisecond, 6}, 200, true, proxy.OutcomeForwarded},
+		{"gaps within idle", "100ms", "300ms", upstreamPlan{0, 60 * time.Millisecond, 6}, 200, true, proxy.OutcomeForwarded},
+		{"a gap past idle", "1s", "50ms", upstreamPlan{0, 250 * time.Millisecond, 3}, 200, false, proxy.OutcomeUpstreamError},
+		{"headers late, idle set", "100ms", "1s", upstreamPlan{400 * time.Millisecond, 0, 1}, 504, false, proxy.OutcomeUpstreamError},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,7 +66,9 @@ func TestRouteTimeouts(t *testing.T) {
 				rt.Timeout, rt.IdleTimeout = tc.timeout, tc.idle
 				c.Routes = []policy.RouteConfig{rt}
 			})
-			h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
+			events := make(chan proxy.Event, 1)
+			h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{}),
+				Observer: observerFunc(func(ev *proxy.Event) { events <- *ev })})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,6 +87,19 @@ func TestRouteTimeouts(t *testing.T) {
 			if resp.StatusCode != tc.status || whole != tc.whole {
 				t.Errorf("status %d, body %q (err %v); want status %d, whole body %v", resp.StatusCode, body, err, tc.status, tc.whole)
 			}
+			select {
+			case ev := <-events:
+				if ev.Outcome != tc.outcome || ev.Status != tc.status {
+					t.Errorf("observed outcome %s status %d, want %s %d", ev.Outcome, ev.Status, tc.outcome, tc.status)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no event observed")
+			}
 		})
 	}
 }
+
+// observerFunc adapts a function to proxy.Observer.
+type observerFunc func(*proxy.Event)
+
+func (f observerFunc) Observe(ev *proxy.Event) { f(ev) }
