@@ -63,24 +63,24 @@ func Evaluate(t *Trace, l *ratelimit.Limit) (Result, error) {
 	if l.Algorithm == ratelimit.Concurrency || len(l.Rates) != 1 {
 		return Result{}, fmt.Errorf("accuracy: limit %q: want exactly one rate, not concurrency", l.Name)
 	}
-	exact := ratelimit.Limit{Name: l.Name + "-exact", Algorithm: ratelimit.SlidingWindowLog, Rates: l.Rates}
-	if err := exact.Finish(); err != nil {
+	exact, err := NewReferee(l.Name, l.Rates)
+	if err != nil {
 		return Result{}, fmt.Errorf("accuracy: %w", err)
 	}
 	var r Result
 	switch l.Algorithm {
 	case ratelimit.FixedWindow:
-		r = run[ratelimit.FixedWindowState](t, l, &exact)
+		r = run[ratelimit.FixedWindowState](t, l, exact)
 	case ratelimit.FixedWindowElastic:
-		r = run[ratelimit.ElasticState](t, l, &exact)
+		r = run[ratelimit.ElasticState](t, l, exact)
 	case ratelimit.SlidingWindowLog:
-		r = run[ratelimit.LogState](t, l, &exact)
+		r = run[ratelimit.LogState](t, l, exact)
 	case ratelimit.SlidingWindowCounter:
-		r = run[ratelimit.SlidingCounterState](t, l, &exact)
+		r = run[ratelimit.SlidingCounterState](t, l, exact)
 	case ratelimit.TokenBucket:
-		r = run[ratelimit.TokenBucketState](t, l, &exact)
+		r = run[ratelimit.TokenBucketState](t, l, exact)
 	case ratelimit.GCRA:
-		r = run[ratelimit.GCRAState](t, l, &exact)
+		r = run[ratelimit.GCRAState](t, l, exact)
 	default:
 		return Result{}, fmt.Errorf("accuracy: unsupported algorithm %s", l.Algorithm)
 	}
@@ -106,28 +106,27 @@ func Label(l *ratelimit.Limit) string {
 // by key and are made fresh (Init) on first use, which is what a store does
 // for a key it does not hold or whose state has expired (Expiry is defined
 // as the instant the state equals a fresh one).
-func run[S any, P ratelimit.WindowPtr[S]](t *Trace, l, exact *ratelimit.Limit) Result {
+func run[S any, P ratelimit.WindowPtr[S]](t *Trace, l *ratelimit.Limit, exact *Referee) Result {
 	states := make([]S, t.Keys)
 	logs := make([]ratelimit.LogState, t.Keys)
 	seen := make([]bool, t.Keys)
 	limit := l.Rates[0].Limit
 	var r Result
-	var d, e ratelimit.Decision
+	var d ratelimit.Decision
 	for _, a := range t.Arrivals {
 		k, now, cost := int(a.Key), a.At, int64(a.Cost)
 		st, lg := states[k:k+1], logs[k:k+1]
 		if !seen[k] {
 			ratelimit.Init[S, P](l, st, now)
-			ratelimit.Init[ratelimit.LogState](exact, lg, now)
+			exact.Start(lg, now)
 			seen[k] = true
 		}
 		ratelimit.Check[S, P](l, st, now, cost, &d)
-		ratelimit.Check[ratelimit.LogState](exact, lg, now, cost, &e)
 		r.Requests++
-		switch {
-		case d.Allowed && !e.Allowed:
+		switch exact.Judge(lg, now, cost, d.Allowed, d.Allowed) {
+		case FalseAllow:
 			r.FalseAllows++
-		case !d.Allowed && e.Allowed:
+		case FalseDeny:
 			r.FalseDenies++
 		}
 		if !d.Allowed {
@@ -135,7 +134,6 @@ func run[S any, P ratelimit.WindowPtr[S]](t *Trace, l, exact *ratelimit.Limit) R
 		}
 		r.Allowed++
 		ratelimit.Take[S, P](l, st, now, cost)
-		ratelimit.Take[ratelimit.LogState](exact, lg, now, cost)
 		// Take dropped every unit at or before now − W, so the log now
 		// holds exactly the units of the window (now − W, now]; the
 		// densest window always ends at an admitted arrival.

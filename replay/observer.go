@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"github.com/tollgate/gateway/accuracy"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
@@ -19,7 +20,7 @@ type observer struct {
 // shadow: one sliding log per counter key, fed the same admitted history.
 type tally struct {
 	r     *LimitReport
-	exact *ratelimit.Limit // nil when the limit is not compared
+	exact *accuracy.Referee // nil when the limit is not compared
 	logs  map[string][]ratelimit.LogState
 }
 
@@ -30,9 +31,8 @@ func newObserver(p *policy.Policy, rep *Report) *observer {
 		rep.Limits = append(rep.Limits, lr)
 		t := &tally{r: lr}
 		if !l.Algorithm.Exact() {
-			ex := &ratelimit.Limit{Name: l.Name, Algorithm: ratelimit.SlidingWindowLog, Rates: l.Rates}
-			if err := ex.Finish(); err == nil { // the same rates passed Finish already
-				t.exact, t.logs, lr.Compared = ex, make(map[string][]ratelimit.LogState), true
+			if ref, err := accuracy.NewReferee(l.Name, l.Rates); err == nil { // the same rates passed Finish already
+				t.exact, t.logs, lr.Compared = ref, make(map[string][]ratelimit.LogState), true
 			}
 		}
 		o.limits[l.Limit] = t
@@ -43,7 +43,6 @@ func newObserver(p *policy.Policy, rep *Report) *observer {
 // Observe implements proxy.Observer.
 func (o *observer) Observe(ev *proxy.Event) {
 	o.rep.Outcomes[ev.Outcome]++
-	var e ratelimit.Decision
 	for i, h := range ev.Hits {
 		t := o.limits[h.Limit]
 		if t == nil {
@@ -65,19 +64,14 @@ func (o *observer) Observe(ev *proxy.Event) {
 		}
 		logs := t.logs[h.Key]
 		if logs == nil {
-			logs = make([]ratelimit.LogState, len(t.exact.Rates))
-			ratelimit.Init[ratelimit.LogState](t.exact, logs, o.now)
+			logs = t.exact.NewLog(o.now)
 			t.logs[h.Key] = logs
 		}
-		ratelimit.Check[ratelimit.LogState](t.exact, logs, o.now, h.Cost, &e)
-		switch {
-		case d.Allowed && !e.Allowed:
+		switch t.exact.Judge(logs, o.now, h.Cost, d.Allowed, d.Counted) {
+		case accuracy.FalseAllow:
 			r.FalseAllows++
-		case !d.Allowed && e.Allowed:
+		case accuracy.FalseDeny:
 			r.FalseDenies++
-		}
-		if d.Counted {
-			ratelimit.Take[ratelimit.LogState](t.exact, logs, o.now, h.Cost)
 		}
 	}
 }

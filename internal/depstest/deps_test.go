@@ -87,7 +87,7 @@ var rules = map[string]rule{
 	"bench/keyrot":     {allow: []string{"bench/soak/probe"}},
 	// `gateway replay`: an access log through the configured limits on a
 	// virtual clock, via the real handler and an in-memory store.
-	"replay": {allow: []string{"accesslog", "policy", "proxy", "ratelimit", "ratelimit/memstore"}},
+	"replay": {allow: []string{"accesslog", "accuracy", "policy", "proxy", "ratelimit", "ratelimit/memstore"}},
 	// Test support: real redis-server processes.
 	"internal/redistest": {allow: []string{"internal/childproc"}},
 	// Test support: child processes that die with the test binary.
