@@ -211,6 +211,10 @@ func load(t testing.TB, url string, workers, keys int, stop <-chan struct{}) *lo
 	t.Helper()
 	res := &loadResult{got: statuses{}}
 	var wg sync.WaitGroup
+	// Workers also stop when the test ends, so a test that fails before
+	// closing stop leaves none running into the next test.
+	ended := make(chan struct{})
+	t.Cleanup(func() { close(ended); wg.Wait() })
 	var seq atomic.Int64
 	for w := 0; w < workers; w++ {
 		c := newClient(t, "")
@@ -220,6 +224,8 @@ func load(t testing.TB, url string, workers, keys int, stop <-chan struct{}) *lo
 			for {
 				select {
 				case <-stop:
+					return
+				case <-ended:
 					return
 				default:
 				}
