@@ -356,6 +356,11 @@ func (g *gateway) reload() error {
 		g.log.Error("reload rejected", "err", err)
 		return err
 	}
+	// A limit switched to shadow, loosened or removed must not keep
+	// denying from the Redis store's deny cache.
+	if dc, ok := g.store.(interface{ PurgeDenials() }); ok {
+		dc.PurgeDenials()
+	}
 	g.lastReload.Store(&reloadResult{At: time.Now(), OK: true})
 	g.log.Info("configuration reloaded", "config", g.path, "routes", len(p.Routes), "limits", len(p.Limits))
 	return nil

@@ -10,8 +10,9 @@ import (
 )
 
 // denied is a cached denial: the decisions Redis returned at instant at,
-// valid until until (the earliest RetryAfter among the denying enforced
-// hits), so every denying hit still denies until then.
+// valid until until: the earliest RetryAfter among the denying enforced
+// hits, so every one of them still denies until then, and at most
+// Options.DenyCacheTTL, so a reset made by another gateway is seen soon.
 type denied struct {
 	at, until time.Time
 	out       []ratelimit.Decision
@@ -69,6 +70,7 @@ func (s *Store) denyStore(ck denyKey, now time.Time, hits []ratelimit.Hit, out [
 	if wait <= 0 {
 		return
 	}
+	wait = min(wait, s.opts.DenyCacheTTL)
 	s.deny.Add(ck, &denied{at: now, until: now.Add(wait), out: append([]ratelimit.Decision(nil), out...)})
 }
 
@@ -90,7 +92,10 @@ func (s *Store) heldDenial(hits []ratelimit.Hit, out []ratelimit.Decision) bool 
 }
 
 // denyLookup answers from the cache if a denial for ck is still valid at
-// now, with RetryAfter and Reset shortened by the time elapsed.
+// now, with RetryAfter and Reset shortened by the time elapsed. A hit is
+// reported denied only while its own denial is known to hold: a shadow
+// hit whose RetryAfter has passed since is reported allowed (not counted),
+// so metrics and logs never name a limit that is no longer exceeded.
 func (s *Store) denyLookup(ck denyKey, now time.Time, out []ratelimit.Decision) bool {
 	e, ok := s.deny.Get(ck)
 	if !ok {
@@ -103,8 +108,12 @@ func (s *Store) denyLookup(ck denyKey, now time.Time, out []ratelimit.Decision) 
 	el := now.Sub(e.at)
 	for i, d := range e.out {
 		d.Counted = false
-		if d.RetryAfter > 0 {
+		switch {
+		case d.Allowed || d.Never:
+		case d.RetryAfter > el:
 			d.RetryAfter -= el
+		default:
+			d.Allowed, d.RetryAfter = true, 0
 		}
 		d.Reset = max(d.Reset-el, 0)
 		out[i] = d

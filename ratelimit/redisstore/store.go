@@ -17,7 +17,7 @@
 // Failures return errors wrapping ratelimit.ErrStore; the caller applies its
 // on_error policy. A circuit breaker fails calls fast while Redis is down and
 // probes it to recover, and a local deny cache answers a request that Redis
-// has denied until T without a round trip until T.
+// has denied until T without a round trip until T, for at most a second.
 package redisstore
 
 import (
@@ -65,6 +65,10 @@ type Options struct {
 	// DenyCacheSize is the number of denied hit sets remembered locally:
 	// 0 means 10000, a negative value disables the cache.
 	DenyCacheSize int
+	// DenyCacheTTL bounds how long a denial is answered from the deny
+	// cache, and so how long a reset made through another gateway (or by
+	// anyone deleting the key) goes unseen here. Default 1s.
+	DenyCacheTTL time.Duration
 	// LeaseTTL is the TTL of a concurrency key, refreshed on every acquire,
 	// so that the slots of a crashed gateway heal. Default 5 minutes.
 	LeaseTTL time.Duration
@@ -112,8 +116,12 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.Clock != ClockLocal && opts.Clock != ClockStore {
 		return nil, fmt.Errorf("redisstore: unknown clock %d", opts.Clock)
 	}
-	if opts.Timeout < 0 || opts.LeaseTTL < 0 || opts.TTLMargin < 0 || opts.BreakerCooldown < 0 || opts.BreakerFailures < 0 {
-		return nil, errors.New("redisstore: negative timeout, lease, margin or breaker setting")
+	if opts.Timeout < 0 || opts.LeaseTTL < 0 || opts.TTLMargin < 0 || opts.BreakerCooldown < 0 || opts.BreakerFailures < 0 ||
+		opts.DenyCacheTTL < 0 {
+		return nil, errors.New("redisstore: negative timeout, lease, margin, breaker or deny-cache setting")
+	}
+	if opts.DenyCacheTTL == 0 {
+		opts.DenyCacheTTL = time.Second
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 50 * time.Millisecond
@@ -304,7 +312,8 @@ func (s *Store) Usage(ctx context.Context, now time.Time, limit *ratelimit.Limit
 }
 
 // Reset implements ratelimit.Store. It also forgets every locally cached
-// denial, which may involve the key.
+// denial, which may involve the key. Other gateways' deny caches see the
+// reset within Options.DenyCacheTTL.
 func (s *Store) Reset(ctx context.Context, limit *ratelimit.Limit, key string) error {
 	if limit == nil || limit.ID == "" {
 		return errors.New("redisstore: reset of an unfinished limit")
@@ -315,6 +324,15 @@ func (s *Store) Reset(ctx context.Context, limit *ratelimit.Limit, key string) e
 	return s.call(ctx, func(ctx context.Context) error {
 		return s.client.Del(ctx, s.Key(limit, key)).Err()
 	})
+}
+
+// PurgeDenials forgets every locally cached denial. The gateway calls it
+// when it swaps in a new policy: a limit switched to shadow, loosened or
+// removed must not keep denying from the cache.
+func (s *Store) PurgeDenials() {
+	if s.deny != nil {
+		s.deny.Purge()
+	}
 }
 
 // Close implements ratelimit.Store. It does not close the client, which
