@@ -77,6 +77,14 @@ func (b *breaker) success() {
 	b.mu.Unlock()
 }
 
+// abandon records a call that ended without saying anything about Redis
+// (its caller cancelled it): a half-open breaker lets the next call probe.
+func (b *breaker) abandon() {
+	b.mu.Lock()
+	b.probing = false
+	b.mu.Unlock()
+}
+
 // failure records a failed call at now.
 func (b *breaker) failure(now time.Time) {
 	b.mu.Lock()

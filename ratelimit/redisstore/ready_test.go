@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,5 +87,49 @@ func TestReadyLeavesTheBreakerAlone(t *testing.T) {
 	}
 	if err := s.Ready(ctx); !errors.Is(err, redisstore.ErrBreakerOpen) {
 		t.Fatalf("Ready with the breaker open: %v, want ErrBreakerOpen", err)
+	}
+}
+
+// TestCanceledCallsLeaveBreaker: a call its caller cancels is no store
+// failure: it neither opens the breaker nor, as the half-open probe, keeps
+// the next call from probing. The breaker runs on an injected clock.
+func TestCanceledCallsLeaveBreaker(t *testing.T) {
+	srv := redistest.Standalone(t)
+	var now atomic.Int64
+	now.Store(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	s := newStore(t, newClient(t, srv.Addr), redisstore.Options{Timeout: 100 * time.Millisecond,
+		BreakerFailures: 1, BreakerCooldown: time.Second, Now: clock, DenyCacheSize: -1})
+	l := finished(t, ratelimit.Limit{Name: "c", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(100, time.Minute)}})
+	decide := func(ctx context.Context) error {
+		_, err := s.Decide(ctx, clock(), []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, make([]ratelimit.Decision, 1))
+		return err
+	}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := decide(canceled); err == nil {
+		t.Fatal("a cancelled call succeeded")
+	}
+	if st := s.Stats(); st.Breaker != redisstore.BreakerClosed || st.Canceled != 1 {
+		t.Fatalf("after a cancelled call: breaker %s, canceled %d; want closed, 1", st.Breaker, st.Canceled)
+	}
+	srv.Pause()
+	err := decide(context.Background())
+	srv.Resume()
+	if err == nil || s.Stats().Breaker != redisstore.BreakerOpen {
+		t.Fatalf("a call to a hung Redis: %v, breaker %s; want a timeout opening it", err, s.Stats().Breaker)
+	}
+	now.Add(int64(time.Second))
+	if err := decide(canceled); err == nil {
+		t.Fatal("a cancelled probe succeeded")
+	}
+	if st := s.Stats(); st.Breaker != redisstore.BreakerHalfOpen || st.Canceled != 2 {
+		t.Fatalf("after a cancelled probe: breaker %s, canceled %d; want half-open, 2", st.Breaker, st.Canceled)
+	}
+	if err := decide(context.Background()); err != nil {
+		t.Fatalf("the next probe: %v, want a decision", err)
+	}
+	if st := s.Stats().Breaker; st != redisstore.BreakerClosed {
+		t.Fatalf("breaker %s after a successful probe, want closed", st)
 	}
 }

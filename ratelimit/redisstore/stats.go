@@ -12,6 +12,9 @@ type Stats struct {
 	Calls uint64
 	// Timeouts counts calls that hit their deadline.
 	Timeouts uint64
+	// Canceled counts calls abandoned by their caller (a client that went
+	// away); they are not store failures and do not move the breaker.
+	Canceled uint64
 	// StateErrors counts calls failed by a key of the wrong type or with
 	// unreadable content.
 	StateErrors uint64
@@ -29,7 +32,7 @@ type Stats struct {
 }
 
 type counters struct {
-	calls, timeouts, stateErrors, otherErrors, breakerRejects, denyCacheHits, refunds atomic.Uint64
+	calls, timeouts, canceled, stateErrors, otherErrors, breakerRejects, denyCacheHits, refunds atomic.Uint64
 }
 
 // Stats returns the store's counters.
@@ -37,6 +40,7 @@ func (s *Store) Stats() Stats {
 	return Stats{
 		Calls:          s.stats.calls.Load(),
 		Timeouts:       s.stats.timeouts.Load(),
+		Canceled:       s.stats.canceled.Load(),
 		StateErrors:    s.stats.stateErrors.Load(),
 		OtherErrors:    s.stats.otherErrors.Load(),
 		BreakerRejects: s.stats.breakerRejects.Load(),

@@ -177,8 +177,13 @@ func (s *Store) Key(l *ratelimit.Limit, k string) string {
 const stateFormat = "f3"
 
 // call runs f under the store's timeout and the circuit breaker, and wraps
-// its error in ratelimit.ErrStore.
+// its error in ratelimit.ErrStore. Only the store's own failures count
+// toward the breaker: its timeout (or a caller's deadline, which the
+// gateway sets to the same budget), connection errors and server errors.
+// A caller that cancels (a client that went away) says nothing about
+// Redis, so it neither opens nor closes the breaker.
 func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) error {
+	caller := ctx
 	s.stats.calls.Add(1)
 	if !s.breaker.allow(s.now()) {
 		s.stats.breakerRejects.Add(1)
@@ -202,6 +207,9 @@ func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) err
 		// Redis is healthy; this key holds something we cannot read.
 		s.breaker.success()
 		s.stats.stateErrors.Add(1)
+	case errors.Is(caller.Err(), context.Canceled):
+		s.breaker.abandon()
+		s.stats.canceled.Add(1)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		s.breaker.failure(s.now())
 		s.stats.timeouts.Add(1)
