@@ -104,13 +104,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.config(w)
 	case "/admin/limits":
-		switch r.Method {
-		case http.MethodGet, http.MethodHead:
-			h.usage(w, r)
-		case http.MethodDelete:
-			h.reset(w, r)
-		default:
-			allow(w, r, http.MethodGet, http.MethodHead, http.MethodDelete)
+		if allow(w, r, http.MethodGet, http.MethodHead, http.MethodDelete) {
+			h.limits(w, r)
 		}
 	case "/admin/reload":
 		if !allow(w, r, http.MethodPost) {

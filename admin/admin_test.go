@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -26,24 +27,10 @@ type fixture struct {
 	now     time.Time
 }
 
-// compile compiles the default configuration changed by mutate.
-func compile(t *testing.T, mutate func(c *policy.Config)) *policy.Policy {
-	t.Helper()
-	c := policy.Default()
-	mutate(&c)
-	p, err := policy.Compile(c, func(string) string { return "" }, func(string) ([]byte, error) {
-		return nil, errors.New("no files in this test")
-	})
-	if err != nil {
-		t.Fatalf("compile: %v", err)
-	}
-	return p
-}
-
 // searchPolicy has one limit, "search" (3/minute and 10/hour per client),
 // on a route that answers 200 itself.
 func searchPolicy(t *testing.T) *policy.Policy {
-	return compile(t, func(c *policy.Config) {
+	return policytest.Compile(t, func(c *policy.Config) {
 		l := policy.DefaultLimit()
 		l.Name, l.Algorithm, l.Rates = "search", "fixed_window", []string{"3/1m", "10/1h"}
 		c.Limits = []policy.LimitConfig{l}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -17,7 +18,7 @@ import (
 // counter with exactly one unit used: the oracle is the store's own count
 // of the live request, not the key formula.
 func TestCounterKeyMatchesLivePath(t *testing.T) {
-	p := compile(t, func(c *policy.Config) {
+	p := policytest.Compile(t, func(c *policy.Config) {
 		lim := func(name string, by []string, onMissing string) policy.LimitConfig {
 			l := policy.DefaultLimit()
 			l.Name, l.Algorithm, l.Rates, l.By = name, "fixed_window", []string{"100/1h"}, by
@@ -119,7 +120,7 @@ func TestCounterKeyMatchesLivePath(t *testing.T) {
 // two of them may name the same counter, and none may fail to be refused
 // when it names no counter at all.
 func TestCounterKeyHostile(t *testing.T) {
-	p := compile(t, func(c *policy.Config) {
+	p := policytest.Compile(t, func(c *policy.Config) {
 		lim := func(name string, by ...string) policy.LimitConfig {
 			l := policy.DefaultLimit()
 			l.Name, l.Algorithm, l.Rates, l.By = name, "fixed_window", []string{"100/1h"}, by

@@ -68,13 +68,22 @@ type Window struct {
 	ResetSeconds float64 `json:"reset_seconds"`
 }
 
-func (h *handler) usage(w http.ResponseWriter, r *http.Request) {
+// limits answers GET (usage) and DELETE (reset) of /admin/limits.
+func (h *handler) limits(w http.ResponseWriter, r *http.Request) {
 	l, key, ok := h.target(w, r)
 	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
 	defer cancel()
+	if r.Method == http.MethodDelete {
+		h.reset(ctx, w, l, key)
+	} else {
+		h.usage(ctx, w, l, key)
+	}
+}
+
+func (h *handler) usage(ctx context.Context, w http.ResponseWriter, l *ratelimit.Limit, key string) {
 	ws, err := h.o.Store.Usage(ctx, h.o.Now(), l, key)
 	if err != nil {
 		problem(w, http.StatusServiceUnavailable, "store: "+err.Error())
@@ -102,13 +111,7 @@ func (h *handler) usage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, u)
 }
 
-func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
-	l, key, ok := h.target(w, r)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
-	defer cancel()
+func (h *handler) reset(ctx context.Context, w http.ResponseWriter, l *ratelimit.Limit, key string) {
 	if err := h.o.Store.Reset(ctx, l, key); err != nil {
 		problem(w, http.StatusServiceUnavailable, "store: "+err.Error())
 		return

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
@@ -61,15 +61,7 @@ func (u *upstream) last() (http.Header, string) {
 // compile builds a policy from cfg with every default applied.
 func compile(t *testing.T, mutate func(c *policy.Config)) *policy.Policy {
 	t.Helper()
-	c := policy.Default()
-	mutate(&c)
-	p, err := policy.Compile(c, func(string) string { return "" }, func(string) ([]byte, error) {
-		return nil, errors.New("no files in this test")
-	})
-	if err != nil {
-		t.Fatalf("compile: %v", err)
-	}
-	return p
+	return policytest.Compile(t, mutate)
 }
 
 func limit(name, algorithm string, rates ...string) policy.LimitConfig {

@@ -88,6 +88,8 @@ var rules = map[string]rule{
 	// `gateway replay`: an access log through the configured limits on a
 	// virtual clock, via the real handler and an in-memory store.
 	"replay": {allow: []string{"accesslog", "accuracy", "policy", "proxy", "ratelimit", "ratelimit/memstore"}},
+	// Test support: compiled policies from the defaults.
+	"internal/policytest": {allow: []string{"policy"}},
 	// Test support: real redis-server processes.
 	"internal/redistest": {allow: []string{"internal/childproc"}},
 	// Test support: child processes that die with the test binary.
