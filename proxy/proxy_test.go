@@ -84,6 +84,16 @@ func gateway(t *testing.T, h http.Handler) *httptest.Server {
 	return srv
 }
 
+// serveMemory serves p over a real listener with a fresh memory store.
+func serveMemory(t *testing.T, p *policy.Policy) *httptest.Server {
+	t.Helper()
+	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gateway(t, h)
+}
+
 func get(t *testing.T, url string, hdr ...string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest("GET", url, nil)
@@ -108,11 +118,7 @@ func TestLimitThenForward(t *testing.T) {
 		c.Limits = []policy.LimitConfig{limit("api", "fixed_window", "3/minute")}
 		c.Routes = []policy.RouteConfig{route("api", "/api", up.URL, "api")}
 	})
-	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := gateway(t, h)
+	gw := serveMemory(t, p)
 	for i := range 3 {
 		if resp := get(t, gw.URL+"/api/x"); resp.StatusCode != 200 {
 			t.Fatalf("request %d: status %d, want 200", i+1, resp.StatusCode)
@@ -371,11 +377,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		c.Limits = []policy.LimitConfig{limit("api", "token_bucket", "50/second")}
 		c.Routes = []policy.RouteConfig{route("api", "/", up.URL, "api")}
 	})
-	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := gateway(t, h)
+	gw := serveMemory(t, p)
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 
@@ -432,11 +434,7 @@ func TestForwardedHeaders(t *testing.T) {
 		rt.StripPrefix = true
 		c.Routes = []policy.RouteConfig{rt}
 	})
-	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := gateway(t, h)
+	gw := serveMemory(t, p)
 	req, _ := http.NewRequest("GET", gw.URL+"/v1/api/items", nil)
 	req.Header.Set("X-Forwarded-For", "6.6.6.6")
 	req.Header.Set("X-Real-IP", "6.6.6.6")
