@@ -6,8 +6,12 @@ import (
 	"net/url"
 )
 
+// minMemoryMaxBytes is the least store.memory.max_bytes accepted: 1 MiB,
+// shared by up to 64 shards; less would evict on almost every new key.
+const minMemoryMaxBytes = 1 << 20
+
 func buildStore(c *StoreConfig, e *problems) Store {
-	s := Store{Backend: c.Backend, Clock: c.Clock, MemoryMaxKeys: c.Memory.MaxKeys, RequireAtStartup: c.RequireAtStartup}
+	s := Store{Backend: c.Backend, Clock: c.Clock, MemoryMaxKeys: c.Memory.MaxKeys, MemoryMaxBytes: c.Memory.MaxBytes, RequireAtStartup: c.RequireAtStartup}
 	switch c.Backend {
 	case "memory", "redis":
 	default:
@@ -35,6 +39,9 @@ func buildStore(c *StoreConfig, e *problems) Store {
 	}
 	if c.Memory.MaxKeys < 1 {
 		e.add("store.memory.max_keys", "must be positive, got %d", c.Memory.MaxKeys)
+	}
+	if m := c.Memory.MaxBytes; m != 0 && m < minMemoryMaxBytes {
+		e.add("store.memory.max_bytes", "must be 0 (derived from the machine's memory) or at least %d, got %d", minMemoryMaxBytes, m)
 	}
 	r := &c.Redis
 	s.Redis = RedisStore{URL: r.URL, Cluster: r.Cluster, SentinelMaster: r.Sentinel.Master,

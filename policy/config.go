@@ -109,6 +109,11 @@ type MemoryConfig struct {
 	// MaxKeys bounds the number of counters; least recently used ones are
 	// evicted past it. Default 1000000.
 	MaxKeys int `mapstructure:"max_keys" json:"max_keys"`
+	// MaxBytes bounds the memory the counters take, in bytes; least
+	// recently used ones are evicted past it. 0 (the default) derives it
+	// from the machine: a quarter of its memory or of the control group's
+	// limit, whichever is smaller (1 GiB when neither can be read).
+	MaxBytes int64 `mapstructure:"max_bytes" json:"max_bytes"`
 }
 
 // RedisConfig is the [store.redis] table. At most one of URL, Cluster and

@@ -108,8 +108,11 @@ type Store struct {
 	Clock string
 	// RequireAtStartup refuses to start without a reachable Redis.
 	RequireAtStartup bool
-	// MemoryMaxKeys bounds the in-memory store.
+	// MemoryMaxKeys bounds the in-memory store's keys.
 	MemoryMaxKeys int
+	// MemoryMaxBytes bounds the in-memory store's bytes; 0 derives the
+	// bound from the machine's memory.
+	MemoryMaxBytes int64
 	// Redis holds the Redis settings (meaningful when Backend is "redis").
 	Redis RedisStore
 }

@@ -36,6 +36,7 @@ const (
 	MetricUpstreamDuration = "tollgate.upstream.duration"
 	MetricStoreKeys        = "tollgate.store.memory.keys"
 	MetricStoreEvictions   = "tollgate.store.memory.evictions"
+	MetricStoreBytes       = "tollgate.store.memory.bytes"
 	MetricConfigReloads    = "tollgate.config.reloads"
 	MetricClientIPFallback = "tollgate.client_ip_fallback"
 )
@@ -69,6 +70,10 @@ type MetricsOptions struct {
 	// it is called at each collection, off the request path. Nil: the gauge
 	// is not registered.
 	LiveKeys func() int64
+	// Bytes, when set, reports the bytes the in-memory store's keys are
+	// charged (bounded by store.memory.max_bytes). Nil: the gauge is not
+	// registered.
+	Bytes func() int64
 	// Evictions, when set, reports how many live keys the in-memory store
 	// has evicted to stay within max_keys (a key-rotation attack shows
 	// here). Nil: the counter is not registered.
@@ -146,17 +151,24 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 		err = errors.Join(err, e)
 		observed = append(observed, keys)
 	}
+	var bytesGauge metric.Int64ObservableGauge
+	if o.Bytes != nil {
+		bytesGauge, e = meter.Int64ObservableGauge(MetricStoreBytes, metric.WithUnit("By"),
+			metric.WithDescription("Bytes charged to the counter keys of the in-memory store (bounded by store.memory.max_bytes)."))
+		err = errors.Join(err, e)
+		observed = append(observed, bytesGauge)
+	}
 	var evictions metric.Int64ObservableCounter
 	if o.Evictions != nil {
 		evictions, e = meter.Int64ObservableCounter(MetricStoreEvictions, metric.WithUnit("{key}"),
-			metric.WithDescription("Keys evicted from the in-memory store to stay within store.memory.max_keys."))
+			metric.WithDescription("Keys evicted from the in-memory store to stay within store.memory.max_keys or max_bytes."))
 		err = errors.Join(err, e)
 		observed = append(observed, evictions)
 	}
 	if err != nil {
 		return nil, err
 	}
-	liveKeys, evicted := o.LiveKeys, o.Evictions
+	liveKeys, evicted, storeBytes := o.LiveKeys, o.Evictions, o.Bytes
 	m.reg, err = meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
 		ob.ObserveInt64(active, m.active.Load())
 		if liveKeys != nil {
@@ -164,6 +176,9 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 		}
 		if evicted != nil {
 			ob.ObserveInt64(evictions, evicted())
+		}
+		if storeBytes != nil {
+			ob.ObserveInt64(bytesGauge, storeBytes())
 		}
 		return nil
 	}, observed...)

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/ratelimit/memstore"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -167,7 +168,25 @@ func validateCommand(args, environ []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "  route %q %s → %s limits=[%s]\n", rt.Name, rt.PathPrefix, target, strings.Join(names, ", "))
 	}
+	printMemory(stdout, p)
 	return exitOK
+}
+
+// printMemory prints the memory store's bounds and, per limit, the most
+// memory one key can take there, so an operator sees before starting
+// what max_keys alone would hide (a fine-grained sliding counter or a
+// large log takes kilobytes a key).
+func printMemory(w io.Writer, p *policy.Policy) {
+	maxBytes, how := p.Store.MemoryMaxBytes, ""
+	if maxBytes == 0 {
+		maxBytes, how = memstore.DefaultMaxBytes(), " (derived from this machine's memory)"
+	}
+	fmt.Fprintf(w, "  memory store: at most %d keys and %d bytes%s\n", p.Store.MemoryMaxKeys, maxBytes, how)
+	for _, l := range p.Limits {
+		kb := memstore.KeyBytes(l.Limit)
+		fmt.Fprintf(w, "  limit %q %s: up to %d bytes a key at worst; max_bytes holds %d such keys\n",
+			l.Name, l.Algorithm, kb, maxBytes/kb)
+	}
 }
 
 // problems splits a joined error into one line per problem.

@@ -168,6 +168,7 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 	g.otel = ot
 	g.metrics, err = telemetry.NewMetrics(ot.Meter(), telemetry.MetricsOptions{
 		LiveKeys:  func() int64 { return int64(g.mem.Len()) },
+		Bytes:     func() int64 { return g.mem.Bytes() },
 		Evictions: func() int64 { return int64(g.mem.Evictions()) },
 	})
 	if err != nil {
@@ -225,7 +226,7 @@ func (o inflightObservers) End()   { o.inflight.End() }
 
 // openStores builds the configured store and the local fallback.
 func (g *gateway) openStores(p *policy.Policy) error {
-	mem := memstore.New(memstore.Options{MaxKeys: p.Store.MemoryMaxKeys})
+	mem := memstore.New(memstore.Options{MaxKeys: p.Store.MemoryMaxKeys, MaxBytes: p.Store.MemoryMaxBytes})
 	g.mem = mem
 	switch p.Store.Backend {
 	case "", "memory":

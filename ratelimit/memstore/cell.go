@@ -1,6 +1,8 @@
 package memstore
 
 import (
+	"unsafe"
+
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -16,6 +18,9 @@ type cell interface {
 	release(cost int64) (empty bool)
 	// expiry is the first instant at which the state equals a fresh one.
 	expiry() int64
+	// bytes is the memory the cell holds, everything it points to
+	// included.
+	bytes() int64
 }
 
 // one is the cell of a single-window limit: the state is stored inline, so
@@ -46,6 +51,8 @@ func (c *one[S, P]) release(cost int64) bool { return release(c.w[:], cost) }
 
 func (c *one[S, P]) expiry() int64 { return c.exp }
 
+func (c *one[S, P]) bytes() int64 { return int64(unsafe.Sizeof(*c)) + stateBytes(c.w[:]) }
+
 // many is the cell of a limit with several rates.
 type many[S any, P ratelimit.WindowPtr[S]] struct {
 	exp int64
@@ -72,6 +79,11 @@ func (c *many[S, P]) usage(l *ratelimit.Limit, now int64, out []ratelimit.Window
 func (c *many[S, P]) release(cost int64) bool { return release(c.w, cost) }
 
 func (c *many[S, P]) expiry() int64 { return c.exp }
+
+func (c *many[S, P]) bytes() int64 {
+	var s S
+	return int64(unsafe.Sizeof(*c)) + int64(len(c.w))*int64(unsafe.Sizeof(s)) + stateBytes(c.w)
+}
 
 // release gives back cost units of a concurrency state; other states are
 // left alone. It reports whether the state holds nothing any more.

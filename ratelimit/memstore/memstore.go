@@ -4,9 +4,12 @@
 // states, kept in least-recently-used order by an intrusive list (see
 // table.go; BENCHMARKS.md explains every byte a key costs).
 //
-// Memory is bounded by Options.MaxKeys: when a shard is full its least
-// recently used key is evicted (an under-count for that key, reported by
-// Evictions). Expiry is lazy: state whose every window has passed is
+// Memory is bounded by Options.MaxKeys and Options.MaxBytes: when a shard
+// holds more keys, or more bytes, than its share, its least recently used
+// keys are evicted (an under-count for each, reported by Evictions). Bytes
+// are accounted per key (entry, key, state and what the state points to,
+// such as a log's ring), so keys whose state is large cannot take more
+// memory than the bound however few they are. Expiry is lazy: state whose every window has passed is
 // treated as absent when it is next looked up and reclaimed then or when it
 // reaches the list's cold end; the store runs no goroutine. The table never
 // shrinks: the memory of keys that left is reused by later keys.
@@ -38,6 +41,11 @@ type Options struct {
 	// Shards is the number of independently locked shards, rounded up to a
 	// power of two and down to at most MaxKeys. Default DefaultShards.
 	Shards int
+	// MaxBytes bounds the bytes accounted to the keys held across all
+	// shards (each shard holds at most its share; a single key larger than
+	// a share is kept alone). Default DefaultMaxBytes: a quarter of the
+	// machine's memory.
+	MaxBytes int64
 }
 
 // Store is an in-memory ratelimit.Store. It is safe for concurrent use.
@@ -52,7 +60,8 @@ var _ ratelimit.Store = (*Store)(nil)
 type shard struct {
 	mu        sync.Mutex
 	t         table
-	max       int // the most entries the table may hold
+	max       int   // the most entries the table may hold
+	maxBytes  int64 // the most bytes the table's keys may be charged
 	evictions atomic.Uint64
 	_         [64]byte // keep hot shards on separate cache lines
 }
@@ -71,10 +80,15 @@ func New(o Options) *Store {
 	for n > maxKeys {
 		n /= 2
 	}
+	maxBytes := o.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes()
+	}
 	s := &Store{seed: maphash.MakeSeed(), shift: uint(64 - bits.TrailingZeros(uint(n))), shards: make([]shard, n)}
 	for i := range s.shards {
 		s.shards[i].t = newTable()
 		s.shards[i].max = maxKeys / n
+		s.shards[i].maxBytes = maxBytes / int64(n)
 	}
 	return s
 }
@@ -121,7 +135,32 @@ func (sh *shard) commitReplace(st state, old int32) state {
 		t.release(st.idx, false)
 	}
 	st.idx = old
+	if st.k == kBox {
+		t.resize(old, keyBytes(t.at(old), kBox, st.c))
+	}
 	return st
+}
+
+// fit evicts least recently used keys while the shard's keys are charged
+// more than its share of MaxBytes, keeping at least the most recent one.
+// It runs after a decision's counts and commits, so no state in use is
+// pending.
+func (sh *shard) fit(now int64) {
+	t := &sh.t
+	for t.bytes > sh.maxBytes && t.n > 1 {
+		if now < t.expiry(t.tail) {
+			sh.evictions.Add(1)
+		}
+		t.remove(t.tail)
+	}
+}
+
+// charge updates the bytes charged to the live entry holding boxed state
+// st after a count, which may have grown it (a log's ring).
+func (sh *shard) charge(st *state) {
+	if st.k == kBox && st.idx != none {
+		sh.t.resize(st.idx, keyBytes(sh.t.at(st.idx), kBox, st.c))
+	}
 }
 
 // reclaimGrace is how long past its expiry a state is kept before it may be
@@ -158,6 +197,7 @@ func (sh *shard) commitNew(st state, l *ratelimit.Limit, hit string, h uint32, n
 	}
 	e := t.at(i)
 	e.hit, e.lim, e.hash = hit, l, h
+	e.size = keyBytes(e, st.k, st.c)
 	t.link(i)
 }
 
@@ -251,6 +291,9 @@ func (s *Store) Decide(_ context.Context, now time.Time, hits []ratelimit.Hit, o
 		if allowed && (!h.Limit.Shadow || d.Allowed) {
 			t2.apply(st, opTake, h.Limit, &args{now: t, cost: h.Cost})
 			d.Counted, counted = true, true
+			if !slots[slots[i].first].isNew {
+				s.shards[slots[i].shard].charge(st)
+			}
 		}
 		t2.apply(st, opReport, h.Limit, &args{now: t, d: d})
 	}
@@ -273,6 +316,11 @@ func (s *Store) Decide(_ context.Context, now time.Time, hits []ratelimit.Hit, o
 			} else {
 				sh.commitNew(sl.st, h.Limit, h.Key, uint32(sl.hash), t)
 			}
+		}
+	}
+	if counted {
+		for _, j := range order {
+			s.shards[j].fit(t)
 		}
 	}
 	for j := len(order) - 1; j >= 0; j-- {
@@ -305,6 +353,9 @@ func (s *Store) decideOne(h ratelimit.Hit, t int64, d *ratelimit.Decision) bool 
 	if counted {
 		sh.t.apply(&st, opTake, h.Limit, &a)
 		d.Counted = true
+		if !isNew {
+			sh.charge(&st)
+		}
 	}
 	sh.t.apply(&st, opReport, h.Limit, &a)
 	switch {
@@ -315,6 +366,9 @@ func (s *Store) decideOne(h ratelimit.Hit, t int64, d *ratelimit.Decision) bool 
 		sh.commitReplace(st, old)
 	default:
 		sh.commitNew(st, h.Limit, h.Key, uint32(hv), t)
+	}
+	if counted {
+		sh.fit(t)
 	}
 	sh.mu.Unlock()
 	return allowed
@@ -424,8 +478,20 @@ func (s *Store) Len() int {
 	return n
 }
 
+// Bytes returns the bytes charged to the states held (see Options.MaxBytes).
+func (s *Store) Bytes() int64 {
+	var n int64
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.t.bytes
+		sh.mu.Unlock()
+	}
+	return n
+}
+
 // Evictions returns how many live states were evicted because their shard
-// was full.
+// was full (of keys or of bytes).
 func (s *Store) Evictions() uint64 {
 	var n uint64
 	for i := range s.shards {

@@ -24,6 +24,7 @@ type entry struct {
 	hash uint32           // low 32 bits of the key's hash
 	prev int32            // towards the most recently used; none at the head
 	next int32            // towards the least recently used; links the free list too
+	size uint32           // bytes accounted for the key while linked (see keyBytes)
 }
 
 // table is one shard's keys: an open-addressing index (linear probing,
@@ -38,6 +39,7 @@ type table struct {
 	head      int32 // most recently used
 	tail      int32 // least recently used
 	n         int   // entries linked into the index and the list
+	bytes     int64 // the sizes of the linked entries
 	boxes     []cell
 	freeBoxes []int32
 	// cv is scratch space for a sliding counter's view of an inline
@@ -117,6 +119,7 @@ func (t *table) link(i int32) {
 	}
 	t.insertSlot(t.at(i).hash, i)
 	t.n++
+	t.bytes += int64(t.at(i).size)
 	t.pushFront(i)
 }
 
@@ -165,6 +168,7 @@ func (t *table) unlink(i int32) {
 	}
 	t.slots[s] = 0
 	t.n--
+	t.bytes -= int64(t.at(i).size)
 	t.detach(i)
 }
 
@@ -191,6 +195,13 @@ func (t *table) detach(i int32) {
 	} else {
 		t.tail = e.prev
 	}
+}
+
+// resize sets the bytes charged to the linked entry i.
+func (t *table) resize(i int32, size uint32) {
+	e := t.at(i)
+	t.bytes += int64(size) - int64(e.size)
+	e.size = size
 }
 
 // touch makes entry i the most recently used.
