@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestOpsAdminReset (SPEC §5): GET /admin/limits reports a client's usage
+// TestOpsAdminReset: GET /admin/limits reports a client's usage
 // (used, remaining, reset); DELETE /admin/limits unblocks a locked-out
 // client at once — by API key and by IP — and leaves every other client's
 // counters as they were.
@@ -96,7 +96,7 @@ func TestOpsAdminReset(t *testing.T) {
 	}
 }
 
-// TestOpsAdminConfigRedacted (SPEC §5): GET /admin/config shows the active
+// TestOpsAdminConfigRedacted: GET /admin/config shows the active
 // configuration without any secret: neither the JWT key nor the Redis
 // password (in the URL or in its environment variable) nor the admin token
 // appears.
@@ -137,7 +137,7 @@ func TestOpsAdminConfigRedacted(t *testing.T) {
 	}
 }
 
-// TestOpsAdminToken (SPEC §5, SCENARIOS 54): with [admin] token_env set,
+// TestOpsAdminToken: with [admin] token_env set,
 // /admin/*, /metrics and /debug/pprof answer 401 without the bearer token
 // or with a wrong one and 200 with it; the probes need none. On the public
 // listener every one of them is 404, token or not.

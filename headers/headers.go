@@ -21,7 +21,7 @@ import (
 // invalid.
 type Style uint8
 
-// The header styles of SPEC §4.
+// The rate-limit header styles.
 const (
 	// IETF is draft-ietf-httpapi-ratelimit-headers-11: RateLimit-Policy and
 	// RateLimit, both structured fields.

@@ -13,7 +13,7 @@ import (
 // problem type registered by the ratelimit-headers draft).
 const QuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
-// Problem is an RFC 9457 problem details object, shaped as in SPEC §4.
+// Problem is an RFC 9457 problem details object.
 type Problem struct {
 	// Type is a URI naming the problem type; "" is written as "about:blank".
 	Type string `json:"type"`

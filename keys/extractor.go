@@ -11,7 +11,7 @@ import (
 )
 
 // Config configures an Extractor. The zero value is usable: every zero
-// field means the SPEC default noted beside it.
+// field means the default noted beside it.
 type Config struct {
 	// Sources are tried in order; the first that yields a value is the
 	// client. Default: api_key, user, ip. When none yields (ip left out),

@@ -240,7 +240,7 @@ func TestLoadRSAPublicKey(t *testing.T) {
 }
 
 // TestUserHeaderTrust checks that the user header is believed only from a
-// trusted peer (SCENARIOS 19) and that it wins over a token.
+// trusted peer and that it wins over a token.
 func TestUserHeaderTrust(t *testing.T) {
 	e, err := NewExtractor(Config{
 		UserHeader:     "X-Gateway-User",

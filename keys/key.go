@@ -15,7 +15,7 @@ import (
 // invalid.
 type PartKind uint8
 
-// The key parts of SPEC §3 ("by").
+// The key parts a limit's "by" list names.
 const (
 	// PartClient is the resolved client identity (its kind and value).
 	PartClient PartKind = iota + 1
@@ -98,10 +98,10 @@ const (
 	valMethod
 	valHeader  // header name, then its value under valHeaderV
 	valHeaderV //
-	valMissing // the SPEC's literal "-" for a part absent on this request
+	valMissing // the literal "-" for a part absent on this request
 )
 
-// MissingValue is the SPEC's literal value of a key part that a request
+// MissingValue is the literal value of a key part that a request
 // lacks. It is hashed under its own kind, so it never equals a real "-".
 const MissingValue = "-"
 
@@ -263,7 +263,7 @@ func (e *Extractor) appendIP(buf []byte, id *Identity) []byte {
 	return appendString(buf, valRemote, id.Peer)
 }
 
-// appendString encodes one value of kind k; an empty value is the SPEC's
+// appendString encodes one value of kind k; an empty value is the
 // missing "-", encoded under the missing kind together with k.
 func appendString(buf []byte, k byte, v string) []byte {
 	if v == "" {

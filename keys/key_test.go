@@ -210,13 +210,13 @@ func TestAppendKeyDistinct(t *testing.T) {
 		name string
 		a, b string
 	}{
-		{"api key equal to another client's IP text (SCENARIOS 13)",
+		{"api key equal to another client's IP text",
 			keyOf(Identity{Client: "1.2.3.4", ClientKind: SourceAPIKey, APIKey: "1.2.3.4"}, "client"),
 			keyOf(Identity{Client: "1.2.3.4", ClientKind: SourceIP, IP: ip}, "client")},
 		{"api key equal to a user",
 			keyOf(Identity{Client: "x", ClientKind: SourceAPIKey}, "client"),
 			keyOf(Identity{Client: "x", ClientKind: SourceUser}, "client")},
-		{"missing api key vs the key \"-\" (SCENARIOS 15)",
+		{"missing api key vs the key \"-\"",
 			keyOf(Identity{IP: ip}, "api_key"),
 			keyOf(Identity{IP: ip, APIKey: "-"}, "api_key")},
 		{"missing api key vs missing user",
@@ -319,7 +319,7 @@ func slot(key []byte) uint16 {
 	return crc16(key) % 16384
 }
 
-// TestKeySlots checks SCENARIOS 38: every key the builder emits for one
+// TestKeySlots checks that every key the builder emits for one
 // client under parts that include the client lies in one slot, whatever the
 // store prefix and limit suffix and however hostile the values.
 func TestKeySlots(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package keys resolves who a request comes from and turns that identity
 // into counter keys for the rate-limit stores.
 //
-// An Extractor reads the identity sources of SPEC §3 — an API key, a user
+// An Extractor reads the identity sources — an API key, a user
 // (from a header set by a trusted proxy, or from a claim of a verified JWT)
 // and the client IP (X-Forwarded-For believed only from trusted proxies,
 // read right to left) — and Extractor.AppendKey encodes the parts of a limit's `by`

@@ -614,7 +614,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// TestOnMissing checks SCENARIOS 15: a limit keyed by API key, hit by
+// TestOnMissing: a limit keyed by API key, hit by
 // clients that send none.
 func TestOnMissing(t *testing.T) {
 	for _, tc := range []struct {
@@ -623,7 +623,7 @@ func TestOnMissing(t *testing.T) {
 		// no key from IP 2 (limit 1 per hour per key)
 		want []int
 	}{
-		{"shared", []int{200, 429, 200, 429, 429}}, // SPEC: one "-" bucket
+		{"shared", []int{200, 429, 200, 429, 429}}, // one "-" bucket for every keyless request
 		{"ip", []int{200, 429, 200, 429, 200}},     // one bucket per IP
 		{"reject", []int{200, 429, 401, 401, 401}}, // 401, nothing counted
 	} {

@@ -319,9 +319,9 @@ const (
 var storeErrNames = [storeErrKinds]string{"store", "timeout", "canceled", "auth", "readonly", "oom", "circuit_open"}
 
 // storeErrKind classifies a store error for the error.type label, so that
-// an operator can tell an outage from rotated credentials (SCENARIOS 41), a
-// failover to a replica (35) or a full Redis (39). Redis reports those only
-// in the error text.
+// an operator can tell an outage from rotated credentials, a failover
+// to a replica or a full Redis. Redis reports those only in the error
+// text.
 func storeErrKind(err error) int {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
