@@ -28,8 +28,11 @@ const (
 
 // seen is what the upstream received for one request.
 type seen struct {
-	Method           string      `json:"method"`
-	Path             string      `json:"path"`
+	Method string `json:"method"`
+	Path   string `json:"path"`
+	// RequestURI is the request target exactly as the upstream received
+	// it (escapes and all), which Path (decoded) hides.
+	RequestURI       string      `json:"request_uri"`
 	RawQuery         string      `json:"raw_query"`
 	Host             string      `json:"host"`
 	Header           http.Header `json:"header"`
@@ -66,7 +69,7 @@ func newUpstream(t testing.TB) *upstream {
 
 func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	s := &seen{
-		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Host: r.Host,
+		Method: r.Method, Path: r.URL.Path, RequestURI: r.RequestURI, RawQuery: r.URL.RawQuery, Host: r.Host,
 		Header: r.Header.Clone(), ContentLength: r.ContentLength,
 		TransferEncoding: r.TransferEncoding, RemoteAddr: r.RemoteAddr,
 	}

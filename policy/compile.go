@@ -133,7 +133,7 @@ func build(c *Config) (*Policy, []error) {
 		for j, prev := range p.Routes {
 			if rt.Name != "" && prev.Name == rt.Name {
 				e.add(path+".name", "duplicate route name %q (also routes[%d])", rt.Name, j)
-			} else if !shadowed && rt.PathPrefix != "" && prev.Host == rt.Host && prev.PathPrefix == rt.PathPrefix && shadows(prev.Methods, rt.Methods) {
+			} else if !shadowed && rt.PathPrefix != "" && prev.Host == rt.Host && samePrefix(prev.PathPrefix, rt.PathPrefix) && shadows(prev.Methods, rt.Methods) {
 				e.add(path, "matches the same host, path_prefix and methods as routes[%d] (%q), so it would never be chosen", j, prev.Name)
 				shadowed = true
 			}

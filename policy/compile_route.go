@@ -29,7 +29,12 @@ func buildRoute(c *RouteConfig, path string, e *problems) *Route {
 	case strings.ContainsAny(c.PathPrefix, "?#"):
 		e.add(path+".path_prefix", "must not contain '?' or '#', got %q", c.PathPrefix)
 	default:
-		rt.PathPrefix = CleanPath(c.PathPrefix)
+		p, err := normalPrefix(c.PathPrefix)
+		if err != nil {
+			e.add(path+".path_prefix", "%q: must not contain %s", c.PathPrefix, err.(*PathError).Reason)
+			break
+		}
+		rt.PathPrefix, rt.loosePrefix = p, needsLoose(p)
 	}
 	for i, m := range c.Methods {
 		if !isToken(m) {
@@ -101,7 +106,7 @@ func shadows(a, b []string) bool {
 		return false
 	}
 	for _, y := range b {
-		if !contains(a, y) {
+		if !covers(a, y) {
 			return false
 		}
 	}

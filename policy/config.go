@@ -279,7 +279,8 @@ type RouteConfig struct {
 	// Host restricts the route to one host (no port), compared case
 	// insensitively; "" matches any host. Default "".
 	Host string `mapstructure:"host" json:"host"`
-	// PathPrefix matches the cleaned request path on segment boundaries.
+	// PathPrefix matches the normal request path on segment boundaries
+	// (see NormalizePath and Policy.Match).
 	// Default "/".
 	PathPrefix string `mapstructure:"path_prefix" json:"path_prefix"`
 	// Methods restricts the route to these methods; empty allows all.

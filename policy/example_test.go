@@ -22,15 +22,15 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	rt := p.Match("gateway.example.com:8080", "GET", "//v1/./search/items?q=x")
-	fmt.Println(rt.Name, rt.Upstream, rt.Timeout)
+	rt, path, err := p.Match("gateway.example.com:8080", "GET", "//v1/./search/%69tems")
+	fmt.Println(rt.Name, path, err, rt.Upstream, rt.Timeout)
 	fmt.Println(rt.RateLimitPolicy)
 
 	c.Routes[0].Limits = []string{"serch"}
 	c.Limits[0].Rates[1] = "600/fortnight"
 	fmt.Println(c.Validate())
 	// Output:
-	// search http://127.0.0.1:9000 30s
+	// search /v1/search/items <nil> http://127.0.0.1:9000 30s
 	// "per-client.1s";q=10;w=1, "per-client.1m";q=600;w=60
 	// limits[0].rates[1]: rate "600/fortnight": unknown window "fortnight" (use second, minute, hour, day or a duration like 10s, 1h30m)
 	// routes[0].limits[0]: unknown limit "serch"

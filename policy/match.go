@@ -1,44 +1,66 @@
 package policy
 
 import (
-	"path"
 	"strings"
 )
 
-// Match returns the route for a request, or nil when none matches.
+// Match normalises the request path (NormalizePath) and returns the route
+// for the request with the normal path it was matched on, which is the
+// path to forward (see Route.ForwardPath). The route is nil when none
+// matches; err is a *PathError when the path is rejected.
 //
 // host is the request's Host (a port and a trailing dot are ignored, case
-// is not significant); method is compared exactly; path is the request path
-// as received — anything from '?' on is ignored and the rest is cleaned by
-// CleanPath (no percent-decoding), so respellings such as "//v1/./search"
-// reach the same route. A route matches when its host is empty or equal to
-// host, its methods are empty or contain method, and its path_prefix is a
-// segment-wise prefix of the path ("/v1/search" matches "/v1/search" and
-// "/v1/search/x", not "/v1/searchx"; "/" matches everything).
+// is not significant); method is compared exactly, and a route that lists
+// GET also takes HEAD (as net/http does); path is the escaped request path
+// without its query. A route matches when its host is empty or equal to
+// host, its methods are empty or cover method, and its path_prefix is a
+// segment-wise prefix of the normal path ("/v1/search" matches "/v1/search"
+// and "/v1/search/x", not "/v1/searchx"; "/" matches everything).
 //
 // Among matching routes, one with an explicit host beats a host-less one;
 // then the longest path_prefix wins; then a route that lists the method
-// beats one that allows all; then the earlier route. Match does not
-// allocate unless the path needs cleaning.
-func (p *Policy) Match(host, method, path string) *Route {
+// beats one that allows all; then the earlier route.
+//
+// The route is chosen twice: on the normal path byte for byte, and in the
+// loose reading some upstreams apply (";params" dropped, "%2F" as '/',
+// letters without case; see looseHasPrefix). If the two choices differ,
+// an upstream could serve the request under another route than the
+// gateway counted it for, so the path is rejected. Match does not
+// allocate for an already normal path.
+func (p *Policy) Match(host, method, path string) (*Route, string, error) {
+	path, err := NormalizePath(path)
+	if err != nil {
+		return nil, path, err
+	}
 	host = hostOnly(host)
-	path = CleanPath(path)
-	var best *Route
+	loose := needsLoose(path)
+	var strict, wide *Route
 	for _, rt := range p.Routes {
 		if rt.Host != "" && !strings.EqualFold(rt.Host, host) {
 			continue
 		}
-		if len(rt.Methods) > 0 && !contains(rt.Methods, method) {
+		if len(rt.Methods) > 0 && !covers(rt.Methods, method) {
 			continue
 		}
-		if !hasPathPrefix(path, rt.PathPrefix) {
+		if hasPathPrefix(path, rt.PathPrefix) {
+			if strict == nil || beats(rt, strict) {
+				strict = rt
+			}
+			if wide == nil || beats(rt, wide) {
+				wide = rt
+			}
 			continue
 		}
-		if best == nil || beats(rt, best) {
-			best = rt
+		if (loose || rt.loosePrefix) && looseHasPrefix(path, rt.PathPrefix) {
+			if wide == nil || beats(rt, wide) {
+				wide = rt
+			}
 		}
 	}
-	return best
+	if strict != wide && strict != nil {
+		return nil, path, errAmbiguous
+	}
+	return strict, path, nil
 }
 
 // beats reports whether a is a more specific match than b.
@@ -52,21 +74,16 @@ func beats(a, b *Route) bool {
 	return len(a.Methods) > 0 && len(b.Methods) == 0
 }
 
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
+// covers reports whether a route listing methods takes method: listed, or
+// HEAD when GET is listed (a HEAD is a GET without the body, and net/http
+// answers it so).
+func covers(methods []string, method string) bool {
+	for _, m := range methods {
+		if m == method || method == "HEAD" && m == "GET" {
 			return true
 		}
 	}
 	return false
-}
-
-// hasPathPrefix reports whether prefix is a segment-wise prefix of p.
-func hasPathPrefix(p, prefix string) bool {
-	if !strings.HasPrefix(p, prefix) {
-		return false
-	}
-	return len(p) == len(prefix) || prefix[len(prefix)-1] == '/' || p[len(prefix)] == '/'
 }
 
 // hostOnly strips a port and a trailing dot from a Host value.
@@ -83,52 +100,8 @@ func hostOnly(h string) string {
 	return strings.TrimSuffix(h, ".")
 }
 
-// CleanPath returns the canonical form of a request path used for route
-// matching: the part before any '?', rooted at "/", with "//" collapsed and
-// "." and ".." segments resolved (never above the root). A trailing slash is
-// kept. Nothing is percent-decoded. An already clean path is returned as is,
-// without allocating.
-func CleanPath(p string) string {
-	if i := strings.IndexByte(p, '?'); i >= 0 {
-		p = p[:i]
-	}
-	if p == "" {
-		return "/"
-	}
-	if p[0] != '/' {
-		p = "/" + p
-	}
-	if isClean(p) {
-		return p
-	}
-	c := path.Clean(p)
-	if p[len(p)-1] == '/' && c != "/" {
-		c += "/"
-	}
-	return c
-}
-
-// isClean reports whether the rooted path p has no empty, "." or ".."
-// segment (a trailing slash is allowed).
-func isClean(p string) bool {
-	for i := 0; i < len(p); i++ {
-		if p[i] != '/' {
-			continue
-		}
-		rest := p[i+1:]
-		switch {
-		case rest == "":
-			// trailing slash: fine
-		case rest[0] == '/':
-			return false
-		case rest[0] == '.':
-			if len(rest) == 1 || rest[1] == '/' {
-				return false
-			}
-			if rest[1] == '.' && (len(rest) == 2 || rest[2] == '/') {
-				return false
-			}
-		}
-	}
-	return true
+// samePrefix reports whether two normal prefixes match the same paths in
+// the loose reading ("/api" and "/API").
+func samePrefix(a, b string) bool {
+	return a == b || looseHasPrefix(a, b) && looseHasPrefix(b, a)
 }

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"errors"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -22,6 +24,8 @@ func matchPolicy(t testing.TB) *Policy {
 		route("api-host-v1", "api.example.com", "/v1"),
 		route("ipv6-host", "[::1]", "/"),
 		route("slash", "", "/dir/"),
+		route("upper", "", "/Docs"),
+		route("report", "", "/report", "GET"),
 	}
 	p, err := Compile(c, noEnv, os.ReadFile)
 	if err != nil {
@@ -34,49 +38,80 @@ func TestMatch(t *testing.T) {
 	p := matchPolicy(t)
 	tests := []struct {
 		host, method, path string
-		want               string
+		want               string // route name, "<nil>", or "400" for a rejected path
+		normal             string // the normal path ("" when rejected)
 	}{
-		{"gw", "GET", "/v1/search", "search"},
-		{"gw", "GET", "/v1/search/x", "search"},
-		{"gw", "GET", "/v1/search?q=1", "search"},
-		{"gw", "POST", "/v1/search", "search-any"},
-		{"gw", "GET", "/v1/searchx", "v1"},
-		{"gw", "GET", "/v1", "v1"},
-		{"gw", "GET", "/v1/", "v1"},
-		{"gw", "GET", "/v2", "root"},
-		{"gw", "GET", "", "root"},
-		{"gw", "GET", "/", "root"},
-		// SCENARIOS 16: respellings land on the route the cleaned path selects.
-		{"gw", "GET", "//v1//search", "search"},
-		{"gw", "GET", "/v1/./search", "search"},
-		{"gw", "GET", "/v1/x/../search", "search"},
-		{"gw", "GET", "/../v1/search", "search"},
-		{"gw", "GET", "/v1/search/", "search"},
-		{"gw", "GET", "/V1/search", "root"},       // paths are case sensitive
-		{"gw", "GET", "/v1/%73earch", "v1"},       // nothing is percent-decoded
-		{"gw", "GET", "/v1/search/..", "v1"},      // ".." leaves the prefix
-		{"gw", "GET", "v1/search", "search"},      // relative form is rooted
-		{"gw", "get", "/v1/search", "search-any"}, // methods are exact
+		{"gw", "GET", "/v1/search", "search", "/v1/search"},
+		{"gw", "GET", "/v1/search/x", "search", "/v1/search/x"},
+		{"gw", "POST", "/v1/search", "search-any", "/v1/search"},
+		{"gw", "GET", "/v1/searchx", "v1", "/v1/searchx"},
+		{"gw", "GET", "/v1", "v1", "/v1"},
+		{"gw", "GET", "/v1/", "v1", "/v1/"},
+		{"gw", "GET", "/v2", "root", "/v2"},
+		{"gw", "GET", "", "root", "/"},
+		{"gw", "GET", "/", "root", "/"},
+		// Respellings land on the route of their normal form.
+		{"gw", "GET", "//v1//search", "search", "/v1/search"},
+		{"gw", "GET", "/v1/./search", "search", "/v1/search"},
+		{"gw", "GET", "/v1/x/../search", "search", "/v1/search"},
+		{"gw", "GET", "/../v1/search", "search", "/v1/search"},
+		{"gw", "GET", "/v1/search/", "search", "/v1/search/"},
+		{"gw", "GET", "/v1/%73earch", "search", "/v1/search"},                   // unreserved escapes are decoded
+		{"gw", "GET", "/v1/%2e%2E/v1/search", "search", "/v1/search"},           // so are dots
+		{"gw", "GET", "/v1/search/..", "v1", "/v1/"},                            // ".." leaves the prefix
+		{"gw", "GET", "/v1%3F/../v1/search", "search", "/v1/search"},            // %3F is data, ".." resolves
+		{"gw", "GET", "/v2/a%2fb", "root", "/v2/a%2Fb"},                         // %2F is data; hex upper-cased
+		{"gw", "GET", "/v1/search/a%2Fb;c/D", "search", "/v1/search/a%2Fb;c/D"}, // past the prefix, every reading agrees
+		// A different route in the loose reading: rejected.
+		{"gw", "GET", "/V1/search", "400", ""},
+		{"gw", "GET", "/v1%2Fsearch", "400", ""},
+		{"gw", "GET", "/v1/search;x", "400", ""},
+		{"gw", "GET", "/v1;x/search", "400", ""},
+		{"gw", "GET", "/v1/search%3bx", "400", ""},
+		{"gw", "GET", "/docs", "400", ""}, // "/Docs" matches loosely
+		{"gw", "GET", "/Docs/x", "upper", "/Docs/x"},
+		{"gw", "GET", "/dir;x/", "400", ""},
+		// Always rejected.
+		{"gw", "GET", "/v1/..%2fsearch", "400", ""},
+		{"gw", "GET", "/v1/..;/v2", "400", ""},
+		{"gw", "GET", `/v1\search`, "400", ""},
+		{"gw", "GET", "/v1%5csearch", "400", ""},
+		{"gw", "GET", "/v1/search%00", "400", ""},
+		{"gw", "GET", "*", "400", ""},
+		{"gw", "GET", "v1/search", "400", ""},
+		{"gw", "GET", "/v1/%zz", "400", ""},
+		// Methods: exact, and GET covers HEAD.
+		{"gw", "get", "/v1/search", "search-any", "/v1/search"},
+		{"gw", "HEAD", "/v1/search", "search", "/v1/search"},
+		{"gw", "HEAD", "/report", "report", "/report"},
+		{"gw", "POST", "/report", "root", "/report"},
 		// Hosts: explicit beats host-less even with a shorter prefix; case and port ignored.
-		{"api.example.com", "GET", "/v1/search", "api-host-v1"},
-		{"API.Example.COM:8443", "GET", "/v2", "api-host"},
-		{"api.example.com.", "GET", "/v2", "api-host"},
-		{"other.example.com", "GET", "/v2", "root"},
-		{"[::1]:8080", "GET", "/x", "ipv6-host"},
-		{"[::1]", "GET", "/x", "ipv6-host"},
-		{"::1", "GET", "/x", "root"},
-		{"gw", "GET", "/dir", "root"},
-		{"gw", "GET", "/dir/", "slash"},
-		{"gw", "GET", "/dir/a", "slash"},
+		{"api.example.com", "GET", "/v1/search", "api-host-v1", "/v1/search"},
+		{"API.Example.COM:8443", "GET", "/v2", "api-host", "/v2"},
+		{"api.example.com.", "GET", "/v2", "api-host", "/v2"},
+		{"other.example.com", "GET", "/v2", "root", "/v2"},
+		{"[::1]:8080", "GET", "/x", "ipv6-host", "/x"},
+		{"[::1]", "GET", "/x", "ipv6-host", "/x"},
+		{"::1", "GET", "/x", "root", "/x"},
+		{"gw", "GET", "/dir", "root", "/dir"},
+		{"gw", "GET", "/dir/", "slash", "/dir/"},
+		{"gw", "GET", "/dir/a", "slash", "/dir/a"},
 	}
 	for _, tt := range tests {
-		rt := p.Match(tt.host, tt.method, tt.path)
+		rt, normal, err := p.Match(tt.host, tt.method, tt.path)
 		got := "<nil>"
-		if rt != nil {
+		switch {
+		case err != nil:
+			got, normal = "400", ""
+			var pe *PathError
+			if !errors.As(err, &pe) {
+				t.Errorf("Match(%q, %q, %q): error %v is not a *PathError", tt.host, tt.method, tt.path, err)
+			}
+		case rt != nil:
 			got = rt.Name
 		}
-		if got != tt.want {
-			t.Errorf("Match(%q, %q, %q) = %s, want %s", tt.host, tt.method, tt.path, got, tt.want)
+		if got != tt.want || normal != tt.normal {
+			t.Errorf("Match(%q, %q, %q) = %s, %q, want %s, %q", tt.host, tt.method, tt.path, got, normal, tt.want, tt.normal)
 		}
 	}
 }
@@ -90,47 +125,112 @@ func TestMatchNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range [][3]string{{"h", "GET", "/"}, {"h", "POST", "/only"}, {"h", "GET", "/onlyx"}} {
-		if rt := p.Match(q[0], q[1], q[2]); rt != nil {
-			t.Errorf("Match%q = %s, want nil", q, rt.Name)
+	for _, q := range [][3]string{{"h", "GET", "/"}, {"h", "POST", "/only"}, {"h", "GET", "/onlyx"}, {"h", "GET", "/ONLY"}} {
+		if rt, _, err := p.Match(q[0], q[1], q[2]); rt != nil || err != nil {
+			t.Errorf("Match%q = %v, %v, want nil, nil", q, rt, err)
 		}
 	}
-	if rt := p.Match("h", "HEAD", "/only/x"); rt == nil {
+	if rt, _, _ := p.Match("h", "HEAD", "/only/x"); rt == nil {
 		t.Error("lower-case configured method not normalised")
 	}
 }
 
-func TestCleanPath(t *testing.T) {
+// TestNormalizePath is a hand-written table of normal forms (RFC 3986
+// §6.2.2 and §5.2.4) and rejections.
+func TestNormalizePath(t *testing.T) {
 	for in, want := range map[string]string{
-		"": "/", "/": "/", "/a/b": "/a/b", "/a/b/": "/a/b/", "//a": "/a", "/a//b/": "/a/b/",
-		"/./a": "/a", "/a/.": "/a", "/a/..": "/", "/..": "/", "/a/../../b": "/b", "a": "/a",
-		"/a?x=/../": "/a", "/a/%2e%2e/b": "/a/%2e%2e/b", "/.well-known/x": "/.well-known/x", "/a/..b": "/a/..b",
+		"": "/", "/": "/", "/a/b": "/a/b", "/a/b/": "/a/b/", "//a": "/a", "/a//b/": "/a/b/", "///": "/",
+		"/./a": "/a", "/a/.": "/a/", "/a/..": "/", "/..": "/", "/a/../../b": "/b", "/a/b/..": "/a/", "/a/b/../": "/a/",
+		"/.well-known/x": "/.well-known/x", "/a/..b": "/a/..b", "/a/...": "/a/...", "/a/.b./c": "/a/.b./c",
+		"/%2e": "/", "/a/%2E%2e/b": "/b", "/a/.%2e": "/", "/a/%2e.": "/", "/%2e%2e%2e": "/...",
+		"/%41%7a%30%2D%2e%5F%7E": "/Az0-._~", "/%2f": "/%2F", "/%3f": "/%3F", "/%c3%A9": "/%C3%A9", "/%25": "/%25",
+		"/a;b=c,d": "/a;b=c,d", "/!$&'()*+,;=:@": "/!$&'()*+,;=:@",
+		"/é": "/%C3%A9", `/"<>^` + "`{|}#[]": "/%22%3C%3E%5E%60%7B%7C%7D%23%5B%5D", "/a b": "/a%20b",
+		"/a%2Fb/../c": "/c", "/%3B": "/%3B", "/a;/b": "/a;/b", "/;": "/;",
 	} {
-		if got := CleanPath(in); got != want {
-			t.Errorf("CleanPath(%q) = %q, want %q", in, got, want)
+		got, err := NormalizePath(in)
+		if err != nil || got != want {
+			t.Errorf("NormalizePath(%q) = %q, %v, want %q", in, got, err, want)
 		}
+	}
+	for _, in := range []string{
+		"*", "a", "?", // not rooted
+		"/%", "/%2", "/%zz", "/%g0", // malformed escapes
+		`/a\b`, "/%5c", "/%5C..", // backslash
+		"/%00", "/a%0a", "/%1F", "/%7f", "/a\x00", "/a\x7f", "/\t", // control characters
+		"/..%2f", "/%2F..", "/a/..%2fb", "/a/b%2f.", "/.%2F", "/..;", "/..;x/b", "/.;", "/a/..%3B", "/x%2F..%2Fy",
+	} {
+		if got, err := NormalizePath(in); err == nil {
+			t.Errorf("NormalizePath(%q) = %q, want a rejection", in, got)
+		}
+	}
+}
+
+// TestCompilePrefixes: path_prefix is kept in normal form, and a prefix no
+// request could match the same way on every upstream is refused.
+func TestCompilePrefixes(t *testing.T) {
+	for _, tc := range []struct{ prefix, want, err string }{
+		{"/v1/./search/", "/v1/search/", ""},
+		{"/caf%c3%a9", "/caf%C3%A9", ""},
+		{"/%7euser", "/~user", ""},
+		{"/a;b", "", "';'"},
+		{"/a%2Fb", "", "';'"},
+		{"/a%3bb", "", "';'"},
+		{"/a/..%2f", "", "dot segment"},
+		{"/a\\b", "", "backslash"},
+	} {
+		c := Default()
+		r := DefaultRoute()
+		r.Name, r.PathPrefix, r.Upstream = "r", tc.prefix, "http://127.0.0.1:9000"
+		c.Routes = []RouteConfig{r}
+		p, err := Compile(c, noEnv, os.ReadFile)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("path_prefix %q: %v", tc.prefix, err)
+		case tc.err == "" && p.Routes[0].PathPrefix != tc.want:
+			t.Errorf("path_prefix %q compiled to %q, want %q", tc.prefix, p.Routes[0].PathPrefix, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("path_prefix %q: error %v, want one containing %q", tc.prefix, err, tc.err)
+		}
+	}
+	// Prefixes that are equal loosely would split one request between two
+	// routes.
+	c := Default()
+	a, b := DefaultRoute(), DefaultRoute()
+	a.Name, a.PathPrefix, a.Upstream = "a", "/api", "http://127.0.0.1:9000"
+	b.Name, b.PathPrefix, b.Upstream = "b", "/API", "http://127.0.0.1:9000"
+	c.Routes = []RouteConfig{a, b}
+	if _, err := Compile(c, noEnv, os.ReadFile); err == nil || !strings.Contains(err.Error(), "never be chosen") {
+		t.Errorf("routes on /api and /API: %v, want a shadowing error", err)
 	}
 }
 
 func TestMatchAllocs(t *testing.T) {
 	p := matchPolicy(t)
-	if n := testing.AllocsPerRun(100, func() { p.Match("api.example.com:443", "GET", "/v1/search/abc") }); n != 0 {
-		t.Errorf("Match allocates %v times per call on a clean path", n)
+	for _, path := range []string{"/v1/search/abc", "/v1/search/ABC/%2F;x", "/v1/..%2f"} {
+		if n := testing.AllocsPerRun(100, func() { p.Match("api.example.com:443", "GET", path) }); n != 0 {
+			t.Errorf("Match(%q) allocates %v times per call", path, n)
+		}
 	}
 }
 
+// BenchmarkMatch measures route matching with normalisation: a normal
+// path, one that must also be read loosely (upper case), and respellings
+// that must be rewritten.
 func BenchmarkMatch(b *testing.B) {
 	p := matchPolicy(b)
 	for _, bc := range []struct{ name, host, path string }{
 		{"clean", "gw:8080", "/v1/search/items"},
 		{"host", "API.example.com:443", "/v1/search"},
+		{"upper", "gw", "/v1/search/Items/ABC"},
 		{"respelled", "gw", "//v1/./search/items"},
+		{"escaped", "gw", "/v1/%73earch/items%2fx"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if p.Match(bc.host, "GET", bc.path) == nil {
+					if rt, _, _ := p.Match(bc.host, "GET", bc.path); rt == nil {
 						b.Fatal("no route")
 					}
 				}

@@ -204,7 +204,8 @@ type Route struct {
 	Name string
 	// Host is the lower-case host the route is restricted to; "" for any.
 	Host string
-	// PathPrefix is the cleaned prefix ("/" matches every path).
+	// PathPrefix is the prefix in normal form (NormalizePath; "/" matches
+	// every path).
 	PathPrefix string
 	// Methods are the allowed methods, upper case; empty allows all.
 	Methods []string
@@ -226,6 +227,11 @@ type Route struct {
 	// RateLimitPolicy is the RateLimit-Policy header value of Limits'
 	// enforced windows, built once.
 	RateLimitPolicy string
+
+	// loosePrefix is set when PathPrefix reads differently loosely (it
+	// has an upper-case letter or an escape), so Match must compare it
+	// loosely even against a path that has neither.
+	loosePrefix bool
 }
 
 // Respond is a route's fixed answer.

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"log/slog"
+	"net/http"
 	"net/http/httputil"
 	"strings"
 
@@ -11,14 +12,67 @@ import (
 // gatewayOwned lists request headers only the gateway may set: client-sent
 // copies never reach the upstream. (ReverseProxy already drops Forwarded and
 // X-Forwarded-* when Rewrite is used, and every hop-by-hop header, including
-// those named in Connection.)
-var gatewayOwned = []string{"X-Real-Ip", "X-Gateway-User", "X-Consumer-Id", "X-Client-Ip"}
+// those named in Connection.) The client-address headers that CDNs and
+// other proxies set are among them: an upstream may believe any of them.
+var gatewayOwned = []string{"X-Real-Ip", "X-Client-Ip", "True-Client-Ip", "Cf-Connecting-Ip",
+	"X-Gateway-User", "X-Consumer-Id"}
+
+// forwardingHeaders are the headers ReverseProxy owns (SetXForwarded).
+var forwardingHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
+
+// stripRespelled deletes every header whose name contains '_' and reads as
+// an owned header once '_' is taken for '-', ignoring case ("X_Real_IP",
+// "x-real_ip"): CGI, WSGI, PHP and Rack map '-' and '_' to the same
+// variable (HTTP_X_REAL_IP), so such a header would pose as the one the
+// gateway sets. Whether the peer is trusted does not matter: no proxy we
+// trust sets a header spelled so.
+func stripRespelled(h http.Header, userHeader string) {
+	for name := range h {
+		if strings.IndexByte(name, '_') < 0 {
+			continue
+		}
+		if userHeader != "" && dashedEqual(name, userHeader) || dashedAny(name, gatewayOwned) || dashedAny(name, forwardingHeaders) {
+			delete(h, name)
+		}
+	}
+}
+
+func dashedAny(name string, owned []string) bool {
+	for _, o := range owned {
+		if dashedEqual(name, o) {
+			return true
+		}
+	}
+	return false
+}
+
+// dashedEqual reports whether name equals owned with '_' read as '-' and
+// ASCII letters compared without case.
+func dashedEqual(name, owned string) bool {
+	if len(name) != len(owned) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		a, b := name[i], owned[i]
+		if a == '_' {
+			a = '-'
+		}
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
+}
 
 // reverseProxy builds the ReverseProxy of one route.
 func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.ReverseProxy {
 	target := rt.Upstream
-	prefix := rt.PathPrefix
-	strip := rt.StripPrefix && prefix != "/"
 	identity := p.Identity
 	userHeader := identity.UserHeader()
 	return &httputil.ReverseProxy{
@@ -37,10 +91,10 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 			if userHeader != "" && !peerTrusted {
 				pr.Out.Header.Del(userHeader)
 			}
-			if strip {
-				pr.Out.URL.Path = stripPrefix(pr.Out.URL.Path, prefix)
-				pr.Out.URL.RawPath = ""
-			}
+			stripRespelled(pr.Out.Header, userHeader)
+			// The path is already the one to forward (Route.ForwardPath,
+			// strip_prefix applied): SetURL only joins it to the
+			// upstream's base path.
 			pr.SetURL(target)
 			pr.SetXForwarded()
 			if h.tracer != nil {
@@ -52,21 +106,4 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 		ErrorHandler: h.upstreamError,
 		ErrorLog:     slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 	}
-}
-
-// stripPrefix removes the route's prefix from path, leaving at least "/".
-func stripPrefix(path, prefix string) string {
-	rest, ok := strings.CutPrefix(path, prefix)
-	if !ok {
-		// The router matched a respelling ("//v1/x", "/v1/./x"): strip
-		// from the cleaned form instead.
-		rest, ok = strings.CutPrefix(policy.CleanPath(path), prefix)
-		if !ok {
-			return path
-		}
-	}
-	if rest == "" || rest[0] != '/' {
-		rest = "/" + rest
-	}
-	return rest
 }

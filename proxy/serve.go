@@ -14,6 +14,9 @@ import (
 	"github.com/tollgate/gateway/ratelimit"
 )
 
+// allowed is the Allow header of a 405: the methods routes can take.
+var allowed = []string{"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"}
+
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := h.now()
@@ -46,13 +49,42 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}()
 	}
 
-	rt := p.Match(r.Host, r.Method, r.URL.Path)
+	if r.Method == http.MethodConnect {
+		// A reverse proxy opens no tunnels; forwarding CONNECT would let
+		// a client reach whatever the upstream can.
+		ev.Outcome = OutcomeBadRequest
+		w.Header()["Allow"] = allowed
+		headers.WriteProblem(w, headers.Problem{
+			Status: http.StatusMethodNotAllowed,
+			Title:  "Method Not Allowed",
+			Detail: "CONNECT is not served: the gateway is a reverse proxy, not a tunnel",
+		})
+		return
+	}
+	// The path as the client sent it: RawPath, or when Go found the
+	// default encoding equal to it, that encoding (no allocation unless
+	// the decoded path holds a byte to escape).
+	raw := r.URL.RawPath
+	if raw == "" {
+		raw = r.URL.EscapedPath()
+	}
+	rt, path, err := p.Match(r.Host, r.Method, raw)
+	if err != nil {
+		ev.Outcome = OutcomeBadRequest
+		headers.WriteProblem(w, headers.Problem{
+			Status: http.StatusBadRequest,
+			Title:  "Bad Request",
+			Detail: err.Error() + ": " + headers.Sanitize(raw),
+		})
+		return
+	}
+	ev.Path = path
 	if rt == nil {
 		ev.Outcome = OutcomeNoRoute
 		headers.WriteProblem(w, headers.Problem{
 			Status: http.StatusNotFound,
 			Title:  "Not Found",
-			Detail: "no route matches " + r.Method + " " + headers.Sanitize(r.URL.Path),
+			Detail: "no route matches " + r.Method + " " + headers.Sanitize(path),
 		})
 		return
 	}
@@ -121,6 +153,14 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		q.body = &bodyReader{ReadCloser: r.Body}
 		r.Body = q.body
+	}
+	if esc, plain := rt.ForwardPath(path); esc != raw {
+		// The upstream receives the path the route was matched on. A
+		// handler must not change its request: change a shallow copy.
+		u := *r.URL
+		u.Path, u.RawPath = plain, esc
+		r = r.WithContext(r.Context())
+		r.URL = &u
 	}
 	h.forward(rp, w, r, ev)
 }

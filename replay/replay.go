@@ -369,9 +369,15 @@ func (b *builder) request(ctx context.Context, e *accesslog.Entry) *http.Request
 	if path == "" || path[0] != '/' {
 		path = "/" + path
 	}
+	// The log holds the path as the gateway matched it: escaped (nginx
+	// logs the escaped request line too). Read it as the client's raw path.
+	u := &url.URL{Path: path}
+	if p, err := url.PathUnescape(path); err == nil {
+		u.Path, u.RawPath = p, path
+	}
 	r := &http.Request{
 		Method:     e.Method,
-		URL:        &url.URL{Path: path},
+		URL:        u,
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,

@@ -1,0 +1,408 @@
+package policy
+
+import (
+	"net/url"
+	"strings"
+)
+
+// A request path is normalised once, matched in its normal form, and
+// forwarded in that same form: what the route sees is what the upstream
+// receives. Paths that upstreams could still read in different ways are
+// rejected instead (PathError, answered 400).
+
+// PathError is why a request path was rejected: a spelling that upstreams
+// read in different ways, so no route can be chosen safely.
+type PathError struct {
+	// Reason says what in the path is ambiguous, e.g. "an encoded slash
+	// next to a dot segment".
+	Reason string
+}
+
+func (e *PathError) Error() string { return "path rejected: " + e.Reason }
+
+// The rejections, shared so that rejecting allocates nothing.
+var (
+	errNotRooted   = &PathError{Reason: "it does not start with '/'"}
+	errBadEscape   = &PathError{Reason: "a '%' not followed by two hex digits"}
+	errBackslash   = &PathError{Reason: "a backslash (raw or %5C), which some upstreams read as '/'"}
+	errControl     = &PathError{Reason: "a control character (raw or encoded, e.g. %00)"}
+	errDotSlash    = &PathError{Reason: "a dot segment hidden by an encoded slash or a ';' parameter (e.g. ..%2F, ..;), which some upstreams resolve"}
+	errAmbiguous   = &PathError{Reason: "it selects a different route when read with ';' parameters dropped, %2F as '/' or letters case-insensitively, as some upstreams read it"}
+	errPrefixDelim = &PathError{Reason: "a ';' or an encoded '/' or ';' (upstreams split or strip there)"}
+)
+
+// NormalizePath returns the normal form of a request path as the client
+// sent it (escaped; the query already removed), or a *PathError.
+//
+// The normal form (RFC 3986 §6.2.2): percent-encoded unreserved characters
+// (ALPHA DIGIT - . _ ~) are decoded, every other escape is kept with
+// upper-case hex, bytes not allowed in a path (non-ASCII, '"', '#', '{',
+// ...) are percent-encoded, "//" is merged, and "." and ".." segments —
+// "%2e" spellings included — are resolved, never above the root; a final
+// "/", ".", or ".." leaves a trailing slash. "%2F" and "%3F" stay encoded:
+// they are data, not structure. "" is "/".
+//
+// Rejected: a path not starting with '/' (e.g. "*"), a malformed escape, a
+// backslash (raw or %5C), a control character (raw or encoded, %00
+// included), and a dot segment that only appears once "%2F", "%5C" or
+// "%3B" is decoded or a ";params" suffix is cut ("..%2F", "..;x").
+//
+// An already normal path is returned as is, without allocating.
+func NormalizePath(raw string) (string, error) {
+	if raw == "" {
+		return "/", nil
+	}
+	if raw[0] != '/' {
+		return "", errNotRooted
+	}
+	b := lazybuf{s: raw}
+	b.append('/')
+	for r := 1; r < len(raw); {
+		if raw[r] == '/' { // empty segment: merged
+			r++
+			continue
+		}
+		end := r + strings.IndexByte(raw[r:], '/')
+		if end < r {
+			end = len(raw)
+		}
+		seg := raw[r:end]
+		dots, err := dotSegment(seg)
+		if err != nil {
+			return "", err
+		}
+		switch dots {
+		case 1: // "."
+		case 2: // "..": back to the previous '/', never above the root
+			if b.w > 1 {
+				b.w--
+				for b.w > 0 && b.index(b.w-1) != '/' {
+					b.w--
+				}
+			}
+		default:
+			if err := b.appendSegment(seg); err != nil {
+				return "", err
+			}
+			if end < len(raw) {
+				b.append('/')
+			}
+		}
+		r = end + 1
+	}
+	return b.string(), nil
+}
+
+// dotSegment reports whether the raw segment seg is "." (1) or ".." (2)
+// once its unreserved escapes are decoded, or neither (0). A segment that
+// is not one but hides one behind an encoded separator or a parameter is
+// an error.
+func dotSegment(seg string) (int, error) {
+	if len(seg) <= 6 { // "%2e%2e"
+		n := 0
+		for i := 0; i < len(seg); i++ {
+			switch {
+			case seg[i] == '.':
+			case seg[i] == '%' && i+2 < len(seg) && seg[i+1] == '2' && (seg[i+2] == 'e' || seg[i+2] == 'E'):
+				i += 2
+			default:
+				n = -1
+			}
+			if n < 0 {
+				break
+			}
+			n++
+		}
+		if n == 1 || n == 2 {
+			return n, nil
+		}
+	}
+	if strings.IndexByte(seg, '%') >= 0 || strings.IndexByte(seg, ';') >= 0 {
+		if hidesDots(seg) {
+			return 0, errDotSlash
+		}
+	}
+	return 0, nil
+}
+
+// hidesDots reports whether the segment seg, read as the most liberal
+// upstream reads it (every escape decoded, then split at '/' and '\',
+// each piece cut at ';'), contains a "." or ".." piece.
+func hidesDots(seg string) bool {
+	dots, cut := 0, false // dots: '.' seen in the piece so far; -1 once anything else is
+	for i := 0; i <= len(seg); i++ {
+		c := byte('/')
+		if i < len(seg) {
+			c = seg[i]
+			if c == '%' && i+2 < len(seg) {
+				if v, ok := unhex2(seg[i+1], seg[i+2]); ok {
+					c = v
+					i += 2
+				}
+			}
+		}
+		switch {
+		case c == '/' || c == '\\':
+			if dots == 1 || dots == 2 {
+				return true
+			}
+			dots, cut = 0, false
+		case cut:
+		case c == ';':
+			cut = true
+		case c == '.' && dots >= 0:
+			dots++
+		default:
+			dots = -1
+		}
+	}
+	return false
+}
+
+// lazybuf builds the normal path, allocating only once it differs from
+// the input (as path.Clean does).
+type lazybuf struct {
+	s   string
+	buf []byte
+	w   int
+}
+
+func (b *lazybuf) index(i int) byte {
+	if b.buf != nil {
+		return b.buf[i]
+	}
+	return b.s[i]
+}
+
+func (b *lazybuf) append(c byte) {
+	if b.buf == nil {
+		if b.w < len(b.s) && b.s[b.w] == c {
+			b.w++
+			return
+		}
+		b.buf = make([]byte, b.w, len(b.s)+16)
+		copy(b.buf, b.s[:b.w])
+	}
+	b.buf = append(b.buf[:b.w], c)
+	b.w++
+}
+
+func (b *lazybuf) appendEscape(v byte) {
+	const hex = "0123456789ABCDEF"
+	b.append('%')
+	b.append(hex[v>>4])
+	b.append(hex[v&15])
+}
+
+func (b *lazybuf) string() string {
+	if b.buf == nil {
+		return b.s[:b.w]
+	}
+	return string(b.buf[:b.w])
+}
+
+// appendSegment appends the raw segment seg (no '/') in normal form.
+func (b *lazybuf) appendSegment(seg string) error {
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		switch {
+		case c == '%':
+			if i+2 >= len(seg) {
+				return errBadEscape
+			}
+			v, ok := unhex2(seg[i+1], seg[i+2])
+			if !ok {
+				return errBadEscape
+			}
+			i += 2
+			switch {
+			case v == '\\':
+				return errBackslash
+			case v < 0x20 || v == 0x7f:
+				return errControl
+			case unreserved(v):
+				b.append(v)
+			default:
+				b.appendEscape(v)
+			}
+		case c == '\\':
+			return errBackslash
+		case c < 0x20 || c == 0x7f:
+			return errControl
+		case pchar(c):
+			b.append(c)
+		default:
+			b.appendEscape(c)
+		}
+	}
+	return nil
+}
+
+// unreserved reports whether c is an RFC 3986 unreserved character.
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '-' || c == '.' || c == '_' || c == '~'
+}
+
+// pchar reports whether c may appear unencoded in a path segment (RFC 3986
+// pchar without pct-encoded): unreserved, sub-delims, ':' and '@'.
+func pchar(c byte) bool {
+	if unreserved(c) {
+		return true
+	}
+	switch c {
+	case '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=', ':', '@':
+		return true
+	}
+	return false
+}
+
+func unhex2(a, b byte) (byte, bool) {
+	x, ok1 := unhex(a)
+	y, ok2 := unhex(b)
+	return x<<4 | y, ok1 && ok2
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// normalPrefix returns the normal form of a route's path_prefix, or why it
+// cannot be one. A prefix may not contain ';', "%2F" or "%3B": no request
+// could match it in the same way on every upstream.
+func normalPrefix(s string) (string, error) {
+	p, err := NormalizePath(s)
+	if err != nil {
+		return "", err
+	}
+	if strings.IndexByte(p, ';') >= 0 || strings.Contains(p, "%2F") || strings.Contains(p, "%3B") {
+		return "", errPrefixDelim
+	}
+	return p, nil
+}
+
+// hasPathPrefix reports whether prefix is a segment-wise prefix of the
+// normal path p, byte for byte (the strict reading).
+func hasPathPrefix(p, prefix string) bool {
+	if !strings.HasPrefix(p, prefix) {
+		return false
+	}
+	return len(p) == len(prefix) || prefix[len(prefix)-1] == '/' || p[len(prefix)] == '/'
+}
+
+// needsLoose reports whether the normal path p could read differently
+// loosely than strictly: it has an escape, a ';' or an upper-case letter.
+func needsLoose(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c == '%' || c == ';' || 'A' <= c && c <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// looseHasPrefix reports whether prefix is a segment-wise prefix of the
+// normal path p under the loose reading, the union of what upstreams do:
+// every escape decoded, "%2F" read as '/', "//" merged, ";params" dropped
+// from each segment (Java servlet containers), and ASCII letters compared
+// without case (case-insensitive routers).
+func looseHasPrefix(p, prefix string) bool {
+	pr, xr := looseReader{s: p}, looseReader{s: prefix}
+	last := byte(0)
+	for {
+		x, ok := xr.next()
+		if !ok {
+			break
+		}
+		c, ok := pr.next()
+		if !ok || c != x {
+			return false
+		}
+		last = x
+	}
+	if last == '/' {
+		return true
+	}
+	c, ok := pr.next()
+	return !ok || c == '/'
+}
+
+// looseReader yields a normal path's bytes in the loose reading.
+type looseReader struct {
+	s     string
+	i     int
+	slash bool // the last byte yielded was '/'
+}
+
+func (r *looseReader) next() (byte, bool) {
+	for r.i < len(r.s) {
+		c := r.read()
+		switch {
+		case c == ';':
+			for r.i < len(r.s) && r.peek() != '/' {
+				r.read()
+			}
+		case c == '/':
+			if !r.slash {
+				r.slash = true
+				return '/', true
+			}
+		default:
+			r.slash = false
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+// read decodes the byte at r.i and moves past it.
+func (r *looseReader) read() byte {
+	c := r.s[r.i]
+	if c == '%' && r.i+2 < len(r.s) {
+		if v, ok := unhex2(r.s[r.i+1], r.s[r.i+2]); ok {
+			r.i += 3
+			return v
+		}
+	}
+	r.i++
+	return c
+}
+
+func (r *looseReader) peek() byte {
+	i := r.i
+	c := r.read()
+	r.i = i
+	return c
+}
+
+// ForwardPath returns the path to send upstream for a request matched to
+// rt on the normal path p: p itself, or with strip_prefix the rest of p
+// after the route's prefix ("/" at least). p must be the normal path the
+// route was matched on. raw is the unescaped form for url.URL.Path.
+//
+// The result is a normal path, so joined to the upstream's base path it
+// cannot climb out of it: it has no dot segment in any reading.
+func (rt *Route) ForwardPath(p string) (escaped, raw string) {
+	if rt.StripPrefix && rt.PathPrefix != "/" && hasPathPrefix(p, rt.PathPrefix) {
+		p = p[len(rt.PathPrefix):]
+		if p == "" || p[0] != '/' {
+			p = "/" + p
+		}
+	}
+	u, err := url.PathUnescape(p)
+	if err != nil { // cannot happen for a normal path
+		return "/", "/"
+	}
+	return p, u
+}
