@@ -98,7 +98,7 @@ func NewExtractor(cfg Config) (*Extractor, error) {
 			errs = append(errs, fmt.Errorf("trusted_proxies[%d]: invalid prefix", i))
 			continue
 		}
-		e.trusted = append(e.trusted, normalizePrefix(p))
+		e.trusted = append(e.trusted, NormalizePrefix(p))
 	}
 	if e.userHeader != "" && len(e.trusted) == 0 {
 		errs = append(errs, errors.New("user_header: set, but no trusted_proxies: it would never be believed"))
@@ -128,10 +128,12 @@ func NewExtractor(cfg Config) (*Extractor, error) {
 	return e, nil
 }
 
-// normalizePrefix masks p and rewrites an IPv4-mapped IPv6 prefix
+// NormalizePrefix masks p and rewrites an IPv4-mapped IPv6 prefix
 // (::ffff:a.b.c.d/n, n ≥ 96) as the IPv4 prefix it denotes, because client
-// addresses are unmapped before they are compared with it.
-func normalizePrefix(p netip.Prefix) netip.Prefix {
+// addresses are unmapped before they are compared with it. It is the one
+// definition for every configured prefix (trusted proxies here, exempt
+// IPs in policy).
+func NormalizePrefix(p netip.Prefix) netip.Prefix {
 	a := p.Addr().WithZone("")
 	if a.Is4In6() && p.Bits() >= 96 {
 		return netip.PrefixFrom(a.Unmap(), p.Bits()-96).Masked()

@@ -83,13 +83,7 @@ func prefixes(ss []string, path string, e *problems) []netip.Prefix {
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
-		a := p.Addr().WithZone("")
-		if a.Is4In6() && p.Bits() >= 96 {
-			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-		} else {
-			p = netip.PrefixFrom(a, p.Bits())
-		}
-		out = append(out, p.Masked())
+		out = append(out, keys.NormalizePrefix(p))
 	}
 	return out
 }
