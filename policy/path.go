@@ -3,6 +3,8 @@ package policy
 import (
 	"net/url"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // A request path is normalised once, matched in its normal form, and
@@ -312,18 +314,18 @@ func needsLoose(p string) bool {
 // looseHasPrefix reports whether prefix is a segment-wise prefix of the
 // normal path p under the loose reading, the union of what upstreams do:
 // every escape decoded, "%2F" read as '/', "//" merged, ";params" dropped
-// from each segment (Java servlet containers), and ASCII letters compared
-// without case (case-insensitive routers).
+// from each segment (Java servlet containers), and letters compared
+// without case, Unicode included (IIS, ASP.NET).
 func looseHasPrefix(p, prefix string) bool {
 	pr, xr := looseReader{s: p}, looseReader{s: prefix}
-	last := byte(0)
+	last := rune(0)
 	for {
-		x, ok := xr.next()
+		x, ok := xr.nextRune()
 		if !ok {
 			break
 		}
-		c, ok := pr.next()
-		if !ok || c != x {
+		c, ok := pr.nextRune()
+		if !ok || !foldEqual(c, x) {
 			return false
 		}
 		last = x
@@ -331,8 +333,25 @@ func looseHasPrefix(p, prefix string) bool {
 	if last == '/' {
 		return true
 	}
-	c, ok := pr.next()
+	c, ok := pr.nextRune()
 	return !ok || c == '/'
+}
+
+// foldEqual reports whether a and b are equal under Unicode simple case
+// folding (as strings.EqualFold compares).
+func foldEqual(a, b rune) bool {
+	if a == b {
+		return true
+	}
+	if a > unicode.MaxRune || b > unicode.MaxRune {
+		return false
+	}
+	for f := unicode.SimpleFold(a); f != a; f = unicode.SimpleFold(f) {
+		if f == b {
+			return true
+		}
+	}
+	return false
 }
 
 // looseReader yields a normal path's bytes in the loose reading.
@@ -364,6 +383,32 @@ func (r *looseReader) next() (byte, bool) {
 		}
 	}
 	return 0, false
+}
+
+// nextRune is next for whole UTF-8 characters: a byte that does not start
+// a valid sequence is returned as a value beyond unicode.MaxRune, equal
+// only to itself.
+func (r *looseReader) nextRune() (rune, bool) {
+	c, ok := r.next()
+	if !ok || c < utf8.RuneSelf {
+		return rune(c), ok
+	}
+	var buf [utf8.UTFMax]byte
+	buf[0] = c
+	n, start := 1, *r
+	for n < utf8.UTFMax && !utf8.FullRune(buf[:n]) {
+		c, ok := r.next()
+		if !ok {
+			break
+		}
+		buf[n] = c
+		n++
+	}
+	if ru, size := utf8.DecodeRune(buf[:n]); ru != utf8.RuneError && size == n {
+		return ru, true
+	}
+	*r = start
+	return unicode.MaxRune + 1 + rune(c), true
 }
 
 // read decodes the byte at r.i and moves past it.
