@@ -240,7 +240,10 @@ func TestRetryAfterSeconds(t *testing.T) {
 	}{
 		{-time.Second, 1}, {0, 1}, {1, 1}, {time.Millisecond, 1}, {time.Second, 1},
 		{time.Second + 1, 2}, {6100 * time.Millisecond, 7}, {time.Hour, 3600},
-		{time.Duration(1<<63 - 1), int64((1<<63 - 1) / int64(time.Second))},
+		// The longest Duration is 9,223,372,036.854775807 s; rounding up
+		// would overflow Duration arithmetic, so it saturates at the
+		// whole seconds below it.
+		{time.Duration(1<<63 - 1), 9_223_372_036},
 	}
 	for _, tt := range tests {
 		if got := RetryAfterSeconds(tt.d); got != tt.want {

@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
+	"github.com/tollgate/gateway/ratelimit"
 )
 
 // base is aligned to 10 s, so fixed windows and counter buckets of 10 s
@@ -121,7 +122,7 @@ func TestRunKnownCounts(t *testing.T) {
 				t.Errorf("requests %d, malformed %d, lines %d; want 45, 0, 45", rep.Requests, rep.Malformed, rep.Lines)
 			}
 			pc := limitReport(t, rep, "per-client")
-			want := LimitReport{Name: "per-client", Algorithm: pc.Algorithm, Requests: 44, Allowed: 9 + 6 + 6,
+			want := LimitReport{Name: "per-client", Algorithm: ratelimit.SlidingWindowLog, Requests: 44, Allowed: 9 + 6 + 6,
 				Denied: 21 + 2, PeakUsed: 3, PeakLimit: 3}
 			if *pc != want {
 				t.Errorf("per-client:\n got %+v\nwant %+v", *pc, want)
