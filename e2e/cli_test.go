@@ -60,6 +60,9 @@ func TestValidate(t *testing.T) {
 		{"many-problems.toml", 2, []string{"identity.trusted_proxies[0]", "limits[0].rates[0]", "limits[0].algorithm",
 			"routes[0].upstream", `routes[0].limits[0]: unknown limit "serch"`, "routes[1].name"}},
 		{"not-toml.toml", 2, []string{"not-toml.toml"}},
+		// Every stage in one run: unknown key, wrong type, meaning.
+		{"stages.toml", 2, []string{`server.listne: unknown key (did you mean "listen"?)`,
+			"limits[0].cost: expected an integer, got 1.5", "server.idle_timeout: must not be negative, got -1s"}},
 		{"does-not-exist.toml", 2, []string{"does-not-exist.toml"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -76,6 +79,9 @@ func TestValidate(t *testing.T) {
 				if !strings.Contains(stderr, w) {
 					t.Errorf("stderr does not mention %q:\n%s", w, stderr)
 				}
+			}
+			if tc.file == "stages.toml" && strings.Contains(stderr, "precision") {
+				t.Errorf(`precision = "1d" was refused:\n%s`, stderr)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -53,20 +54,41 @@ func ParseRate(s string) (Rate, error) {
 	return r, nil
 }
 
-// parseWindow parses a Go duration that may also use "d" for days, e.g.
-// "10s", "1h30m", "2d".
+// parseWindow parses a rate's window with ParseDuration, naming the
+// spellings a window may take when it fails.
 func parseWindow(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, errors.New("missing window")
 	}
+	d, err := ParseDuration(s)
+	if err != nil {
+		if errors.Is(err, errDurationTooLong) {
+			return 0, fmt.Errorf("window %q exceeds %s", s, MaxWindow)
+		}
+		return 0, fmt.Errorf("unknown window %q (use second, minute, hour, day or a duration like 10s, 1h30m)", s)
+	}
+	return d, nil
+}
+
+var errDurationTooLong = errors.New("duration too long")
+
+// ParseDuration parses a non-negative duration the way configurations
+// write one: a Go duration ("50ms", "1h30m") that may start with a whole
+// number of days ("1d", "2d12h"; a day is 24 hours, at most MaxWindow's
+// worth). Rates' windows and every duration setting use it, so that
+// whatever one accepts the other does too. A sign is not accepted.
+func ParseDuration(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, errors.New("empty duration")
+	}
 	var days time.Duration
 	if i := strings.IndexByte(s, 'd'); i >= 0 {
 		n, err := strconv.ParseInt(s[:i], 10, 64)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("unknown window %q (use second, minute, hour, day or a duration like 10s, 1h30m)", s)
+		if err != nil || n < 0 || s[0] < '0' || s[0] > '9' {
+			return 0, fmt.Errorf("invalid duration %q", s)
 		}
 		if n > int64(MaxWindow/(24*time.Hour)) {
-			return 0, fmt.Errorf("window %q exceeds %s", s, MaxWindow)
+			return 0, fmt.Errorf("%w: %q exceeds %s", errDurationTooLong, s, MaxWindow)
 		}
 		days = time.Duration(n) * 24 * time.Hour
 		s = s[i+1:]
@@ -75,11 +97,14 @@ func parseWindow(s string) (time.Duration, error) {
 		}
 	}
 	if s[0] < '0' || s[0] > '9' {
-		return 0, fmt.Errorf("unknown window %q (use second, minute, hour, day or a duration like 10s, 1h30m)", s)
+		return 0, fmt.Errorf("invalid duration %q", s)
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("unknown window %q (use second, minute, hour, day or a duration like 10s, 1h30m)", s)
+		return 0, fmt.Errorf("invalid duration %q", s)
+	}
+	if d > math.MaxInt64-days {
+		return 0, fmt.Errorf("%w: %q", errDurationTooLong, s)
 	}
 	return days + d, nil
 }

@@ -110,3 +110,58 @@ func TestLogLimitBoundedByMemory(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseRate checks that any rate text either parses into a valid rate
+// that round-trips through String, or is an error — never a panic.
+func FuzzParseRate(f *testing.F) {
+	for _, s := range []string{
+		"10/second", "600/minute", "1/hour", "5/day", // long units
+		"10/s", "1/m", "3/h", "7/d", // short units
+		"5/10s", "1000/1h30m", "2/1d12h", "3/1500ms", // durations
+		"10/fortnight", "0/s", "-1/s", "9007199254740993/s", "5/0s", "5/-1s", // invalid
+		"", "/", "1/", "/s", " 10 / second ", "1/367d", "1/1d-1s", "1e3/s", "1/1.5.5s",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseRate(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "rate ") {
+				t.Errorf("ParseRate(%q) error %q does not name the rate", s, err)
+			}
+			return
+		}
+		if err := r.Validate(); err != nil {
+			t.Fatalf("ParseRate(%q) = %v, which does not validate: %v", s, r, err)
+		}
+		back, err := ParseRate(r.String())
+		if err != nil || back != r {
+			t.Fatalf("ParseRate(%q) = %v; ParseRate(%q) = %v, %v", s, r, r.String(), back, err)
+		}
+	})
+}
+
+// FuzzParseDuration checks that any text either parses into a
+// non-negative duration whose Go spelling parses back to it, or is an
+// error — never a panic or a wrapped-around value.
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{
+		"50ms", "5s", "1m", "1h30m", "1d", "2d12h", "366d", "0s", "0", // valid
+		"", "d", "-1s", "+1s", "1d-1s", "367d", "1x", "1.5d", "9223372036854775807ns", "1d2562047h", // invalid or edge
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDuration(s)
+		if err != nil {
+			return
+		}
+		if d < 0 {
+			t.Fatalf("ParseDuration(%q) = %v, negative", s, d)
+		}
+		back, err := ParseDuration(d.String())
+		if err != nil || back != d {
+			t.Fatalf("ParseDuration(%q) = %v; ParseDuration(%q) = %v, %v", s, d, d.String(), back, err)
+		}
+	})
+}

@@ -23,12 +23,18 @@ const envPrefix = "TOLLGATE_"
 
 // loadConfig reads the TOML file at path (once) and decodes it strictly on
 // top of policy.Default(): unknown keys and values of the wrong type are
-// errors reported with their field path, and every [[limits]] / [[routes]]
-// entry starts from policy.DefaultLimit / policy.DefaultRoute. Every scalar
-// or list key outside [[limits]] and [[routes]] may be overridden by an
-// environment variable in environ (TOLLGATE_SERVER_LISTEN=...; lists are
-// comma separated, an empty value is an empty list). The result is not
-// validated; policy.Compile does that.
+// problems reported with their field path, and every [[limits]] /
+// [[routes]] entry starts from policy.DefaultLimit / policy.DefaultRoute.
+// Every scalar or list key outside [[limits]] and [[routes]] may be
+// overridden by an environment variable in environ
+// (TOLLGATE_SERVER_LISTEN=...; lists are comma separated, an empty value is
+// an empty list). The result is not validated; policy.Compile does that.
+//
+// A file that cannot be read or is not TOML is an error and nothing more.
+// Otherwise every key problem is reported at once as a *decodeProblems,
+// and the Config returned beside it holds everything that did decode (a
+// field with a problem keeps its default), so that the caller can judge
+// the rest of the file in the same run.
 func loadConfig(path string, environ []string) (policy.Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -39,13 +45,14 @@ func loadConfig(path string, environ []string) (policy.Config, error) {
 	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
 		return policy.Config{}, tomlError(path, err)
 	}
-	var errs []error
-	for _, o := range envOverrides(environ, &errs) {
+	dp := &decodeProblems{}
+	for _, o := range envOverrides(environ, dp) {
 		v.Set(o.key, o.value)
 	}
-	checkKeys(v.AllSettings(), reflect.TypeFor[policy.Config](), "", &errs)
-	if len(errs) > 0 {
-		return policy.Config{}, errors.Join(errs...)
+	var unknown []error
+	checkKeys(v.AllSettings(), reflect.TypeFor[policy.Config](), "", &unknown)
+	for _, e := range unknown {
+		dp.errs = append(dp.errs, e)
 	}
 
 	cfg := policy.Default()
@@ -64,11 +71,60 @@ func loadConfig(path string, environ []string) (policy.Config, error) {
 	strict := func(c *mapstructure.DecoderConfig) {
 		c.WeaklyTypedInput = false  // TOML types are kept; env values are converted below
 		c.DecodeHook = noFloatToInt // durations stay strings; no string-to-list splitting
+		c.ErrorUnused = false       // unknown keys are reported by checkKeys, with suggestions
 	}
-	if err := v.UnmarshalExact(&cfg, strict); err != nil {
-		return policy.Config{}, decodeErrors(err)
+	if err := v.Unmarshal(&cfg, strict); err != nil {
+		for _, p := range decodeErrors(err) {
+			dp.add(p.path, p.msg)
+		}
+	}
+	if len(dp.errs) > 0 {
+		return cfg, dp
 	}
 	return cfg, nil
+}
+
+// decodeProblems are the key problems of a configuration file: unknown
+// keys, values of the wrong type, environment overrides that do not parse.
+type decodeProblems struct {
+	errs []error
+	// paths are the field paths whose value could not be decoded: their
+	// default stands in, so a later check of that field would judge a value
+	// the file does not hold.
+	paths []string
+}
+
+func (d *decodeProblems) add(path, msg string) {
+	if path == "" {
+		d.errs = append(d.errs, errors.New(msg))
+		return
+	}
+	d.errs = append(d.errs, fmt.Errorf("%s: %s", path, msg))
+	d.paths = append(d.paths, path)
+}
+
+func (d *decodeProblems) Error() string   { return errors.Join(d.errs...).Error() }
+func (d *decodeProblems) Unwrap() []error { return d.errs }
+
+// covers reports whether a problem at path is about a field whose value
+// could not be decoded: the field itself, inside it, or an enclosing entry
+// judged as a whole (limits[0] when limits[0].rates had the wrong type).
+func (d *decodeProblems) covers(path string) bool {
+	for _, p := range d.paths {
+		if within(path, p) || within(p, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether path is p or lies inside it ("a.b[1].c" is within
+// "a.b[1]" and "a.b", not within "a.bc").
+func within(path, p string) bool {
+	if !strings.HasPrefix(path, p) {
+		return false
+	}
+	return len(path) == len(p) || path[len(p)] == '.' || path[len(p)] == '['
 }
 
 // noFloatToInt rejects a TOML float where an integer is expected, which
@@ -149,7 +205,7 @@ type override struct {
 // values for their keys; a value that does not parse is an error naming
 // the variable. Unknown TOLLGATE_* names are ignored (other tools may share
 // the prefix).
-func envOverrides(environ []string, errs *[]error) []override {
+func envOverrides(environ []string, dp *decodeProblems) []override {
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, val, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, envPrefix) {
@@ -187,7 +243,7 @@ func envOverrides(environ []string, errs *[]error) []override {
 			err = fmt.Errorf("unsupported type %s", l.typ)
 		}
 		if err != nil {
-			*errs = append(*errs, fmt.Errorf("%s (environment %s): invalid value %q", l.key, name, s))
+			dp.add(l.key, fmt.Sprintf("invalid value %q (environment %s)", s, name))
 			continue
 		}
 		out = append(out, override{l.key, val})
@@ -281,10 +337,13 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
+// pathProblem is one problem with its field path.
+type pathProblem struct{ path, msg string }
+
 // decodeErrors rewrites mapstructure's errors ("'limits[0].cost' expected
-// type 'int64', got 'string'") as one "path: message" problem each.
-func decodeErrors(err error) error {
-	var lines []error
+// type 'int64', got 'string'") as one problem each, sorted by path.
+func decodeErrors(err error) []pathProblem {
+	var out []pathProblem
 	var walk func(error)
 	walk = func(e error) {
 		if j, ok := e.(interface{ Unwrap() []error }); ok {
@@ -294,7 +353,7 @@ func decodeErrors(err error) error {
 			return
 		}
 		if de, ok := e.(*mapstructure.DecodeError); ok {
-			lines = append(lines, fmt.Errorf("%s: %v", de.Name(), de.Unwrap()))
+			out = append(out, pathProblem{de.Name(), de.Unwrap().Error()})
 			return
 		}
 		if u := errors.Unwrap(e); u != nil {
@@ -306,16 +365,17 @@ func decodeErrors(err error) error {
 			if l == "" || strings.HasPrefix(l, "decoding failed") || strings.HasSuffix(l, "error(s):") {
 				continue
 			}
+			p := pathProblem{msg: l}
 			if name, rest, ok := strings.Cut(strings.TrimPrefix(l, "* "), "' "); ok && strings.HasPrefix(name, "'") {
-				l = strings.TrimPrefix(name, "'") + ": " + rest
+				p = pathProblem{strings.TrimPrefix(name, "'"), rest}
 			}
-			lines = append(lines, errors.New(l))
+			out = append(out, p)
 		}
 	}
 	walk(err)
-	if len(lines) == 0 {
-		return err
+	if len(out) == 0 {
+		out = append(out, pathProblem{msg: err.Error()})
 	}
-	slices.SortFunc(lines, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	return errors.Join(lines...)
+	slices.SortFunc(out, func(a, b pathProblem) int { return strings.Compare(a.path, b.path) })
+	return out
 }

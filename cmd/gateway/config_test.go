@@ -52,24 +52,20 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// goldenOutcome runs one config through loadConfig and policy.Compile.
+// goldenOutcome runs one config through loadConfig and policy.Compile, as
+// loadPolicy does.
 func goldenOutcome(t *testing.T, file string) string {
 	t.Helper()
 	environ := fileEnv(t, file)
-	getenv := func(k string) string { return lookupEnv(environ, k) }
 	readFile := func(p string) ([]byte, error) {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(goldenDir, p)
 		}
 		return os.ReadFile(p)
 	}
-	cfg, err := loadConfig(file, environ)
+	p, err := compileFile(file, environ, readFile)
 	if err == nil {
-		var p *policy.Policy
-		p, err = policy.Compile(cfg, getenv, readFile)
-		if err == nil {
-			return "OK\n" + summary(p)
-		}
+		return "OK\n" + summary(p)
 	}
 	msg := strings.ReplaceAll(err.Error(), filepath.ToSlash(goldenDir)+"/", "")
 	return "ERROR\n" + msg + "\n"
@@ -250,7 +246,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"unknown in entry", "[[limits]]\nname = \"a\"\nrates = [\"1/s\"]\nalgoritm = \"gcra\"", nil, `limits[0].algoritm: unknown key (did you mean "algorithm"?)`},
 		{"unknown in inline table", "[[routes]]\nname = \"a\"\nrespond = { stauts = 200 }", nil, `routes[0].respond.stauts: unknown key (did you mean "status"?)`},
 		{"wrong type", "[server]\nmax_header_bytes = \"big\"", nil, `server.max_header_bytes: expected type 'int'`},
-		{"bad env", "", []string{"TOLLGATE_STORE_MEMORY_MAX_KEYS=many"}, `store.memory.max_keys (environment TOLLGATE_STORE_MEMORY_MAX_KEYS): invalid value "many"`},
+		{"bad env", "", []string{"TOLLGATE_STORE_MEMORY_MAX_KEYS=many"}, `store.memory.max_keys: invalid value "many" (environment TOLLGATE_STORE_MEMORY_MAX_KEYS)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

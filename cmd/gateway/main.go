@@ -192,39 +192,65 @@ func printMemory(w io.Writer, p *policy.Policy) {
 // problems splits a joined error into one line per problem.
 func problems(err error) []string {
 	var lines []string
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				walk(x)
-			}
-			return
-		}
+	for _, e := range flatten(err) {
 		for _, l := range strings.Split(e.Error(), "\n") {
 			if l = strings.TrimSpace(l); l != "" {
 				lines = append(lines, l)
 			}
 		}
 	}
-	walk(err)
-	if len(lines) == 0 {
+	if len(lines) == 0 && err != nil {
 		lines = append(lines, err.Error())
 	}
 	return lines
 }
 
-// loadPolicy reads, validates and compiles the configuration at path.
+// loadPolicy reads, validates and compiles the configuration at path. Every
+// problem is reported in one run: unknown keys, values of the wrong type
+// and what the rest of the file means, except checks of a value that could
+// not be decoded (its default stood in for it).
 func loadPolicy(path string, environ []string) (*policy.Policy, error) {
+	return compileFile(path, environ, os.ReadFile)
+}
+
+// compileFile is loadPolicy with the reader of the files a configuration
+// names (key files) as a parameter.
+func compileFile(path string, environ []string, readFile func(string) ([]byte, error)) (*policy.Policy, error) {
 	cfg, err := loadConfig(path, environ)
-	if err != nil {
-		return nil, err
+	var dp *decodeProblems
+	if err != nil && !errors.As(err, &dp) {
+		return nil, err // unreadable, or not TOML
 	}
 	getenv := func(k string) string { return lookupEnv(environ, k) }
-	p, err := policy.Compile(cfg, getenv, os.ReadFile)
-	if err != nil {
-		return nil, err
+	p, cerr := policy.Compile(cfg, getenv, readFile)
+	if dp == nil {
+		if cerr != nil {
+			return nil, cerr
+		}
+		return p, nil
 	}
-	return p, nil
+	errs := dp.errs
+	for _, e := range flatten(cerr) {
+		if path, _, ok := strings.Cut(e.Error(), ": "); !ok || !dp.covers(path) {
+			errs = append(errs, e)
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// flatten returns the leaves of a tree of joined errors, in order.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }
 
 func lookupEnv(environ []string, key string) string {
