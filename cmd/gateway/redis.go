@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -97,6 +99,14 @@ func (h *storeHealth) check(ctx context.Context) error {
 // was lost may have been applied, and retrying it would count twice. Cluster
 // redirections (MOVED/ASK), which mean the command did not run, are still
 // followed.
+//
+// A Cluster client follows a failover within about two seconds of the
+// Cluster itself: it reloads the slot map every second (clusterReload) and
+// at once when a node fails at the connection level. go-redis's Cluster
+// client retries a command whose connection broke after it was sent (EOF,
+// a read timeout) on the same or another node; clusterHook turns those
+// errors into lost replies that are never retried, since the increment may
+// have been applied.
 func newRedisClient(rc policy.RedisStore, timeout time.Duration) (redis.UniversalClient, error) {
 	if timeout <= 0 {
 		timeout = 50 * time.Millisecond
@@ -110,19 +120,22 @@ func newRedisClient(rc policy.RedisStore, timeout time.Duration) (redis.Universa
 	poolSize := 10 * runtime.GOMAXPROCS(0)
 	switch {
 	case len(rc.Cluster) > 0:
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 rc.Cluster,
-			Username:              rc.Username,
-			Password:              rc.Password,
-			DialTimeout:           dial,
-			ReadTimeout:           io,
-			WriteTimeout:          io,
-			PoolTimeout:           io,
-			PoolSize:              poolSize,
-			MaxRetries:            -1,
-			MaxRedirects:          3,
-			ContextTimeoutEnabled: true,
-		}), nil
+		cc := redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                      rc.Cluster,
+			Username:                   rc.Username,
+			Password:                   rc.Password,
+			DialTimeout:                dial,
+			ReadTimeout:                io,
+			WriteTimeout:               io,
+			PoolTimeout:                io,
+			PoolSize:                   poolSize,
+			MaxRetries:                 -1,
+			MaxRedirects:               3,
+			ContextTimeoutEnabled:      true,
+			ClusterStateReloadInterval: clusterReload,
+		})
+		cc.OnNewNode(func(node *redis.Client) { node.AddHook(clusterHook{cluster: cc}) })
+		return cc, nil
 	case rc.SentinelMaster != "":
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName:            rc.SentinelMaster,
@@ -159,6 +172,78 @@ func newRedisClient(rc policy.RedisStore, timeout time.Duration) (redis.Universa
 	opt.MaxRetries = -1
 	opt.ContextTimeoutEnabled = true
 	return redis.NewClient(opt), nil
+}
+
+// clusterReload is how often a Cluster client reloads its slot map (on the
+// first command after the interval; go-redis's default is a minute).
+const clusterReload = time.Second
+
+// clusterHook, on every node of a Cluster client, reloads the slot map when
+// a node fails at the connection level (a killed master: its slots will be
+// served by a promoted replica) and makes an error after the command was
+// sent unretryable.
+type clusterHook struct{ cluster *redis.ClusterClient }
+
+func (h clusterHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err != nil {
+			h.cluster.ReloadState(ctx)
+		}
+		return conn, err
+	}
+}
+
+func (h clusterHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.sent(ctx, next(ctx, cmd))
+	}
+}
+
+func (h clusterHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return h.sent(ctx, next(ctx, cmds))
+	}
+}
+
+// sent classifies the error of a command that reached a connection. A
+// Redis error reply (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: the command did not
+// run) and a context error (never retried) pass unchanged; so does a
+// failure to get a connection (nothing was sent). Any other error means the
+// connection broke with the command possibly applied: the slot map is
+// reloaded, and the error becomes a lostReply, which go-redis does not
+// retry.
+func (h clusterHook) sent(ctx context.Context, err error) error {
+	var rerr redis.Error
+	var op *net.OpError
+	switch {
+	case err == nil, errors.As(err, &rerr), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
+		return err
+	case errors.As(err, &op) && op.Op == "dial":
+		h.cluster.ReloadState(ctx)
+		return err
+	}
+	h.cluster.ReloadState(ctx)
+	return &lostReply{err: err}
+}
+
+// lostReply is a command whose connection failed after it was sent. It
+// unwraps to context.DeadlineExceeded for a timeout (so the store counts a
+// timeout) and to nothing else, so that go-redis sees neither an EOF nor a
+// network error it would retry.
+type lostReply struct{ err error }
+
+func (e *lostReply) Error() string {
+	return "reply lost, not retried (the command may have run): " + e.err.Error()
+}
+
+func (e *lostReply) Unwrap() error {
+	var ne net.Error
+	if errors.As(e.err, &ne) && ne.Timeout() {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // warnEvictionPolicy logs a warning when Redis may evict counter keys under
