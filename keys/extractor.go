@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"net/url"
-	"strings"
 	"time"
 )
 
@@ -141,77 +139,6 @@ func NormalizePrefix(p netip.Prefix) netip.Prefix {
 	return netip.PrefixFrom(a, p.Bits()).Masked()
 }
 
-// Identity is who a request comes from, resolved once per request by
-// Identify. Raw values are kept here only for the request's lifetime; keys
-// built from them are hashes.
-type Identity struct {
-	// Client is the value of the first source that yielded: the API key,
-	// the user, or the client IP's text (unmasked). Raw: it is hashed only
-	// when keys are built.
-	Client string
-	// ClientKind is the source of Client.
-	ClientKind Source
-	// IP is the client IP (X-Forwarded-For resolved when the peer is
-	// trusted), unmasked, zone stripped, IPv4-mapped addresses unmapped.
-	// Invalid when RemoteAddr could not be parsed.
-	IP netip.Addr
-	// IPFallback reports that the selected X-Forwarded-For entry was not a
-	// valid address and the peer was used instead.
-	IPFallback bool
-	// APIKey is the API key, "" if none.
-	APIKey string
-	// User is the user, "" if none.
-	User string
-	// Peer is the request's RemoteAddr text; keys use it (under its own
-	// kind) only when IP is invalid.
-	Peer string
-	// Oversize reports that a value (API key, user) was longer than
-	// MaxValueLen and therefore ignored.
-	Oversize bool
-	// TokenRejected reports that a bearer token was presented but failed
-	// verification (bad signature or algorithm, expired, not yet valid,
-	// wrong audience or issuer, malformed, no user claim).
-	TokenRejected bool
-}
-
-// Identify resolves the identity of r. now is the instant against which JWT
-// "exp" and "nbf" are checked.
-func (e *Extractor) Identify(r *http.Request, now time.Time) Identity {
-	id := Identity{Peer: r.RemoteAddr}
-	peer, _ := ParseIP(r.RemoteAddr)
-	id.IP, id.IPFallback = clientIP(peer, r.Header[xffHeader], e.trusted)
-	id.APIKey = e.apiKey(r, &id)
-	id.User = e.user(r, peer, now, &id)
-	for _, s := range e.sources {
-		switch s {
-		case SourceAPIKey:
-			id.Client = id.APIKey
-		case SourceUser:
-			id.Client = id.User
-		case SourceIP:
-			if id.IP.IsValid() {
-				id.Client = id.IP.String()
-			} else {
-				id.Client, s = r.RemoteAddr, SourceRemoteAddr
-			}
-			id.ClientKind = s
-			return id
-		}
-		if id.Client != "" {
-			id.ClientKind = s
-			return id
-		}
-	}
-	// No configured source yielded: the client is the IP all the same, so
-	// that a key is never empty nor shared by every anonymous client.
-	if id.IP.IsValid() {
-		id.Client, id.ClientKind = id.IP.String(), SourceIP
-	} else {
-		id.Client, id.ClientKind = r.RemoteAddr, SourceRemoteAddr
-	}
-	return id
-}
-
 // ClientIP returns the client IP of r as Identify resolves it, and whether
 // the peer was used because the selected X-Forwarded-For entry was invalid.
 func (e *Extractor) ClientIP(r *http.Request) (ip netip.Addr, fallback bool) {
@@ -270,63 +197,3 @@ func (e *Extractor) user(r *http.Request, peer netip.Addr, now time.Time, id *Id
 	}
 	return e.value(u, id)
 }
-
-// firstHeader returns the first value of the canonical header name, with
-// surrounding spaces trimmed.
-func firstHeader(h http.Header, name string) string {
-	if v := h[name]; len(v) > 0 {
-		return strings.TrimSpace(v[0])
-	}
-	return ""
-}
-
-// queryValue returns the unescaped value of the first parameter named name
-// in the raw query q, or "" if there is none or it cannot be unescaped.
-// Values whose escaped form is longer than 3·maxLen are skipped unescaped.
-func queryValue(q, name string, maxLen int) string {
-	for q != "" {
-		var kv string
-		kv, q, _ = strings.Cut(q, "&")
-		k, v, _ := strings.Cut(kv, "=")
-		if k != name {
-			if !strings.ContainsAny(k, "%+") {
-				continue
-			}
-			uk, err := url.QueryUnescape(k)
-			if err != nil || uk != name {
-				continue
-			}
-		}
-		if len(v) > 3*maxLen+3 {
-			return v // too long either way; the caller rejects it
-		}
-		if !strings.ContainsAny(v, "%+") {
-			return v
-		}
-		uv, err := url.QueryUnescape(v)
-		if err != nil {
-			return ""
-		}
-		return uv
-	}
-	return ""
-}
-
-// validHeaderName reports whether s is an HTTP token (RFC 9110 §5.1).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func canonicalHeader(s string) string { return http.CanonicalHeaderKey(s) }

@@ -1,0 +1,78 @@
+package keys
+
+import (
+	"net/http"
+	"net/netip"
+	"time"
+)
+
+// Identity is who a request comes from, resolved once per request by
+// Identify. Raw values are kept here only for the request's lifetime; keys
+// built from them are hashes.
+type Identity struct {
+	// Client is the value of the first source that yielded: the API key,
+	// the user, or the client IP's text (unmasked). Raw: it is hashed only
+	// when keys are built.
+	Client string
+	// ClientKind is the source of Client.
+	ClientKind Source
+	// IP is the client IP (X-Forwarded-For resolved when the peer is
+	// trusted), unmasked, zone stripped, IPv4-mapped addresses unmapped.
+	// Invalid when RemoteAddr could not be parsed.
+	IP netip.Addr
+	// IPFallback reports that the selected X-Forwarded-For entry was not a
+	// valid address and the peer was used instead.
+	IPFallback bool
+	// APIKey is the API key, "" if none.
+	APIKey string
+	// User is the user, "" if none.
+	User string
+	// Peer is the request's RemoteAddr text; keys use it (under its own
+	// kind) only when IP is invalid.
+	Peer string
+	// Oversize reports that a value (API key, user) was longer than
+	// MaxValueLen and therefore ignored.
+	Oversize bool
+	// TokenRejected reports that a bearer token was presented but failed
+	// verification (bad signature or algorithm, expired, not yet valid,
+	// wrong audience or issuer, malformed, no user claim).
+	TokenRejected bool
+}
+
+// Identify resolves the identity of r. now is the instant against which JWT
+// "exp" and "nbf" are checked.
+func (e *Extractor) Identify(r *http.Request, now time.Time) Identity {
+	id := Identity{Peer: r.RemoteAddr}
+	peer, _ := ParseIP(r.RemoteAddr)
+	id.IP, id.IPFallback = clientIP(peer, r.Header[xffHeader], e.trusted)
+	id.APIKey = e.apiKey(r, &id)
+	id.User = e.user(r, peer, now, &id)
+	for _, s := range e.sources {
+		switch s {
+		case SourceAPIKey:
+			id.Client = id.APIKey
+		case SourceUser:
+			id.Client = id.User
+		case SourceIP:
+			if id.IP.IsValid() {
+				id.Client = id.IP.String()
+			} else {
+				id.Client, s = r.RemoteAddr, SourceRemoteAddr
+			}
+			id.ClientKind = s
+			return id
+		}
+		if id.Client != "" {
+			id.ClientKind = s
+			return id
+		}
+	}
+	// No configured source yielded: the client is the IP all the same, so
+	// that a key is never empty nor shared by every anonymous client.
+	if id.IP.IsValid() {
+		id.Client, id.ClientKind = id.IP.String(), SourceIP
+	} else {
+		id.Client, id.ClientKind = r.RemoteAddr, SourceRemoteAddr
+	}
+	return id
+}
