@@ -117,7 +117,8 @@ func (lw *Writer) Append(dst []byte, e *Entry) []byte {
 	c, i := []byte(nil), []byte(nil)
 	if e.Client != "" {
 		switch {
-		case lw.opts.RawClient:
+		case lw.opts.RawClient && e.ClientKind != "api_key":
+			// An API key is a credential: raw_client never logs it.
 			c = append(client[:0], e.Client...)
 		case e.ClientKind == "ip":
 			c = appendHash(client[:0], lw.opts.Salt, e.ClientKind, lw.counted(e.Client))

@@ -126,6 +126,8 @@ type gwOpts struct {
 	// Env is added to the gateway's environment (TOLLGATE_* from the test
 	// process environment are removed first).
 	Env []string
+	// Args are added to the command line after --config.
+	Args []string
 	// ListenFromEnv names the environment variable that overrides the
 	// public listen address; startGateway sets it to a free port, and
 	// gw.Listen reports that address.
@@ -171,7 +173,7 @@ func startGateway(t testing.TB, tmpl string, opts gwOpts) *gw {
 		}
 		env = append(env, opts.Env...)
 		g.render(t, g.data)
-		g.cmd = childproc.Bind(exec.Command(gatewayBin, "--config", g.Config))
+		g.cmd = childproc.Bind(exec.Command(gatewayBin, append([]string{"--config", g.Config}, opts.Args...)...))
 		g.cmd.Env = env
 		g.cmd.Stdout = g.stderr
 		g.cmd.Stderr = g.stderr
