@@ -148,7 +148,7 @@ func (f *failingStore) Decide(ctx context.Context, _ time.Time, _ []ratelimit.Hi
 	f.calls.Add(1)
 	return false, fmt.Errorf("%w: connection refused", ratelimit.ErrStore)
 }
-func (f *failingStore) Release(context.Context, []ratelimit.Hit) error {
+func (f *failingStore) Release(context.Context, []ratelimit.Hit, []ratelimit.Decision) error {
 	return fmt.Errorf("%w: connection refused", ratelimit.ErrStore)
 }
 func (f *failingStore) Usage(context.Context, time.Time, *ratelimit.Limit, string) ([]ratelimit.WindowUsage, error) {

@@ -11,8 +11,12 @@ import (
 type request struct {
 	hits []ratelimit.Hit
 	ds   []ratelimit.Decision
-	key  []byte
-	ev   Event
+	// decider is the store whose Decide counted hits (the store, or the
+	// local fallback): their concurrency units go back to it, and to no
+	// other.
+	decider ratelimit.Store
+	key     []byte
+	ev      Event
 	// body wraps the client's request body, if there is one.
 	body *bodyReader
 	// w wraps the client's ResponseWriter; the ReverseProxy error handler
@@ -41,6 +45,7 @@ func (q *request) reset() {
 	clear(q.hits)
 	q.hits = q.hits[:0]
 	q.ds = q.ds[:0]
+	q.decider = nil
 	q.key = q.key[:0]
 	q.ev = Event{}
 	q.body = nil

@@ -135,7 +135,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if hasConcurrency(q.hits) {
 		// Release exactly once, whatever happens below: upstream failure,
 		// client disconnect or a panic unwinding through here.
-		defer h.release(q.hits)
+		defer h.release(q)
 	}
 
 	ev.Outcome = OutcomeForwarded
@@ -202,6 +202,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot,
 		ctx, endSpan = h.tracer.StartStore(ctx, len(q.hits))
 	}
 	allowed, err := h.store.Decide(ctx, now, q.hits, q.ds)
+	q.decider = h.store
 	if cancel != nil {
 		cancel()
 	}
@@ -220,6 +221,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot,
 		switch {
 		case p.Store.OnError == policy.OnErrorLocal && h.local != nil && h.local != h.store:
 			allowed, err = h.local.Decide(r.Context(), now, q.hits, q.ds)
+			q.decider = h.local
 		case p.Store.OnError == policy.OnErrorDeny:
 			ev.Outcome = OutcomeStoreError
 			w.Header()["Retry-After"] = headers.IntValue(1)

@@ -276,6 +276,11 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Never is set when the cost exceeds the capacity: no wait helps.
 	Never bool
+	// Lease identifies the units a counted Concurrency hit holds, for
+	// Release: a store that tracks each holder (Redis, whose slots carry
+	// their own leases) sets it to a non-zero id unique within the store;
+	// a store that only counts (memory) leaves it 0.
+	Lease uint64
 }
 
 // Store decides hits against counters it owns. Implementations must be safe
@@ -290,10 +295,15 @@ type Store interface {
 	// err is non-nil only when the store failed; being limited is not an
 	// error.
 	Decide(ctx context.Context, now time.Time, hits []Hit, out []Decision) (allowed bool, err error)
-	// Release gives back the units that an allowed request took from its
-	// Concurrency hits; other hits are ignored. Call it exactly once per
-	// allowed request that had Concurrency hits, with the same hits.
-	Release(ctx context.Context, hits []Hit) error
+	// Release gives back the units that an allowed request holds on its
+	// Concurrency hits: ds are the decisions Decide wrote for hits, and
+	// only hits with ds[i].Counted are given back (a shadow limit that
+	// denied counted nothing); other hits are ignored. Call it exactly once
+	// per allowed request that had Concurrency hits, on the store whose
+	// Decide counted them. A store that fails to reach its backend may keep
+	// the release and retry it (see the store's documentation) while it
+	// returns the error.
+	Release(ctx context.Context, hits []Hit, ds []Decision) error
 	// Usage reports the current state of every window of limit for key
 	// without changing it.
 	Usage(ctx context.Context, now time.Time, limit *Limit, key string) ([]WindowUsage, error)

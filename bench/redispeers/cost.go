@@ -95,7 +95,7 @@ func runCost(ctx context.Context, srv *server, cases []costCase, n int) ([]costR
 				err = fmt.Errorf("denied")
 			}
 			if cs.limit.Algorithm == ratelimit.Concurrency && err == nil {
-				err = st.Release(ctx, hits)
+				err = st.Release(ctx, hits, out)
 			}
 			return err
 		}

@@ -115,7 +115,7 @@ func runPeers(ctx context.Context, srv *server, as []algo, workers int, d time.D
 				return fmt.Errorf("denied")
 			}
 			if conc && err == nil {
-				err = st.Release(ctx, hits[w])
+				err = st.Release(ctx, hits[w], outs[w])
 			}
 			return err
 		}))

@@ -94,7 +94,7 @@ func BenchmarkDecide(b *testing.B) {
 								b.Fatal(err)
 							}
 							if a == ratelimit.Concurrency {
-								_ = s.Release(context.Background(), hits)
+								_ = s.Release(context.Background(), hits, out)
 							}
 						}
 						if par {

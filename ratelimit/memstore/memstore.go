@@ -9,7 +9,10 @@
 // keys are evicted (an under-count for each, reported by Evictions). Bytes
 // are accounted per key (entry, key, state and what the state points to,
 // such as a log's ring), so keys whose state is large cannot take more
-// memory than the bound however few they are. Expiry is lazy: state whose every window has passed is
+// memory than the bound however few they are. A held concurrency slot is
+// never evicted (it would admit requests past max_in_flight), so held
+// slots may take a shard past its bounds (they are bounded by the requests
+// in flight). Expiry is lazy: state whose every window has passed is
 // treated as absent when it is next looked up and reclaimed then or when it
 // reaches the list's cold end; the store runs no goroutine. The table never
 // shrinks: the memory of keys that left is reused by later keys.
@@ -19,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -36,7 +40,8 @@ const DefaultShards = 64
 // Options configure a Store.
 type Options struct {
 	// MaxKeys bounds the number of (limit, key) states held across all
-	// shards. Default DefaultMaxKeys.
+	// shards, held concurrency slots aside (they are never evicted).
+	// Default DefaultMaxKeys.
 	MaxKeys int
 	// Shards is the number of independently locked shards, rounded up to a
 	// power of two and down to at most MaxKeys. Default DefaultShards.
@@ -142,16 +147,16 @@ func (sh *shard) commitReplace(st state, old int32) state {
 }
 
 // fit evicts least recently used keys while the shard's keys are charged
-// more than its share of MaxBytes, keeping at least the most recent one.
-// It runs after a decision's counts and commits, so no state in use is
-// pending.
+// more than its share of MaxBytes, keeping at least the most recent one
+// and every held concurrency slot (see evict). It runs after a decision's
+// counts and commits, so no state in use is pending.
 func (sh *shard) fit(now int64) {
 	t := &sh.t
+	keep := t.head
 	for t.bytes > sh.maxBytes && t.n > 1 {
-		if now < t.expiry(t.tail) {
-			sh.evictions.Add(1)
+		if !sh.evict(now, keep) {
+			return
 		}
-		t.remove(t.tail)
 	}
 }
 
@@ -185,10 +190,7 @@ func (sh *shard) commitNew(st state, l *ratelimit.Limit, hit string, h uint32, n
 		t.remove(t.tail)
 	}
 	if t.n >= sh.max {
-		if now < t.expiry(t.tail) {
-			sh.evictions.Add(1)
-		}
-		t.remove(t.tail)
+		sh.evict(now, none)
 	}
 	i := st.idx
 	if st.k == kBox {
@@ -199,6 +201,32 @@ func (sh *shard) commitNew(st state, l *ratelimit.Limit, hit string, h uint32, n
 	e.hit, e.lim, e.hash = hit, l, h
 	e.size = keyBytes(e, st.k, st.c)
 	t.link(i)
+}
+
+// evict removes the least recently used state that is neither keep nor a
+// held concurrency slot, and reports whether there was one: evicting a
+// held slot would forget units that are in flight, and the next requests
+// would be admitted past max_in_flight. Held slots met on the way are
+// moved to the head of the list, so the next eviction does not walk them
+// again. When every state of the shard is a held slot nothing is evicted
+// and the shard grows past its bounds: held slots are bounded by the
+// requests in flight, not by what clients send, so a shard holds at most
+// max(its key bound, held slots + 1) states.
+func (sh *shard) evict(now int64, keep int32) bool {
+	t := &sh.t
+	for range t.n {
+		i := t.tail
+		if l := t.at(i).lim; i == keep || l.Algorithm == ratelimit.Concurrency && t.expiry(i) == math.MaxInt64 {
+			t.touch(i)
+			continue
+		}
+		if now < t.expiry(i) {
+			sh.evictions.Add(1)
+		}
+		t.remove(i)
+		return true
+	}
+	return false
 }
 
 // drop gives back the reserved entry of a fresh state that was not
@@ -389,13 +417,18 @@ func insertShard(order []int, x int) []int {
 	return order
 }
 
-// Release implements ratelimit.Store. A state evicted meanwhile is ignored.
-func (s *Store) Release(_ context.Context, hits []ratelimit.Hit) error {
+// Release implements ratelimit.Store: it gives back the units of every
+// counted Concurrency hit. Held slots are never evicted (see commitNew),
+// so the state is still there unless Reset or Close dropped it.
+func (s *Store) Release(_ context.Context, hits []ratelimit.Hit, ds []ratelimit.Decision) error {
+	if len(ds) < len(hits) {
+		return fmt.Errorf("memstore: %d decisions for %d hits", len(ds), len(hits))
+	}
 	for i, h := range hits {
 		if err := h.Check(); err != nil {
 			return fmt.Errorf("memstore: hit %d: %w", i, err)
 		}
-		if h.Limit.Algorithm != ratelimit.Concurrency {
+		if h.Limit.Algorithm != ratelimit.Concurrency || !ds[i].Counted {
 			continue
 		}
 		hv := s.hash(h.Limit.ID, h.Key)

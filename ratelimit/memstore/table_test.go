@@ -232,7 +232,7 @@ func TestEveryKindRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	if err := s.Release(ctx, hits); err != nil {
+	if err := s.Release(ctx, hits, out); err != nil {
 		t.Fatal(err)
 	}
 	if s.Len() != 2*len(limits)-2 {

@@ -110,14 +110,14 @@ func sharedGroup(hits []ratelimit.Hit, g []int) bool {
 // never over-admission). This Store does not cache such a denial (holdSet);
 // another gateway's may. Across slots the decision is not atomic: two slots
 // are decided at two slightly different instants with ClockStore.
-func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision, inverse bool) (bool, error) {
+func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision, slots []uint64, inverse bool) (bool, error) {
 	keys := make([]string, len(hits))
 	for i, h := range hits {
 		keys[i] = s.Key(h.Limit, h.Key)
 	}
 	groups := groupBySlot(keys)
 	if len(groups) == 1 {
-		allowed, _, err := s.run(ctx, s.client, modeDecide, now, hits, out, nil)
+		allowed, _, err := s.run(ctx, s.client, modeDecide, now, hits, out, nil, slots)
 		return allowed, err
 	}
 	// Shared slots last: their counts are then final, never held and
@@ -135,16 +135,17 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 	s.holds.add(held, 1, start, 0)
 	defer func() { s.holds.add(held, -1, s.now(), 2*s.opts.Timeout) }()
 	type done struct {
-		idx  []int
-		hits []ratelimit.Hit
-		out  []ratelimit.Decision
-		t    taken
+		idx   []int
+		hits  []ratelimit.Hit
+		out   []ratelimit.Decision
+		slots []uint64
+		t     taken
 	}
 	var counted []done
 	// giveBack refunds d at the instant now plus the time spent so far.
 	giveBack := func(ctx context.Context, d done) error {
 		rf := &refund{t: d.t, at: now.Add(s.now().Sub(start)).UnixMicro(), inverse: inverse}
-		_, _, err := s.run(ctx, s.client, modeRefund, now, d.hits, d.out, rf)
+		_, _, err := s.run(ctx, s.client, modeRefund, now, d.hits, d.out, rf, d.slots)
 		if err == nil {
 			s.stats.refunds.Add(1)
 		}
@@ -157,11 +158,18 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 			gh[j] = hits[i]
 		}
 		gout := make([]ratelimit.Decision, len(g))
+		var gslots []uint64
+		if slots != nil {
+			gslots = make([]uint64, len(g))
+			for j, i := range g {
+				gslots[j] = slots[i]
+			}
+		}
 		mode := modeDecide
 		if !allowed {
 			mode = modeCheck
 		}
-		ok, t, err := s.run(ctx, s.client, mode, now, gh, gout, nil)
+		ok, t, err := s.run(ctx, s.client, mode, now, gh, gout, nil, gslots)
 		if err != nil {
 			// Give back what earlier slots took, on a fresh budget: the
 			// call's own may be spent. Best effort.
@@ -176,7 +184,7 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 			out[i] = gout[j]
 		}
 		if mode == modeDecide && ok {
-			counted = append(counted, done{g, gh, gout, t})
+			counted = append(counted, done{g, gh, gout, gslots, t})
 		}
 		if !ok {
 			allowed = false

@@ -23,9 +23,13 @@
 --           with TIME, which is read instead); then per hit 4 strings from
 --           the mode-0 call: counted (0/1), value written, old-exists (0/1),
 --           value read
+-- then, when any hit is a concurrency hit, 1 string per hit: the member
+--           (holder slot id) a concurrency hit takes or gives back, '' for
+--           other hits
 --
 -- State: the doubles of every window, packed '<d' (bit-exact); the sliding
 -- log keeps its packed binary log per window behind a 4-byte length.
+-- Concurrency keeps a sorted set instead (see "concurrency leases" below).
 --
 -- Reply: one string of doubles: allowed, now, per hit: counted, never
 -- (first window whose capacity the cost exceeds, or 0), old-exists (0/1),
@@ -43,6 +47,9 @@ local unpack, spack, sunpack = unpack, struct.pack, struct.unpack
 
 local hdr = ARGV[1]
 local now, usetime, mode, wantold, lease, margin, nhits, hpos = sunpack('<ddddddd', hdr)
+-- the first member argument (after the limits and a refund's arguments)
+local mbase = 2 + nhits
+if mode == 2 then mbase = mbase + 1 + 4 * nhits end
 if usetime == 1 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -93,6 +100,62 @@ local MAXOFF = 281474976710655 -- 2^48 − 1
 -- or 65535 followed by the count in 7 bytes (as wide as any cost: a request
 -- adds at most one entry whatever its cost). s = { ts = {}, cnt = {} }
 -- unpacked.
+
+---------------------------------------------------------------- concurrency leases
+-- A concurrency key is a sorted set: one member per held slot, scored with
+-- the instant (ticks of the Redis server's clock, always: leases are about
+-- real time, whatever clock decides) at which its lease ends, and the
+-- member '#' scored with minus the units in flight (<= 0, so that no range
+-- of lease ends ever includes it). A member is a packed string: the slot's
+-- cost as a '<d' double, then its holder's id; the holder renews it
+-- (renew.lua) and gives it back (release.lua). A slot whose lease has
+-- ended is dropped by the next call that touches the key, so the slots of
+-- a crashed holder come back one lease after its last renewal.
+
+local leasenow -- TIME in ticks, read at most once per call
+local function ltime()
+  if not leasenow then
+    if usetime == 1 then
+      leasenow = now
+    else
+      local t = redis.call('TIME')
+      leasenow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+  end
+  return leasenow
+end
+
+-- integers travel to Redis as exact decimal text (a Lua number would be
+-- formatted with 14 digits).
+local function itoa(x) return string.format('%.0f', x) end
+
+-- cwrite stores the units in flight of k (deleting the key at zero).
+local function cwrite(k, total)
+  if total > 0 then
+    redis.call('ZADD', k, itoa(-total), '#')
+  else
+    redis.call('DEL', k)
+  end
+end
+
+-- cread returns the units in flight of k at ltime(): the stored total less
+-- the slots whose lease has ended; with write set, those slots are dropped.
+local function cread(k, write)
+  local sc = redis.call('ZSCORE', k, '#')
+  if not sc then return 0 end
+  local total = -tonumber(sc)
+  local cut = itoa(ltime())
+  local gone = redis.call('ZRANGEBYSCORE', k, '(0', cut)
+  if #gone > 0 then
+    for i = 1, #gone do total = total - sunpack('<d', gone[i]) end
+    if total < 0 then total = 0 end
+    if write then
+      redis.call('ZREMRANGEBYSCORE', k, '(0', cut)
+      cwrite(k, total)
+    end
+  end
+  return total
+end
 
 ---------------------------------------------------------------- algorithms
 
@@ -569,12 +632,24 @@ if mode == 2 then
   local took, at = sunpack('<dd', ARGV[2 + nhits])
   if usetime == 1 then at = now end
   local check, a0, total = now, 3 + nhits, {}
+  -- A concurrency slot is given back by its member: exact, whatever
+  -- happened to the key since.
+  for h = 1, nhits do
+    if HIT[(h - 1) * 12 + 1] == 7 and ARGV[a0 + 4 * (h - 1)] == '1' then
+      local k, m = KEYS[h], ARGV[mbase + h - 1]
+      if redis.call('ZREM', k, m) == 1 then
+        cwrite(k, cread(k, true) - sunpack('<d', m))
+      end
+    end
+  end
   for h = 1, nhits do
     local first = h
     for j = 1, h - 1 do
       if KEYS[j] == KEYS[h] then first = j break end
     end
-    if ARGV[a0 + 4 * (h - 1)] == '1' then total[first] = (total[first] or 0) + HIT[(h - 1) * 12 + 3] end
+    if ARGV[a0 + 4 * (h - 1)] == '1' and HIT[(h - 1) * 12 + 1] ~= 7 then
+      total[first] = (total[first] or 0) + HIT[(h - 1) * 12 + 3]
+    end
   end
   for h = 1, nhits do
     local c = total[h]
@@ -622,6 +697,8 @@ for h = 1, nhits do
       local jb = (j - 1) * 12
       if KEYS[j] == KEYS[h] and (not HIT[jb + 2] or HIT[jb + 8]) then cost = cost + HIT[jb + 3] end
     end
+  elseif alg == 7 then
+    states = { { cread(KEYS[h], mode == 0) } }
   else
     local raw = redis.call('GET', KEYS[h])
     if raw == false then raw = nil end
@@ -659,6 +736,9 @@ for h = 1, nhits do
   if counted then
     for w = 1, #ps do take(alg, states[w], ps[w], HIT[b + 3]) end
     HIT[((first or h) - 1) * 12 + 11] = true
+    if alg == 7 then
+      redis.call('ZADD', KEYS[h], itoa(ltime() + lease * 1000), ARGV[mbase + h - 1])
+    end
   end
   out[n + 1] = counted and 1 or 0
   out[n + 2] = HIT[b + 9]
@@ -686,7 +766,13 @@ for h = 1, nhits do
   HIT[b + 12] = raw
   if not HIT[b + 7] then
     local alg, ps, states = HIT[b + 1], HIT[b + 4], HIT[b + 6]
-    if HIT[b + 11] then
+    if alg == 7 then
+      if HIT[b + 11] then
+        -- The key outlives every lease in it; each lease ends by itself.
+        cwrite(KEYS[h], states[1][1])
+        redis.call('PEXPIRE', KEYS[h], lease + margin)
+      end
+    elseif HIT[b + 11] then
       local t = ttl(alg, states, ps)
       if t == false then
         redis.call('DEL', KEYS[h])

@@ -107,7 +107,7 @@ func (s *Store) denyLookup(ck denyKey, now time.Time, out []ratelimit.Decision) 
 	}
 	el := now.Sub(e.at)
 	for i, d := range e.out {
-		d.Counted = false
+		d.Counted, d.Lease = false, 0
 		switch {
 		case d.Allowed || d.Never:
 		case d.RetryAfter > el:

@@ -15,7 +15,7 @@ func (s *Store) DecideInverseRefunds(ctx context.Context, now time.Time, hits []
 	var allowed bool
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
-		allowed, err = s.decideCluster(ctx, now, hits, out, true)
+		allowed, err = s.decideCluster(ctx, now, hits, out, s.newSlots(hits), true)
 		return err
 	})
 	return allowed, err

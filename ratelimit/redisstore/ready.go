@@ -57,7 +57,7 @@ func (s *Store) Ready(ctx context.Context) error {
 	}
 	hits := []ratelimit.Hit{{Limit: probeLimit, Key: probeKey, Cost: 1}}
 	var out [1]ratelimit.Decision
-	_, _, err := s.run(ctx, s.client, modeDecide, s.now(), hits, out[:], nil)
+	_, _, err := s.run(ctx, s.client, modeDecide, s.now(), hits, out[:], nil, nil)
 	if err == nil {
 		s.refused.Store(nil)
 		return nil

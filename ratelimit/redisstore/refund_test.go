@@ -101,6 +101,7 @@ func TestClusterRefundRestores(t *testing.T) {
 								t.Fatal(err)
 							}
 							d[i] = one[0]
+							d[i].Lease = 0 // a slot's name, unique per acquire
 						}
 						return d[0], d[1]
 					}

@@ -1,20 +1,38 @@
--- Tollgate: give back concurrency units.
--- KEYS[h]  concurrency state of hit h (the in-flight count, one packed
---          little-endian double, as decide.lua stores it)
--- ARGV[h]  units to give back (never below zero)
--- A key left at zero is deleted; otherwise its lease TTL is kept.
+-- Tollgate: give back concurrency slots by their holder's member.
+-- KEYS[h]  concurrency state of hit h: the sorted set decide.lua keeps
+--          (members: holder slots scored with their lease end in ticks of
+--          the server's clock; '#' scored with minus the units in flight)
+-- ARGV[h]  the member of the slot to give back: its cost as a '<d' double,
+--          then the holder's slot id
+-- Idempotent: a member already gone (given back before, dropped when its
+-- lease ended, or reset) gives back nothing, so a release whose reply was
+-- lost can be sent again. Slots whose lease has ended are dropped on the
+-- way. A key left with nothing in flight is deleted; otherwise its TTL is
+-- kept. Returns the number of slots given back.
+local sunpack = struct.unpack
+local t = redis.call('TIME')
+local cut = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
+local given = 0
 for h = 1, #KEYS do
-  local raw = redis.call('GET', KEYS[h])
-  if raw then
-    if #raw ~= 8 then error('tollgate: corrupt counter state') end
-    local v = struct.unpack('<d', raw)
-    if v ~= v then error('tollgate: corrupt counter state') end
-    v = v - tonumber(ARGV[h])
-    if not (v > 0) then
-      redis.call('DEL', KEYS[h])
+  local k, m = KEYS[h], ARGV[h]
+  local removed = redis.call('ZREM', k, m)
+  local sc = redis.call('ZSCORE', k, '#')
+  if sc then
+    local total = -tonumber(sc)
+    if removed == 1 then
+      total = total - sunpack('<d', m)
+      given = given + 1
+    end
+    local gone = redis.call('ZRANGEBYSCORE', k, '(0', cut)
+    if #gone > 0 then
+      for i = 1, #gone do total = total - sunpack('<d', gone[i]) end
+      redis.call('ZREMRANGEBYSCORE', k, '(0', cut)
+    end
+    if total > 0 then
+      redis.call('ZADD', k, string.format('%.0f', -total), '#')
     else
-      redis.call('SET', KEYS[h], struct.pack('<d', v), 'KEEPTTL')
+      redis.call('DEL', k)
     end
   end
 end
-return #KEYS
+return given

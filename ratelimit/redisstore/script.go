@@ -54,9 +54,10 @@ type refund struct {
 
 // run executes decide.lua for hits in one round trip and fills out. With
 // rf non-nil (mode modeRefund) it first gives back what rf took. It
-// returns what it counted when mode is modeDecide on a cluster.
+// returns what it counted when mode is modeDecide on a cluster. slots are
+// the slot ids of the concurrency hits (lease.go; nil when there is none).
 func (s *Store) run(ctx context.Context, c redis.Scripter, mode int, now time.Time, hits []ratelimit.Hit,
-	out []ratelimit.Decision, rf *refund) (bool, taken, error) {
+	out []ratelimit.Decision, rf *refund, slots []uint64) (bool, taken, error) {
 	ca := argPool.Get().(*callArgs)
 	defer func() {
 		clear(ca.keys)
@@ -89,6 +90,15 @@ func (s *Store) run(ctx context.Context, c redis.Scripter, mode int, now time.Ti
 				nw = "" // never equals a value read: always the inverse
 			}
 			ca.args = append(ca.args, strconv.Itoa(b2i(r.counted)), nw, strconv.Itoa(b2i(r.oldOK)), r.old)
+		}
+	}
+	if slots != nil {
+		for i, h := range hits {
+			m := ""
+			if slots[i] != 0 {
+				m = s.member(h.Cost, slots[i])
+			}
+			ca.args = append(ca.args, m)
 		}
 	}
 	res, err := s.decide.Run(ctx, c, ca.keys, ca.args...).Result()

@@ -29,6 +29,23 @@ type Stats struct {
 	Refunds uint64
 	// Breaker is the breaker's state now.
 	Breaker BreakerState
+	// HeldSlots is the number of concurrency slots this Store holds now
+	// (acquired, not yet released), whose leases it renews.
+	HeldSlots int
+	// PendingReleases is the number of concurrency releases that could not
+	// reach Redis and wait to be retried now.
+	PendingReleases int
+	// ReleasesRetried counts releases that landed on a retry.
+	ReleasesRetried uint64
+	// ReleasesDropped counts releases given up: their lease ended before
+	// Redis answered (Redis drops the slot by itself), or the pending queue
+	// was full (the slot stays held until its lease ends).
+	ReleasesDropped uint64
+	// LeaseRenewals counts the batched renewals of the held slots' leases.
+	LeaseRenewals uint64
+	// LeasesLost counts held slots a renewal did not find: their lease had
+	// ended (Redis unreachable for a whole lease) or the key was reset.
+	LeasesLost uint64
 }
 
 type counters struct {
@@ -37,6 +54,9 @@ type counters struct {
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
+	s.leases.mu.Lock()
+	held, pending := len(s.leases.held), len(s.leases.pending)
+	s.leases.mu.Unlock()
 	return Stats{
 		Calls:          s.stats.calls.Load(),
 		Timeouts:       s.stats.timeouts.Load(),
@@ -47,5 +67,12 @@ func (s *Store) Stats() Stats {
 		DenyCacheHits:  s.stats.denyCacheHits.Load(),
 		Refunds:        s.stats.refunds.Load(),
 		Breaker:        s.breaker.state(s.now()),
+
+		HeldSlots:       held,
+		PendingReleases: pending,
+		ReleasesRetried: s.leases.retried.Load(),
+		ReleasesDropped: s.leases.dropped.Load(),
+		LeaseRenewals:   s.leases.renewals.Load(),
+		LeasesLost:      s.leases.lost.Load(),
 	}
 }

@@ -69,9 +69,15 @@ type Options struct {
 	// cache, and so how long a reset made through another gateway (or by
 	// anyone deleting the key) goes unseen here. Default 1s.
 	DenyCacheTTL time.Duration
-	// LeaseTTL is the TTL of a concurrency key, refreshed on every acquire,
-	// so that the slots of a crashed gateway heal. Default 5 minutes.
+	// LeaseTTL is the lease of a concurrency slot: the Store renews the
+	// slots it holds every third of it, and a slot not renewed for a whole
+	// lease (its holder crashed) is given back by the next call on its key.
+	// Default 5 minutes.
 	LeaseTTL time.Duration
+	// MaxPendingReleases bounds the releases kept for retry while Redis
+	// cannot be reached; past it a release is dropped and its slot stays
+	// held until its lease ends. Default 100000.
+	MaxPendingReleases int
 	// TTLMargin is added to every key's TTL beyond the instant its state
 	// expires, to absorb clock skew between gateways with ClockLocal.
 	// Default 1s.
@@ -95,14 +101,17 @@ type Store struct {
 	opts    Options
 	decide  *redis.Script
 	release *redis.Script
-	breaker breaker
-	deny    *lru.Cache[denyKey, *denied]
-	seeds   [2]maphash.Seed // of denyKey
-	stats   counters
-	params  sync.Map // limit ID → *packedLimit (limitArg)
-	holds   holdSet  // cluster keys that a decision in progress may refund
-	now     func() time.Time
-	refused atomic.Pointer[refusal] // the last readiness probe's refusal
+	// renewScript renews held slots (lease.go).
+	renewScript *redis.Script
+	leases      leases
+	breaker     breaker
+	deny        *lru.Cache[denyKey, *denied]
+	seeds       [2]maphash.Seed // of denyKey
+	stats       counters
+	params      sync.Map // limit ID → *packedLimit (limitArg)
+	holds       holdSet  // cluster keys that a decision in progress may refund
+	now         func() time.Time
+	refused     atomic.Pointer[refusal] // the last readiness probe's refusal
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -116,9 +125,9 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.Clock != ClockLocal && opts.Clock != ClockStore {
 		return nil, fmt.Errorf("redisstore: unknown clock %d", opts.Clock)
 	}
-	if opts.Timeout < 0 || opts.LeaseTTL < 0 || opts.TTLMargin < 0 || opts.BreakerCooldown < 0 || opts.BreakerFailures < 0 ||
-		opts.DenyCacheTTL < 0 {
-		return nil, errors.New("redisstore: negative timeout, lease, margin, breaker or deny-cache setting")
+	if opts.Timeout < 0 || opts.LeaseTTL < 0 || opts.MaxPendingReleases < 0 || opts.TTLMargin < 0 || opts.BreakerCooldown < 0 ||
+		opts.BreakerFailures < 0 || opts.DenyCacheTTL < 0 {
+		return nil, errors.New("redisstore: negative timeout, lease, pending releases, margin, breaker or deny-cache setting")
 	}
 	if opts.DenyCacheTTL == 0 {
 		opts.DenyCacheTTL = time.Second
@@ -128,6 +137,9 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	}
 	if opts.LeaseTTL == 0 {
 		opts.LeaseTTL = 5 * time.Minute
+	}
+	if opts.MaxPendingReleases == 0 {
+		opts.MaxPendingReleases = 100000
 	}
 	if opts.TTLMargin == 0 {
 		opts.TTLMargin = time.Second
@@ -147,7 +159,10 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		opts:    opts,
 		decide:  redis.NewScript(decideSrc),
 		release: redis.NewScript(releaseSrc),
+
+		renewScript: redis.NewScript(renewSrc),
 	}
+	s.leases.init()
 	s.breaker.init(opts.BreakerFailures, opts.BreakerCooldown)
 	_, s.cluster = client.(*redis.ClusterClient)
 	if opts.DenyCacheSize >= 0 {
@@ -167,8 +182,16 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 
 // Key returns the Redis key holding limit's counters for hit key k.
 func (s *Store) Key(l *ratelimit.Limit, k string) string {
+	if l.Algorithm == ratelimit.Concurrency {
+		return s.opts.Prefix + k + ":" + l.ID + ":" + concFormat
+	}
 	return s.opts.Prefix + k + ":" + l.ID + ":" + stateFormat
 }
+
+// concFormat names the layout of a concurrency key (a sorted set of
+// leased slots, see decide.lua): a key of another layout under the same
+// name would be read as corrupt by one of two gateway versions.
+const concFormat = "z1"
 
 // stateFormat names the layout of the values the scripts store. It is part
 // of every key, so that gateways of different versions sharing one Redis
@@ -252,18 +275,26 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 			return false, nil
 		}
 	}
+	slots := s.newSlots(hits)
 	var allowed bool
 	err := s.call(ctx, func(ctx context.Context) error {
 		var err error
 		if s.cluster {
-			allowed, err = s.decideCluster(ctx, now, hits, out, false)
+			allowed, err = s.decideCluster(ctx, now, hits, out, slots, false)
 		} else {
-			allowed, _, err = s.run(ctx, s.client, 0, now, hits, out, nil)
+			allowed, _, err = s.run(ctx, s.client, 0, now, hits, out, nil, slots)
 		}
 		return err
 	})
 	if err != nil {
+		if slots != nil && !errors.Is(err, ErrBreakerOpen) {
+			// The script may have run and its reply been lost.
+			s.giveBackLater(hits, slots)
+		}
 		return false, err
+	}
+	if slots != nil && allowed {
+		s.hold(hits, out, slots)
 	}
 	if !allowed && s.deny != nil && !s.heldDenial(hits, out) {
 		s.denyStore(ck, now, hits, out[:len(hits)])
@@ -343,9 +374,11 @@ func (s *Store) PurgeDenials() {
 	}
 }
 
-// Close implements ratelimit.Store. It does not close the client, which
-// the caller owns.
+// Close implements ratelimit.Store: it stops renewing the slots still held
+// (their leases end by themselves) and makes a last attempt at the pending
+// releases. It does not close the client, which the caller owns.
 func (s *Store) Close() error {
+	s.closeLeases()
 	if s.deny != nil {
 		s.deny.Purge()
 	}

@@ -32,7 +32,7 @@ type op int
 
 const (
 	decide  op = iota // Decide one hit of the step's cost on the table's limit
-	release           // Release one hit of the step's cost
+	release           // Release the oldest counted decision still held
 )
 
 // step is one row of a table: at T0+At, do Op with Cost and expect Want.
@@ -85,6 +85,7 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("GCRA", func(t *testing.T) { s.bucket(t, ratelimit.GCRA) })
 	t.Run("Burst", s.burst)
 	t.Run("Concurrency", s.concurrency)
+	t.Run("ShadowConcurrency", s.shadowConcurrency)
 	t.Run("MultiWindow", s.multiWindow)
 	t.Run("Layered", s.layered)
 	t.Run("Shadow", s.shadow)
@@ -176,12 +177,24 @@ func (s *suite) run(t *testing.T, st ratelimit.Store, l *ratelimit.Limit, key st
 	t.Helper()
 	ctx := context.Background()
 	blocker := s.blocker(t)
+	// held are the counted concurrency decisions not yet released, oldest
+	// first: a release step gives back the oldest.
+	type heldSlot struct {
+		h ratelimit.Hit
+		d ratelimit.Decision
+	}
+	var held []heldSlot
 	for i, sp := range steps {
 		now := t0.Add(sp.At)
 		h := ratelimit.Hit{Limit: l, Key: key, Cost: sp.Cost}
 		if sp.Op == release {
-			if err := st.Release(ctx, []ratelimit.Hit{h}); err != nil {
-				t.Fatalf("step %d: Release(cost %d): %v", i, sp.Cost, err)
+			if len(held) == 0 {
+				t.Fatalf("step %d: release with nothing held", i)
+			}
+			hs := held[0]
+			held = held[1:]
+			if err := st.Release(ctx, []ratelimit.Hit{hs.h}, []ratelimit.Decision{hs.d}); err != nil {
+				t.Fatalf("step %d: Release(cost %d): %v", i, hs.h.Cost, err)
 			}
 			continue
 		}
@@ -194,9 +207,20 @@ func (s *suite) run(t *testing.T, st ratelimit.Store, l *ratelimit.Limit, key st
 		if err != nil {
 			t.Fatalf("step %d: Decide(t0+%v, cost %d): %v", i, sp.At, sp.Cost, err)
 		}
-		if out[0] != want || allowed != want.Allowed {
+		got := out[0]
+		got.Lease = 0 // store-specific; only its use below matters
+		if got != want || allowed != want.Allowed {
 			t.Errorf("step %d: Decide(t0+%v, cost %d) = %v %+v, want %v %+v", i, sp.At, sp.Cost, allowed, out[0], want.Allowed, want)
 			continue
+		}
+		if l.Algorithm == ratelimit.Concurrency {
+			if out[0].Counted {
+				held = append(held, heldSlot{h, out[0]})
+			} else if err := st.Release(ctx, []ratelimit.Hit{h}, out); err != nil {
+				// Releasing what was not counted must give back nothing;
+				// the next steps see the count unchanged.
+				t.Fatalf("step %d: Release of an uncounted decision: %v", i, err)
+			}
 		}
 		what := fmt.Sprintf("step %d (t0+%v)", i, sp.At)
 		if !want.Allowed && !want.Never {
@@ -379,16 +403,45 @@ func (s *suite) concurrency(t *testing.T) {
 	s.run(t, st, l, key, []step{
 		{At: 0, Cost: 1, Want: ok(1, 0)},
 		{At: 0, Cost: 1, Want: ok(0, 0)},
-		{At: ms(1), Cost: 1, Want: deny(0, 0, 0)},
-		{At: ms(2), Op: release, Cost: 1},
+		{At: ms(1), Cost: 1, Want: deny(0, 0, 0)}, // released at once: gives back nothing
+		{At: ms(2), Op: release},
 		{At: ms(3), Cost: 1, Want: ok(0, 0)},
 		{At: ms(4), Cost: 3, Want: never(0, 0)},
-		{At: ms(5), Op: release, Cost: 5},
+		{At: ms(5), Op: release},
 		// Time does not matter; the clock stepping back neither.
-		{At: -ms(60000), Cost: 2, Want: ok(0, 0)},
-		{At: ms(6), Op: release, Cost: 1},
+		{At: -ms(60000), Cost: 1, Want: ok(0, 0)},
+		{At: ms(6), Op: release},
+		{At: ms(7), Op: release},
+		{At: ms(8), Cost: 2, Want: ok(0, 0)},
 	})
-	wantUsage(t, st, t0, l, key, []ratelimit.WindowUsage{{Used: 1, Remaining: 1}})
+	wantUsage(t, st, t0, l, key, []ratelimit.WindowUsage{{Used: 2, Remaining: 0}})
+}
+
+// shadowConcurrency: a shadow limit counts only what it allows itself, so
+// releasing a request it would have denied gives back nothing (two
+// overlapping requests on max_in_flight = 1 leave one unit held while the
+// first is in flight).
+func (s *suite) shadowConcurrency(t *testing.T) {
+	st := s.store(t)
+	l := finish(t, &ratelimit.Limit{Name: t.Name() + "/c", Algorithm: ratelimit.Concurrency, MaxInFlight: 1, Shadow: true})
+	key := s.key(t, "k")
+	ctx := context.Background()
+	hit := []ratelimit.Hit{{Limit: l, Key: key, Cost: 1}}
+	first, second := make([]ratelimit.Decision, 1), make([]ratelimit.Decision, 1)
+	if ok, err := st.Decide(ctx, t0, hit, first); err != nil || !ok || !first[0].Counted {
+		t.Fatalf("first Decide = %v %v %+v, want allowed and counted", ok, err, first[0])
+	}
+	if ok, err := st.Decide(ctx, t0, hit, second); err != nil || !ok || second[0].Allowed || second[0].Counted {
+		t.Fatalf("second Decide = %v %v %+v, want allowed (shadow), the limit denying, nothing counted", ok, err, second[0])
+	}
+	if err := st.Release(ctx, hit, second); err != nil {
+		t.Fatal(err)
+	}
+	wantUsage(t, st, t0, l, key, []ratelimit.WindowUsage{{Used: 1, Remaining: 0}})
+	if err := st.Release(ctx, hit, first); err != nil {
+		t.Fatal(err)
+	}
+	wantUsage(t, st, t0, l, key, []ratelimit.WindowUsage{{Used: 0, Remaining: 1}})
 }
 
 func (s *suite) multiWindow(t *testing.T) {
