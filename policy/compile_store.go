@@ -4,6 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
+)
+
+// MinLeaseTTL and MaxLeaseTTL bound store.redis.lease_ttl: a holder renews
+// every third of a lease, which must leave room for a few store timeouts;
+// a lease is also how long a crashed gateway's slots stay held.
+const (
+	MinLeaseTTL = time.Second
+	MaxLeaseTTL = time.Hour
 )
 
 // minMemoryMaxBytes is the least store.memory.max_bytes accepted: 1 MiB,
@@ -48,6 +57,10 @@ func buildStore(c *StoreConfig, e *problems) Store {
 		SentinelAddrs: r.Sentinel.Addrs, Prefix: r.Prefix, Username: r.Username}
 	if c.Backend != "redis" {
 		return s
+	}
+	s.Redis.LeaseTTL = duration(r.LeaseTTL, "store.redis.lease_ttl", true, e)
+	if s.Redis.LeaseTTL > 0 && (s.Redis.LeaseTTL < MinLeaseTTL || s.Redis.LeaseTTL > MaxLeaseTTL) {
+		e.add("store.redis.lease_ttl", "must be between %s and %s, got %s", MinLeaseTTL, MaxLeaseTTL, r.LeaseTTL)
 	}
 	set := 0
 	for _, b := range []bool{r.URL != "", len(r.Cluster) > 0, r.Sentinel.Master != "" || len(r.Sentinel.Addrs) > 0} {

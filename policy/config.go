@@ -134,6 +134,10 @@ type RedisConfig struct {
 	// PasswordEnv names the environment variable holding the password (a
 	// URL may carry its own instead). Default "" (no password).
 	PasswordEnv string `mapstructure:"password_env" json:"password_env"`
+	// LeaseTTL is the lease of a concurrency slot: its holder renews it
+	// every third of it, and a slot not renewed for a whole lease (its
+	// gateway crashed) is given back. Default "30s".
+	LeaseTTL string `mapstructure:"lease_ttl" json:"lease_ttl"`
 }
 
 // SentinelConfig is `sentinel = { master = "...", addrs = [...] }`.
@@ -335,7 +339,7 @@ func Default() Config {
 			Timeout: "50ms",
 			Clock:   "local",
 			Memory:  MemoryConfig{MaxKeys: 1000000},
-			Redis:   RedisConfig{Prefix: "tollgate:"},
+			Redis:   RedisConfig{Prefix: "tollgate:", LeaseTTL: "30s"},
 		},
 		Identity: IdentityConfig{
 			Sources:      []string{"api_key", "user", "ip"},

@@ -135,6 +135,8 @@ type RedisStore struct {
 	// Password is read from the environment variable named by
 	// password_env ("" for none or the URL's own).
 	Password string `json:"-"`
+	// LeaseTTL is the lease of a concurrency slot.
+	LeaseTTL time.Duration
 }
 
 // Limit is one compiled [[limits]] entry.

@@ -31,7 +31,8 @@ func (g *gateway) openRedis(p *policy.Policy, mem *memstore.Store) error {
 	if p.Store.Clock == "store" {
 		clock = redisstore.ClockStore
 	}
-	rs, err := redisstore.New(client, redisstore.Options{Prefix: p.Store.Redis.Prefix, Clock: clock, Timeout: p.Store.Timeout})
+	rs, err := redisstore.New(client, redisstore.Options{Prefix: p.Store.Redis.Prefix, Clock: clock, Timeout: p.Store.Timeout,
+		LeaseTTL: p.Store.Redis.LeaseTTL})
 	if err != nil {
 		client.Close()
 		return fmt.Errorf("store.redis: %w", err)

@@ -72,7 +72,7 @@ type Options struct {
 	// LeaseTTL is the lease of a concurrency slot: the Store renews the
 	// slots it holds every third of it, and a slot not renewed for a whole
 	// lease (its holder crashed) is given back by the next call on its key.
-	// Default 5 minutes.
+	// Default 30 seconds.
 	LeaseTTL time.Duration
 	// MaxPendingReleases bounds the releases kept for retry while Redis
 	// cannot be reached; past it a release is dropped and its slot stays
@@ -136,7 +136,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		opts.Timeout = 50 * time.Millisecond
 	}
 	if opts.LeaseTTL == 0 {
-		opts.LeaseTTL = 5 * time.Minute
+		opts.LeaseTTL = 30 * time.Second
 	}
 	if opts.MaxPendingReleases == 0 {
 		opts.MaxPendingReleases = 100000

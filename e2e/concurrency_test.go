@@ -1,0 +1,291 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/internal/redistest"
+)
+
+// hHold names a request the gate upstream holds until the test lets it go.
+const hHold = "X-Hold"
+
+// gate is an upstream that holds every request carrying hHold until the
+// test releases that name (or the request is cancelled), so a test knows
+// exactly which requests are in flight.
+type gate struct {
+	*httptest.Server
+	mu      sync.Mutex
+	open    map[string]chan struct{}
+	arrived chan string // the hHold of every held request, when it arrives
+}
+
+func newGate(t testing.TB) *gate {
+	g := &gate{open: map[string]chan struct{}{}, arrived: make(chan string, 1024)}
+	g.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if name := r.Header.Get(hHold); name != "" {
+			ch := g.ch(name)
+			g.arrived <- name
+			select {
+			case <-ch:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(func() {
+		g.mu.Lock()
+		for _, ch := range g.open {
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
+		}
+		g.mu.Unlock()
+		g.Close()
+	})
+	return g
+}
+
+func (g *gate) ch(name string) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ch := g.open[name]
+	if ch == nil {
+		ch = make(chan struct{})
+		g.open[name] = ch
+	}
+	return ch
+}
+
+// let ends the held request name (its response completes).
+func (g *gate) let(name string) { close(g.ch(name)) }
+
+// held is a request sent through the gateway and held at the gate.
+type held struct {
+	name string
+	done chan *response // its response, once the gate lets it go (nil on error)
+}
+
+// hold sends GET url with hHold: name (and hdr) and returns at once.
+func hold(t testing.TB, url, name string, hdr map[string]string) *held {
+	h := &held{name: name, done: make(chan *response, 1)}
+	all := map[string]string{hHold: name}
+	for k, v := range hdr {
+		all[k] = v
+	}
+	c := &http.Client{Timeout: 60 * time.Second}
+	go func() {
+		r, err := tryDo(c, "GET", url, all, nil)
+		if err != nil {
+			t.Logf("held request %s: %v", name, err)
+			r = nil
+		}
+		h.done <- r
+	}()
+	return h
+}
+
+// holdAdmitted sends a held request and waits until it reaches the gate
+// (it was admitted and is in flight).
+func holdAdmitted(t testing.TB, gt *gate, url, name string, hdr map[string]string) *held {
+	t.Helper()
+	h := hold(t, url, name, hdr)
+	select {
+	case got := <-gt.arrived:
+		if got != name {
+			t.Fatalf("held request %s: the gate saw %s arrive instead", name, got)
+		}
+	case r := <-h.done:
+		t.Fatalf("held request %s was not admitted: %v", name, r)
+	case <-time.After(15 * time.Second):
+		t.Fatalf("held request %s did not reach the upstream within 15s", name)
+	}
+	return h
+}
+
+// finish lets a held request end and waits for its 200.
+func finish(t testing.TB, gt *gate, h *held) {
+	t.Helper()
+	gt.let(h.name)
+	select {
+	case r := <-h.done:
+		if r == nil || r.Status != 200 {
+			t.Fatalf("held request %s ended with %v, want 200", h.name, r)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("held request %s did not end within 15s of its release", h.name)
+	}
+}
+
+// admitted sends n held requests at once and reports how many were
+// admitted (reached the gate, all held at once) and how many got 429; once
+// every request is one or the other, the admitted ones are let go and
+// their responses awaited.
+func admitted(t testing.TB, gt *gate, url, prefix string, n int, hdr map[string]string) (ok, limited int) {
+	t.Helper()
+	hs := map[string]*held{}
+	for i := range n {
+		h := hold(t, url, fmt.Sprintf("%s-%d", prefix, i), hdr)
+		hs[h.name] = h
+	}
+	var in []*held
+	deadline := time.After(20 * time.Second)
+	for len(hs) > 0 {
+		select {
+		case name := <-gt.arrived:
+			if h := hs[name]; h != nil {
+				in = append(in, h)
+				delete(hs, name)
+			}
+			continue
+		case <-deadline:
+			t.Fatalf("%s: %d of %d requests neither arrived nor were answered within 20s", prefix, len(hs), n)
+		case <-time.After(5 * time.Millisecond):
+		}
+		for name, h := range hs {
+			select {
+			case r := <-h.done:
+				switch {
+				case r == nil:
+					t.Fatalf("%s: request %s failed", prefix, name)
+				case r.Status == 429:
+					limited++
+				default:
+					t.Fatalf("%s: request %s answered %s, want it held (admitted) or 429", prefix, name, r)
+				}
+				delete(hs, name)
+			default:
+			}
+		}
+	}
+	for _, h := range in {
+		finish(t, gt, h)
+	}
+	return len(in), limited
+}
+
+// concData is conc.toml.tmpl's data: Redis at addr ("" for the memory
+// store), on_error, the store timeout, the slots' lease and the memory
+// store's bound, and the limits and routes as TOML text.
+func concData(addr, onError, timeout, lease string, maxKeys int, body string) map[string]any {
+	return map[string]any{"Redis": addr, "OnError": onError, "Timeout": timeout, "LeaseTTL": lease,
+		"MaxKeys": maxKeys, "Body": body}
+}
+
+// concBody is one concurrency limit c (max_in_flight n, keyed by by, in
+// mode) on a route "/" to upstream.
+func concBody(upstream string, n int, mode, by string) string {
+	return fmt.Sprintf(`[[limits]]
+name = "c"
+algorithm = "concurrency"
+max_in_flight = %d
+mode = %q
+by = [%s]
+
+[[routes]]
+name = "all"
+path_prefix = "/"
+upstream = %q
+limits = ["c"]
+`, n, mode, by, upstream)
+}
+
+// waitUsed polls the admin API until limit c's usage for key is want, and
+// fails after d.
+func waitUsed(t testing.TB, g *gw, key string, want int64, d time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		r := adminDo(t, g, "GET", "/admin/limits?limit=c&key="+key, "")
+		var u usage
+		if r.Status == 200 {
+			if err := json.Unmarshal(r.Body, &u); err != nil {
+				t.Fatalf("GET /admin/limits: %v: %s", err, r.Body)
+			}
+			if len(u.Windows) == 1 && u.Windows[0].Used == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: usage of c is %s %+v after %v, want used %d", what, r, u.Windows, d, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestConcurrencyFallbackSlotReleasedLocally (issue: slots taken on the
+// local fallback were released on Redis): max_in_flight = 2, by = [],
+// on_error = "local". A is admitted on Redis; Redis stalls; B is admitted
+// on this node's counters; Redis answers again; B ends. B's slot goes back
+// to the local counters, not to Redis: Redis still counts A (a burst
+// admits exactly one more, not two), and the local counters are empty
+// again (a second stall admits two).
+func TestConcurrencyFallbackSlotReleasedLocally(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Standalone(t)
+	gt := newGate(t)
+	g := startGateway(t, "conc.toml.tmpl", gwOpts{Data: concData(rs.Addr, "local", "200ms", "30s", 1000,
+		concBody(gt.URL, 2, "enforce", ""))})
+
+	a := holdAdmitted(t, gt, g.url("/a"), "A", nil)
+	waitUsed(t, g, "", 1, 10*time.Second, "A on Redis")
+
+	rs.Pause()
+	b := holdAdmitted(t, gt, g.url("/b"), "B", nil) // decided locally
+	rs.Resume()
+	waitUsed(t, g, "", 1, 10*time.Second, "Redis back, A and B in flight")
+	finish(t, gt, b)
+	// B's release has had time to land wherever it goes.
+	time.Sleep(500 * time.Millisecond)
+	waitUsed(t, g, "", 1, 10*time.Second, "B ended, A in flight")
+	if ok, limited := admitted(t, gt, g.url("/burst"), "burst", 4, nil); ok != 1 || limited != 3 {
+		t.Errorf("burst with A in flight on Redis: %d admitted, %d limited; want 1 and 3", ok, limited)
+	}
+	finish(t, gt, a)
+	waitUsed(t, g, "", 0, 10*time.Second, "A ended")
+
+	// The local counters hold nothing: during a second stall both local
+	// slots are free.
+	rs.Pause()
+	ok, limited := admitted(t, gt, g.url("/stall"), "stall", 3, nil)
+	rs.Resume()
+	if ok != 2 || limited != 1 {
+		t.Errorf("second stall, nothing in flight: %d admitted locally, %d limited; want 2 and 1 (a local slot kept by B?)", ok, limited)
+	}
+}
+
+// TestShadowConcurrencyReleasesOnlyCounted (issue: shadow concurrency
+// limits released units they never counted): max_in_flight = 1 in shadow
+// mode, two overlapping requests: the second is forwarded (shadow) but not
+// counted, so when it ends the first one's unit is still counted, on both
+// stores.
+func TestShadowConcurrencyReleasesOnlyCounted(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			addr := ""
+			if backend == "redis" {
+				addr = redistest.Standalone(t).Addr
+			}
+			gt := newGate(t)
+			g := startGateway(t, "conc.toml.tmpl", gwOpts{Data: concData(addr, "deny", "2s", "30s", 1000,
+				concBody(gt.URL, 1, "shadow", ""))})
+			first := holdAdmitted(t, gt, g.url("/1"), "first", nil)
+			second := holdAdmitted(t, gt, g.url("/2"), "second", nil) // shadow: forwarded, not counted
+			waitUsed(t, g, "", 1, 10*time.Second, "two in flight")
+			finish(t, gt, second)
+			time.Sleep(300 * time.Millisecond) // the release, if any, lands
+			waitUsed(t, g, "", 1, 10*time.Second, "the uncounted request ended, the first in flight")
+			finish(t, gt, first)
+			waitUsed(t, g, "", 0, 10*time.Second, "both ended")
+		})
+	}
+}
