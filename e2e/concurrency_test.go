@@ -289,3 +289,121 @@ func TestShadowConcurrencyReleasesOnlyCounted(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisCrashedGatewaySlotsComeBack (issue: a kill -9-ed gateway's
+// slots never came back while traffic continued, since every acquire
+// refreshed the key's TTL): two gateways on one Redis, max_in_flight = 3,
+// lease_ttl = 2s. Gateway 1 holds two slots and is killed; gateway 2 keeps
+// taking and giving back the third. Within a lease (plus a margin and the
+// renewal period) of the crash, gateway 2 holds all three at once. And a
+// request that runs for several leases keeps its slot: its gateway renews
+// the lease.
+func TestRedisCrashedGatewaySlotsComeBack(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Standalone(t)
+	gt := newGate(t)
+	data := concData(rs.Addr, "deny", "2s", "2s", 1000, concBody(gt.URL, 3, "enforce", ""))
+	g1 := startGateway(t, "conc.toml.tmpl", gwOpts{Data: data})
+	g2 := startGateway(t, "conc.toml.tmpl", gwOpts{Data: data})
+
+	holdAdmitted(t, gt, g1.url("/1"), "g1-a", nil)
+	holdAdmitted(t, gt, g1.url("/1"), "g1-b", nil)
+	waitUsed(t, g2, "", 2, 10*time.Second, "gateway 1 holds two")
+	g1.kill()
+	crash := time.Now()
+
+	// Traffic through gateway 2 never stops; it may take the third slot
+	// each time (and the crashed gateway's two are never renewed).
+	c := newClient(t, "")
+	for {
+		r := get(t, c, g2.url("/traffic"), nil)
+		if r.Status != 200 {
+			t.Fatalf("traffic through gateway 2: %s, want 200 (one slot is free)", r)
+		}
+		u := limitUsage(t, g2, "", "c", "")
+		if u.Windows[0].Used == 0 {
+			break
+		}
+		if time.Since(crash) > 10*time.Second {
+			t.Fatalf("10s after the crash (lease 2s) Redis still counts %d slots of the crashed gateway", u.Windows[0].Used)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the crashed gateway's slots came back %v after the crash (lease 2s)", time.Since(crash).Round(100*time.Millisecond))
+	if ok, limited := admitted(t, gt, g2.url("/burst"), "burst", 5, nil); ok != 3 || limited != 2 {
+		t.Errorf("burst after the crash: %d admitted, %d limited; want 3 and 2", ok, limited)
+	}
+
+	// A long request keeps its slot through several leases.
+	long := holdAdmitted(t, gt, g2.url("/long"), "long", nil)
+	time.Sleep(5 * time.Second) // 2.5 leases
+	waitUsed(t, g2, "", 1, time.Second, "a request running for 2.5 leases")
+	if ok, limited := admitted(t, gt, g2.url("/beside"), "beside", 4, nil); ok != 2 || limited != 2 {
+		t.Errorf("burst beside the long request: %d admitted, %d limited; want 2 and 2", ok, limited)
+	}
+	finish(t, gt, long)
+	waitUsed(t, g2, "", 0, 10*time.Second, "the long request ended")
+}
+
+// TestRedisBlipReleasesSlots (issue: a Redis blip held every concurrency
+// slot for the whole lease): max_in_flight = 2, lease 30s. Two requests
+// in flight; Redis stalls for 2s while both end (their releases fail);
+// within a few seconds of Redis answering again both slots are free.
+func TestRedisBlipReleasesSlots(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Standalone(t)
+	gt := newGate(t)
+	g := startGateway(t, "conc.toml.tmpl", gwOpts{Data: concData(rs.Addr, "deny", "200ms", "30s", 1000,
+		concBody(gt.URL, 2, "enforce", ""))})
+	a := holdAdmitted(t, gt, g.url("/a"), "A", nil)
+	b := holdAdmitted(t, gt, g.url("/b"), "B", nil)
+	waitUsed(t, g, "", 2, 10*time.Second, "two in flight")
+
+	rs.Pause()
+	finish(t, gt, a)
+	finish(t, gt, b)
+	time.Sleep(2 * time.Second)
+	rs.Resume()
+	back := time.Now()
+	waitUsed(t, g, "", 0, 5*time.Second, "5s after Redis answered again")
+	t.Logf("slots free %v after Redis answered again", time.Since(back).Round(10*time.Millisecond))
+	if ok, limited := admitted(t, gt, g.url("/after"), "after", 3, nil); ok != 2 || limited != 1 {
+		t.Errorf("after the blip: %d admitted, %d limited; want 2 and 1", ok, limited)
+	}
+}
+
+// TestMemoryHeldSlotNotEvicted (an LRU eviction could drop a held
+// concurrency slot): the memory store bounded to 4 states, max_in_flight =
+// 1 per client. A client holds its slot while 300 other clients pass
+// through a rate limit (every one a new state, each evicting an older
+// one); the client's second request is still limited.
+func TestMemoryHeldSlotNotEvicted(t *testing.T) {
+	t.Parallel()
+	gt := newGate(t)
+	body := concBody(gt.URL, 1, "enforce", `"client"`) + `
+[[limits]]
+name = "churn"
+rates = ["5/minute"]
+by = ["client"]
+
+[[routes]]
+name = "churn"
+path_prefix = "/churn"
+respond = { status = 200, body = "ok" }
+limits = ["churn"]
+`
+	g := startGateway(t, "conc.toml.tmpl", gwOpts{Data: concData("", "local", "50ms", "30s", 4, body)})
+	holder := map[string]string{"X-API-Key": "holder"}
+	h := holdAdmitted(t, gt, g.url("/slow"), "held", holder)
+	c := newClient(t, "")
+	for i := range 300 {
+		if r := get(t, c, g.url("/churn"), map[string]string{"X-API-Key": fmt.Sprint("churn-", i)}); r.Status != 200 {
+			t.Fatalf("churn request %d: %s", i, r)
+		}
+	}
+	if r := get(t, c, g.url("/second"), holder); r.Status != 429 {
+		t.Errorf("the holder's second request while its first is in flight: %s, want 429 (its slot was evicted)", r)
+	}
+	finish(t, gt, h)
+	pollStatus(t, c, g.url("/after"), holder, 200, 5*time.Second)
+}
