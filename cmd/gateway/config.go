@@ -203,8 +203,7 @@ type override struct {
 
 // envOverrides converts the TOLLGATE_* variables of environ into typed
 // values for their keys; a value that does not parse is an error naming
-// the variable. Unknown TOLLGATE_* names are ignored (other tools may share
-// the prefix).
+// the variable. Unknown TOLLGATE_* names are left to unknownEnv.
 func envOverrides(environ []string, dp *decodeProblems) []override {
 	env := map[string]string{}
 	for _, kv := range environ {
@@ -249,6 +248,54 @@ func envOverrides(environ []string, dp *decodeProblems) []override {
 		out = append(out, override{l.key, val})
 	}
 	return out
+}
+
+// unknownEnv returns a warning for every TOLLGATE_* variable of environ
+// that names no configuration key, with the name probably meant. They are
+// warnings, not errors: the prefix is short enough that a deployment may
+// set an unrelated TOLLGATE_* variable, and refusing to start over it would
+// be worse than saying so; but a typo or a guessed key
+// (TOLLGATE_STORE_REDIS_PASSWORD for password_env) must not pass in silence.
+func unknownEnv(environ []string) []string {
+	known := map[string]bool{}
+	var names []string
+	for _, l := range envLeaves(reflect.TypeFor[policy.Config](), "") {
+		known[envName(l.key)] = true
+		names = append(names, envName(l.key))
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, envPrefix) || known[k] || seen[k] {
+			continue
+		}
+		seen[k] = true
+		msg := fmt.Sprintf("environment %s names no configuration key; ignored", k)
+		if s := closestEnv(k, names); s != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", s)
+		}
+		out = append(out, msg)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// closestEnv returns the known variable name probably meant by k: within
+// edit distance 3, or one that k starts (TOLLGATE_STORE_REDIS_PASSWORD for
+// TOLLGATE_STORE_REDIS_PASSWORD_ENV); "" when none is close.
+func closestEnv(k string, names []string) string {
+	best, bestD := "", 4
+	for _, n := range names {
+		d := editDistance(k, n)
+		if strings.HasPrefix(n, k+"_") {
+			d = min(d, 1)
+		}
+		if d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
 }
 
 // checkKeys reports every key of m that t has no field for, with its path

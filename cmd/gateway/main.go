@@ -145,6 +145,9 @@ func validateCommand(args, environ []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return exitInvalid
 	}
+	for _, w := range unknownEnv(environ) {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
 	p, err := loadPolicy(f.config, environ)
 	if err == nil {
 		err = requireRoutes(p, f.allowEmpty)

@@ -41,6 +41,9 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gateway:", err)
 		return exitInvalid
 	}
+	for _, w := range unknownEnv(environ) {
+		log.Warn(w)
+	}
 	p, err := loadPolicy(f.config, environ)
 	if err == nil {
 		err = requireRoutes(p, f.allowEmpty)
