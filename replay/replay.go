@@ -6,9 +6,12 @@
 // live request path itself — proxy.Handler with an in-memory store, the
 // log's timestamps as its clock and a transport that answers 200 without
 // touching the network — and the decisions are read back through
-// proxy.Observer. Beside every approximate limit (sliding_window_counter)
-// an exact sliding log of the same rates, fed the same admitted history,
-// counts the decisions on which the two disagree.
+// proxy.Observer. Lines are decided in the order their requests started,
+// not the order they were written (a reorder buffer sized by the longest
+// latency in the log: see Options.ReorderWindow). Beside every approximate
+// limit (sliding_window_counter) an exact sliding log of the same rates,
+// fed the same admitted history, counts the decisions on which the two
+// disagree (accuracy.Referee).
 //
 // What a log line cannot carry is approximated, as documented on Run:
 // hashed identities replay as distinct opaque identities (bucket membership
