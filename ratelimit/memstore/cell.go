@@ -23,64 +23,42 @@ type cell interface {
 	bytes() int64
 }
 
-// one is the cell of a single-window limit: the state is stored inline, so
-// a key costs one allocation.
-type one[S any, P ratelimit.WindowPtr[S]] struct {
-	exp int64
-	w   [1]S
-}
-
-func (c *one[S, P]) check(l *ratelimit.Limit, now, cost int64, d *ratelimit.Decision) {
-	ratelimit.Check[S, P](l, c.w[:], now, cost, d)
-}
-
-func (c *one[S, P]) take(l *ratelimit.Limit, now, cost int64) {
-	ratelimit.Take[S, P](l, c.w[:], now, cost)
-	c.exp = ratelimit.Expiry[S, P](l, c.w[:])
-}
-
-func (c *one[S, P]) report(l *ratelimit.Limit, now int64, d *ratelimit.Decision) {
-	ratelimit.Report[S, P](l, c.w[:], now, d)
-}
-
-func (c *one[S, P]) usage(l *ratelimit.Limit, now int64, out []ratelimit.WindowUsage) {
-	ratelimit.Usage[S, P](l, c.w[:], now, out)
-}
-
-func (c *one[S, P]) release(cost int64) bool { return release(c.w[:], cost) }
-
-func (c *one[S, P]) expiry() int64 { return c.exp }
-
-func (c *one[S, P]) bytes() int64 { return int64(unsafe.Sizeof(*c)) + stateBytes(c.w[:]) }
-
-// many is the cell of a limit with several rates.
-type many[S any, P ratelimit.WindowPtr[S]] struct {
+// cellOf is the cell of a limit whose windows have state type S: one
+// state per window, and the expiry of them all.
+type cellOf[S any, P ratelimit.WindowPtr[S]] struct {
 	exp int64
 	w   []S
 }
 
-func (c *many[S, P]) check(l *ratelimit.Limit, now, cost int64, d *ratelimit.Decision) {
+// oneCell is the allocation of a single-window cell: the cell and its one
+// state together, so such a key costs one allocation (w points into it).
+type oneCell[S any, P ratelimit.WindowPtr[S]] struct {
+	c  cellOf[S, P]
+	w1 [1]S
+}
+
+func (c *cellOf[S, P]) check(l *ratelimit.Limit, now, cost int64, d *ratelimit.Decision) {
 	ratelimit.Check[S, P](l, c.w, now, cost, d)
 }
 
-func (c *many[S, P]) take(l *ratelimit.Limit, now, cost int64) {
+func (c *cellOf[S, P]) take(l *ratelimit.Limit, now, cost int64) {
 	ratelimit.Take[S, P](l, c.w, now, cost)
 	c.exp = ratelimit.Expiry[S, P](l, c.w)
 }
 
-func (c *many[S, P]) report(l *ratelimit.Limit, now int64, d *ratelimit.Decision) {
+func (c *cellOf[S, P]) report(l *ratelimit.Limit, now int64, d *ratelimit.Decision) {
 	ratelimit.Report[S, P](l, c.w, now, d)
 }
 
-func (c *many[S, P]) usage(l *ratelimit.Limit, now int64, out []ratelimit.WindowUsage) {
+func (c *cellOf[S, P]) usage(l *ratelimit.Limit, now int64, out []ratelimit.WindowUsage) {
 	ratelimit.Usage[S, P](l, c.w, now, out)
 }
 
-func (c *many[S, P]) release(cost int64) bool { return release(c.w, cost) }
+func (c *cellOf[S, P]) release(cost int64) bool { return release(c.w, cost) }
 
-func (c *many[S, P]) expiry() int64 { return c.exp }
+func (c *cellOf[S, P]) expiry() int64 { return c.exp }
 
-func (c *many[S, P]) bytes() int64 {
+func (c *cellOf[S, P]) bytes() int64 {
 	var s S
 	return int64(unsafe.Sizeof(*c)) + int64(len(c.w))*int64(unsafe.Sizeof(s)) + stateBytes(c.w)
 }
@@ -120,14 +98,15 @@ func newCell(l *ratelimit.Limit, now int64) cell {
 }
 
 func build[S any, P ratelimit.WindowPtr[S]](l *ratelimit.Limit, now int64) cell {
+	var c *cellOf[S, P]
 	if n := l.Windows(); n != 1 {
-		c := &many[S, P]{w: make([]S, n)}
-		ratelimit.Init[S, P](l, c.w, now)
-		c.exp = ratelimit.Expiry[S, P](l, c.w)
-		return c
+		c = &cellOf[S, P]{w: make([]S, n)}
+	} else {
+		o := &oneCell[S, P]{}
+		o.c.w = o.w1[:]
+		c = &o.c
 	}
-	c := &one[S, P]{}
-	ratelimit.Init[S, P](l, c.w[:], now)
-	c.exp = ratelimit.Expiry[S, P](l, c.w[:])
+	ratelimit.Init[S, P](l, c.w, now)
+	c.exp = ratelimit.Expiry[S, P](l, c.w)
 	return c
 }

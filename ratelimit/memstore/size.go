@@ -47,14 +47,9 @@ func KeyBytes(l *ratelimit.Limit) int64 {
 	return n
 }
 
-// cellHeaderBytes is what a cell of l holds besides its window states: the
-// expiry and, for several windows, the slice header.
-func cellHeaderBytes(l *ratelimit.Limit) int64 {
-	if l.Windows() == 1 {
-		return 8
-	}
-	return 8 + 24
-}
+// cellHeaderBytes is what a cell holds besides its window states: the
+// expiry and the slice of states.
+func cellHeaderBytes(*ratelimit.Limit) int64 { return 8 + 24 }
 
 // stateBytes is the memory the window states ws point to beyond their own
 // size: a log's ring, a sliding counter's buckets.
