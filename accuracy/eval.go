@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/window"
 )
 
 // Result is the outcome of replaying one trace through one limit.
@@ -70,17 +71,17 @@ func Evaluate(t *Trace, l *ratelimit.Limit) (Result, error) {
 	var r Result
 	switch l.Algorithm {
 	case ratelimit.FixedWindow:
-		r = run[ratelimit.FixedWindowState](t, l, exact)
+		r = run[window.FixedWindowState](t, l, exact)
 	case ratelimit.FixedWindowElastic:
-		r = run[ratelimit.ElasticState](t, l, exact)
+		r = run[window.ElasticState](t, l, exact)
 	case ratelimit.SlidingWindowLog:
-		r = run[ratelimit.LogState](t, l, exact)
+		r = run[window.LogState](t, l, exact)
 	case ratelimit.SlidingWindowCounter:
-		r = run[ratelimit.SlidingCounterState](t, l, exact)
+		r = run[window.SlidingCounterState](t, l, exact)
 	case ratelimit.TokenBucket:
-		r = run[ratelimit.TokenBucketState](t, l, exact)
+		r = run[window.TokenBucketState](t, l, exact)
 	case ratelimit.GCRA:
-		r = run[ratelimit.GCRAState](t, l, exact)
+		r = run[window.GCRAState](t, l, exact)
 	default:
 		return Result{}, fmt.Errorf("accuracy: unsupported algorithm %s", l.Algorithm)
 	}
@@ -106,9 +107,9 @@ func Label(l *ratelimit.Limit) string {
 // by key and are made fresh (Init) on first use, which is what a store does
 // for a key it does not hold or whose state has expired (Expiry is defined
 // as the instant the state equals a fresh one).
-func run[S any, P ratelimit.WindowPtr[S]](t *Trace, l *ratelimit.Limit, exact *Referee) Result {
+func run[S any, P window.StatePtr[S]](t *Trace, l *ratelimit.Limit, exact *Referee) Result {
 	states := make([]S, t.Keys)
-	logs := make([]ratelimit.LogState, t.Keys)
+	logs := make([]window.LogState, t.Keys)
 	seen := make([]bool, t.Keys)
 	limit := l.Rates[0].Limit
 	var r Result
@@ -117,11 +118,11 @@ func run[S any, P ratelimit.WindowPtr[S]](t *Trace, l *ratelimit.Limit, exact *R
 		k, now, cost := int(a.Key), a.At, int64(a.Cost)
 		st, lg := states[k:k+1], logs[k:k+1]
 		if !seen[k] {
-			ratelimit.Init[S, P](l, st, now)
+			window.Init[S, P](l, st, now)
 			exact.Start(lg, now)
 			seen[k] = true
 		}
-		ratelimit.Check[S, P](l, st, now, cost, &d)
+		window.Check[S, P](l, st, now, cost, &d)
 		r.Requests++
 		switch exact.Judge(lg, now, cost, d.Allowed, d.Allowed) {
 		case FalseAllow:
@@ -133,7 +134,7 @@ func run[S any, P ratelimit.WindowPtr[S]](t *Trace, l *ratelimit.Limit, exact *R
 			continue
 		}
 		r.Allowed++
-		ratelimit.Take[S, P](l, st, now, cost)
+		window.Take[S, P](l, st, now, cost)
 		// Take dropped every unit at or before now − W, so the log now
 		// holds exactly the units of the window (now − W, now]; the
 		// densest window always ends at an admitted arrival.

@@ -2,6 +2,7 @@ package accuracy
 
 import (
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/window"
 )
 
 // Referee judges an approximate limit's decisions, one key at a time,
@@ -39,23 +40,23 @@ func NewReferee(name string, rates []ratelimit.Rate) (*Referee, error) {
 
 // NewLog returns a fresh exact log for a key first seen at now: one state
 // per rate.
-func (r *Referee) NewLog(now int64) []ratelimit.LogState {
-	log := make([]ratelimit.LogState, len(r.exact.Rates))
+func (r *Referee) NewLog(now int64) []window.LogState {
+	log := make([]window.LogState, len(r.exact.Rates))
 	r.Start(log, now)
 	return log
 }
 
 // Start makes log (one state per rate) a fresh exact log at now.
-func (r *Referee) Start(log []ratelimit.LogState, now int64) {
-	ratelimit.Init[ratelimit.LogState](&r.exact, log, now)
+func (r *Referee) Start(log []window.LogState, now int64) {
+	window.Init[window.LogState](&r.exact, log, now)
 }
 
 // Judge compares the approximate limit's verdict (allowed) on a request
 // of cost units at now with the exact log's verdict on the key's history,
 // then, when the approximate limit counted the request, counts it in the
 // log too.
-func (r *Referee) Judge(log []ratelimit.LogState, now, cost int64, allowed, counted bool) Verdict {
-	ratelimit.Check[ratelimit.LogState](&r.exact, log, now, cost, &r.e)
+func (r *Referee) Judge(log []window.LogState, now, cost int64, allowed, counted bool) Verdict {
+	window.Check[window.LogState](&r.exact, log, now, cost, &r.e)
 	v := Agree
 	switch {
 	case allowed && !r.e.Allowed:
@@ -64,7 +65,7 @@ func (r *Referee) Judge(log []ratelimit.LogState, now, cost int64, allowed, coun
 		v = FalseDeny
 	}
 	if counted {
-		ratelimit.Take[ratelimit.LogState](&r.exact, log, now, cost)
+		window.Take[window.LogState](&r.exact, log, now, cost)
 	}
 	return v
 }

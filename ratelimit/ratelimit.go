@@ -1,10 +1,11 @@
-// Package ratelimit holds Tollgate's rate-limiting domain: rates, limit
-// definitions, the algorithms' pure math, decisions, and the Store interface
-// that every counter backend implements.
+// Package ratelimit is the contract of Tollgate's rate limiting: rates,
+// limit definitions, hits, decisions, and the Store interface that every
+// counter backend implements. The algorithms' window states and the math
+// that applies them live in package window, which only stores use.
 //
 // The package knows nothing of HTTP and imports only the standard library.
-// Time is always a parameter: the math takes "now" as a tick count (see
-// Tick) and never reads the clock itself.
+// Time is always a parameter: stores take "now" as a time.Time and the
+// math works in ticks (see Tick).
 package ratelimit
 
 import (

@@ -13,9 +13,11 @@ import (
 // shared Redis) hold gigabytes.
 const MaxStateBytes = 64 << 20
 
-// Worst-case sizes of the window states, in bytes, as the state types in
-// this package hold them (the Redis store's encodings are smaller).
+// Worst-case sizes of the window states, in bytes, as the state types of
+// package window hold them (the Redis store's encodings are smaller); that
+// package's tests check them against its types.
 const (
+	logEntryBytes      = 16 // a sliding-log entry: timestamp and units
 	logHeaderBytes     = 48 // LogState without its ring
 	counterHeaderBytes = 32 // SlidingCounterState without its counts
 )
@@ -39,7 +41,7 @@ func (l *Limit) StateBytes() int64 {
 func windowBytes(a Algorithm, r Rate, precision time.Duration) int64 {
 	switch a {
 	case SlidingWindowLog:
-		return logHeaderBytes + LogEntryBytes*r.Limit
+		return logHeaderBytes + logEntryBytes*r.Limit
 	case SlidingWindowCounter:
 		buckets := int64(1)
 		if precision > 0 {
@@ -59,7 +61,7 @@ func (l *Limit) checkStateBytes() error {
 	if b := l.StateBytes(); b > MaxStateBytes {
 		if l.Algorithm == SlidingWindowLog {
 			return fmt.Errorf("sliding_window_log keeps a %d-byte entry per unit it counts: limits %s can take %d bytes per key, more than the %d allowed; lower the limit or use sliding_window_counter",
-				LogEntryBytes, ratesString(l.Rates), b, MaxStateBytes)
+				logEntryBytes, ratesString(l.Rates), b, MaxStateBytes)
 		}
 		return fmt.Errorf("one key can take %d bytes, more than the %d allowed", b, MaxStateBytes)
 	}

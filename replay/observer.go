@@ -5,6 +5,7 @@ import (
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/window"
 )
 
 // observer tallies decisions per limit and runs the exact sliding log
@@ -21,7 +22,7 @@ type observer struct {
 type tally struct {
 	r     *LimitReport
 	exact *accuracy.Referee // nil when the limit is not compared
-	logs  map[string][]ratelimit.LogState
+	logs  map[string][]window.LogState
 }
 
 func newObserver(p *policy.Policy, rep *Report) *observer {
@@ -32,7 +33,7 @@ func newObserver(p *policy.Policy, rep *Report) *observer {
 		t := &tally{r: lr}
 		if !l.Algorithm.Exact() {
 			if ref, err := accuracy.NewReferee(l.Name, l.Rates); err == nil { // the same rates passed Finish already
-				t.exact, t.logs, lr.Compared = ref, make(map[string][]ratelimit.LogState), true
+				t.exact, t.logs, lr.Compared = ref, make(map[string][]window.LogState), true
 			}
 		}
 		o.limits[l.Limit] = t

@@ -59,7 +59,10 @@ var rules = map[string]rule{
 	// The request path.
 	"proxy": {allow: []string{"policy", "keys", "headers", "ratelimit"}},
 	// Stores.
-	"ratelimit/memstore": {allow: []string{"ratelimit", "github.com/hashicorp/golang-lru/v2/..."}},
+	// The algorithms' window states and the engine that applies them to a
+	// key's windows: only stores and the exact-log referee see them.
+	"ratelimit/window":   {allow: []string{"ratelimit"}, stdDeny: []string{"net/...", "log/..."}},
+	"ratelimit/memstore": {allow: []string{"ratelimit", "ratelimit/window", "github.com/hashicorp/golang-lru/v2/..."}},
 	"ratelimit/redisstore": {allow: []string{"ratelimit", "github.com/redis/go-redis/v9",
 		"github.com/hashicorp/golang-lru/v2/..."}},
 	// The store conformance suite (linked only into tests).
@@ -75,7 +78,7 @@ var rules = map[string]rule{
 		"go.opentelemetry.io/otel/metric", "go.opentelemetry.io/otel/propagation",
 		"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/trace/noop"}},
 	// Algorithm accuracy against an exact sliding log (replay, reports).
-	"accuracy": {allow: []string{"ratelimit"}},
+	"accuracy": {allow: []string{"ratelimit", "ratelimit/window"}},
 	// The accuracy report command.
 	"cmd/accuracy": {allow: []string{"accuracy", "ratelimit"}},
 	// Load generator driving gateway processes over HTTP.
@@ -87,7 +90,7 @@ var rules = map[string]rule{
 	"bench/keyrot":     {allow: []string{"bench/soak/probe"}},
 	// `gateway replay`: an access log through the configured limits on a
 	// virtual clock, via the real handler and an in-memory store.
-	"replay": {allow: []string{"accesslog", "accuracy", "policy", "proxy", "ratelimit", "ratelimit/memstore"}},
+	"replay": {allow: []string{"accesslog", "accuracy", "policy", "proxy", "ratelimit", "ratelimit/memstore", "ratelimit/window"}},
 	// Test support: compiled policies from the defaults.
 	"internal/policytest": {allow: []string{"policy"}},
 	// Test support: real redis-server processes.

@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/window"
 )
 
 // cell is the counter state of one limit for one key: one window state per
@@ -25,33 +26,33 @@ type cell interface {
 
 // cellOf is the cell of a limit whose windows have state type S: one
 // state per window, and the expiry of them all.
-type cellOf[S any, P ratelimit.WindowPtr[S]] struct {
+type cellOf[S any, P window.StatePtr[S]] struct {
 	exp int64
 	w   []S
 }
 
 // oneCell is the allocation of a single-window cell: the cell and its one
 // state together, so such a key costs one allocation (w points into it).
-type oneCell[S any, P ratelimit.WindowPtr[S]] struct {
+type oneCell[S any, P window.StatePtr[S]] struct {
 	c  cellOf[S, P]
 	w1 [1]S
 }
 
 func (c *cellOf[S, P]) check(l *ratelimit.Limit, now, cost int64, d *ratelimit.Decision) {
-	ratelimit.Check[S, P](l, c.w, now, cost, d)
+	window.Check[S, P](l, c.w, now, cost, d)
 }
 
 func (c *cellOf[S, P]) take(l *ratelimit.Limit, now, cost int64) {
-	ratelimit.Take[S, P](l, c.w, now, cost)
-	c.exp = ratelimit.Expiry[S, P](l, c.w)
+	window.Take[S, P](l, c.w, now, cost)
+	c.exp = window.Expiry[S, P](l, c.w)
 }
 
 func (c *cellOf[S, P]) report(l *ratelimit.Limit, now int64, d *ratelimit.Decision) {
-	ratelimit.Report[S, P](l, c.w, now, d)
+	window.Report[S, P](l, c.w, now, d)
 }
 
 func (c *cellOf[S, P]) usage(l *ratelimit.Limit, now int64, out []ratelimit.WindowUsage) {
-	ratelimit.Usage[S, P](l, c.w, now, out)
+	window.Usage[S, P](l, c.w, now, out)
 }
 
 func (c *cellOf[S, P]) release(cost int64) bool { return release(c.w, cost) }
@@ -69,7 +70,7 @@ func release[S any](w []S, cost int64) bool {
 	if len(w) != 1 {
 		return false
 	}
-	cs, ok := any(&w[0]).(*ratelimit.ConcurrencyState)
+	cs, ok := any(&w[0]).(*window.ConcurrencyState)
 	if !ok {
 		return false
 	}
@@ -81,23 +82,23 @@ func release[S any](w []S, cost int64) bool {
 func newCell(l *ratelimit.Limit, now int64) cell {
 	switch l.Algorithm {
 	case ratelimit.FixedWindow:
-		return build[ratelimit.FixedWindowState](l, now)
+		return build[window.FixedWindowState](l, now)
 	case ratelimit.FixedWindowElastic:
-		return build[ratelimit.ElasticState](l, now)
+		return build[window.ElasticState](l, now)
 	case ratelimit.SlidingWindowLog:
-		return build[ratelimit.LogState](l, now)
+		return build[window.LogState](l, now)
 	case ratelimit.SlidingWindowCounter:
-		return build[ratelimit.SlidingCounterState](l, now)
+		return build[window.SlidingCounterState](l, now)
 	case ratelimit.TokenBucket:
-		return build[ratelimit.TokenBucketState](l, now)
+		return build[window.TokenBucketState](l, now)
 	case ratelimit.GCRA:
-		return build[ratelimit.GCRAState](l, now)
+		return build[window.GCRAState](l, now)
 	default:
-		return build[ratelimit.ConcurrencyState](l, now)
+		return build[window.ConcurrencyState](l, now)
 	}
 }
 
-func build[S any, P ratelimit.WindowPtr[S]](l *ratelimit.Limit, now int64) cell {
+func build[S any, P window.StatePtr[S]](l *ratelimit.Limit, now int64) cell {
 	var c *cellOf[S, P]
 	if n := l.Windows(); n != 1 {
 		c = &cellOf[S, P]{w: make([]S, n)}
@@ -106,7 +107,7 @@ func build[S any, P ratelimit.WindowPtr[S]](l *ratelimit.Limit, now int64) cell 
 		o.c.w = o.w1[:]
 		c = &o.c
 	}
-	ratelimit.Init[S, P](l, c.w, now)
-	c.exp = ratelimit.Expiry[S, P](l, c.w)
+	window.Init[S, P](l, c.w, now)
+	c.exp = window.Expiry[S, P](l, c.w)
 	return c
 }

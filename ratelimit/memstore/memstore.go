@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/window"
 )
 
 // DefaultMaxKeys is the key bound used when Options.MaxKeys is 0.
@@ -435,7 +436,7 @@ func (s *Store) Release(_ context.Context, hits []ratelimit.Hit, ds []ratelimit.
 		sh := &s.shards[s.shardOf(hv)]
 		sh.mu.Lock()
 		if j := sh.t.find(uint32(hv), h.Limit.ID, h.Key); j != none {
-			cs := &inline[ratelimit.ConcurrencyState](sh.t.at(j))[0]
+			cs := &inline[window.ConcurrencyState](sh.t.at(j))[0]
 			cs.Release(h.Cost)
 			if cs.InFlight == 0 {
 				sh.t.remove(j)

@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/window"
 )
 
 // Memory accounting. Every linked key is charged its entry, its share of
@@ -57,9 +58,9 @@ func stateBytes[S any](ws []S) int64 {
 	var n int64
 	for i := range ws {
 		switch s := any(&ws[i]).(type) {
-		case *ratelimit.LogState:
+		case *window.LogState:
 			n += int64(s.Bytes())
-		case *ratelimit.SlidingCounterState:
+		case *window.SlidingCounterState:
 			n += 8 * int64(cap(s.Counts))
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/window"
 )
 
 // kind says where and how a limit's state is held.
@@ -22,11 +23,11 @@ const (
 )
 
 // Each inline state type must fit in entry.st and hold no pointers.
-var _ = [1]struct{}{}[unsafe.Sizeof(ratelimit.FixedWindowState{})/25]
-var _ = [1]struct{}{}[unsafe.Sizeof(ratelimit.ElasticState{})/25]
-var _ = [1]struct{}{}[unsafe.Sizeof(ratelimit.TokenBucketState{})/25]
-var _ = [1]struct{}{}[unsafe.Sizeof(ratelimit.GCRAState{})/25]
-var _ = [1]struct{}{}[unsafe.Sizeof(ratelimit.ConcurrencyState{})/25]
+var _ = [1]struct{}{}[unsafe.Sizeof(window.FixedWindowState{})/25]
+var _ = [1]struct{}{}[unsafe.Sizeof(window.ElasticState{})/25]
+var _ = [1]struct{}{}[unsafe.Sizeof(window.TokenBucketState{})/25]
+var _ = [1]struct{}{}[unsafe.Sizeof(window.GCRAState{})/25]
+var _ = [1]struct{}{}[unsafe.Sizeof(window.ConcurrencyState{})/25]
 
 // kindOf returns the kind of l's state.
 func kindOf(l *ratelimit.Limit) kind {
@@ -79,20 +80,20 @@ type args struct {
 }
 
 // apply runs o on the states ws of l; it returns the expiry for opExpiry.
-func apply[S any, P ratelimit.WindowPtr[S]](o op, l *ratelimit.Limit, ws []S, a *args) int64 {
+func apply[S any, P window.StatePtr[S]](o op, l *ratelimit.Limit, ws []S, a *args) int64 {
 	switch o {
 	case opInit:
-		ratelimit.Init[S, P](l, ws, a.now)
+		window.Init[S, P](l, ws, a.now)
 	case opCheck:
-		ratelimit.Check[S, P](l, ws, a.now, a.cost, a.d)
+		window.Check[S, P](l, ws, a.now, a.cost, a.d)
 	case opTake:
-		ratelimit.Take[S, P](l, ws, a.now, a.cost)
+		window.Take[S, P](l, ws, a.now, a.cost)
 	case opReport:
-		ratelimit.Report[S, P](l, ws, a.now, a.d)
+		window.Report[S, P](l, ws, a.now, a.d)
 	case opUsage:
-		ratelimit.Usage[S, P](l, ws, a.now, a.out)
+		window.Usage[S, P](l, ws, a.now, a.out)
 	case opExpiry:
-		return ratelimit.Expiry[S, P](l, ws)
+		return window.Expiry[S, P](l, ws)
 	}
 	return 0
 }
@@ -125,18 +126,18 @@ func (t *table) apply(s *state, o op, l *ratelimit.Limit, a *args) int64 {
 	e := t.at(s.idx)
 	switch s.k {
 	case kFixed:
-		return apply[ratelimit.FixedWindowState](o, l, inline[ratelimit.FixedWindowState](e), a)
+		return apply[window.FixedWindowState](o, l, inline[window.FixedWindowState](e), a)
 	case kElastic:
-		return apply[ratelimit.ElasticState](o, l, inline[ratelimit.ElasticState](e), a)
+		return apply[window.ElasticState](o, l, inline[window.ElasticState](e), a)
 	case kBucket:
-		return apply[ratelimit.TokenBucketState](o, l, inline[ratelimit.TokenBucketState](e), a)
+		return apply[window.TokenBucketState](o, l, inline[window.TokenBucketState](e), a)
 	case kGCRA:
-		return apply[ratelimit.GCRAState](o, l, inline[ratelimit.GCRAState](e), a)
+		return apply[window.GCRAState](o, l, inline[window.GCRAState](e), a)
 	case kConc:
-		return apply[ratelimit.ConcurrencyState](o, l, inline[ratelimit.ConcurrencyState](e), a)
+		return apply[window.ConcurrencyState](o, l, inline[window.ConcurrencyState](e), a)
 	default: // kCounter1: Newest in st[0], the two bucket counts in st[1:3]
-		t.cv[0] = ratelimit.SlidingCounterState{Newest: e.st[0], Counts: e.st[1:3:3]}
-		x := apply[ratelimit.SlidingCounterState](o, l, t.cv[:], a)
+		t.cv[0] = window.SlidingCounterState{Newest: e.st[0], Counts: e.st[1:3:3]}
+		x := apply[window.SlidingCounterState](o, l, t.cv[:], a)
 		e.st[0] = t.cv[0].Newest
 		t.cv[0].Counts = nil
 		return x
@@ -168,15 +169,15 @@ func (t *table) expiryOf(s *state, l *ratelimit.Limit) int64 {
 	e := t.at(s.idx)
 	switch s.k {
 	case kFixed:
-		return inline[ratelimit.FixedWindowState](e)[0].Expiry(l.ParamsOf(0))
+		return inline[window.FixedWindowState](e)[0].Expiry(l.ParamsOf(0))
 	case kElastic:
-		return inline[ratelimit.ElasticState](e)[0].Expiry(nil)
+		return inline[window.ElasticState](e)[0].Expiry(nil)
 	case kBucket:
-		return inline[ratelimit.TokenBucketState](e)[0].Expiry(l.ParamsOf(0))
+		return inline[window.TokenBucketState](e)[0].Expiry(l.ParamsOf(0))
 	case kGCRA:
-		return inline[ratelimit.GCRAState](e)[0].Expiry(nil)
+		return inline[window.GCRAState](e)[0].Expiry(nil)
 	case kConc:
-		return inline[ratelimit.ConcurrencyState](e)[0].Expiry(nil)
+		return inline[window.ConcurrencyState](e)[0].Expiry(nil)
 	}
 	return t.apply(s, opExpiry, l, &args{})
 }

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/window"
 )
 
 // TestInlineStatesHoldNoPointers guards the unsafe view in inline: a state
@@ -12,8 +12,8 @@ import (
 // must not hold a pointer, or the collector could free what it points to.
 func TestInlineStatesHoldNoPointers(t *testing.T) {
 	for _, v := range []any{
-		ratelimit.FixedWindowState{}, ratelimit.ElasticState{}, ratelimit.TokenBucketState{},
-		ratelimit.GCRAState{}, ratelimit.ConcurrencyState{},
+		window.FixedWindowState{}, window.ElasticState{}, window.TokenBucketState{},
+		window.GCRAState{}, window.ConcurrencyState{},
 	} {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumField() {

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/window"
 )
 
 // pageBits sets the entries per page (2^pageBits): entries are allocated a
@@ -44,7 +45,7 @@ type table struct {
 	freeBoxes []int32
 	// cv is scratch space for a sliding counter's view of an inline
 	// state (see apply), kept here so that it never escapes a stack.
-	cv [1]ratelimit.SlidingCounterState
+	cv [1]window.SlidingCounterState
 }
 
 func newTable() table {

@@ -31,7 +31,7 @@ func (r *replyReader) next() int64 {
 }
 
 // parseReply turns decide.lua's reply into Decisions, choosing the reported
-// window exactly as ratelimit.Check and ratelimit.Report do.
+// window exactly as window.Check and window.Report do.
 func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld bool) (bool, taken, error) {
 	var packed string
 	var olds []any

@@ -1,9 +1,11 @@
-package ratelimit
+package window
 
 import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
 )
 
 // arrival is one request of a generated sequence.
@@ -42,7 +44,7 @@ type admitted struct {
 // simulate runs seq through one window state of l, counting what is
 // allowed, and checks on the way that RetryAfter is exact for exact
 // algorithms and that Remaining stays in range.
-func simulate[S any, P WindowPtr[S]](t *testing.T, l *Limit, seq []arrival, clone func(S) S) (out []admitted, decisions []bool) {
+func simulate[S any, P StatePtr[S]](t *testing.T, l *ratelimit.Limit, seq []arrival, clone func(S) S) (out []admitted, decisions []bool) {
 	t.Helper()
 	p := l.Params(0)
 	var s S
@@ -57,7 +59,7 @@ func simulate[S any, P WindowPtr[S]](t *testing.T, l *Limit, seq []arrival, clon
 		}
 		ok, ra := w.Allow(&p, a.at, a.cost)
 		decisions = append(decisions, ok)
-		if !ok && l.Algorithm != Concurrency && a.cost <= p.Capacity {
+		if !ok && l.Algorithm != ratelimit.Concurrency && a.cost <= p.Capacity {
 			if ra < 1 {
 				t.Fatalf("request %d (t+%d, cost %d): RetryAfter %d < 1", i, a.at-seq[0].at, a.cost, ra)
 			}
@@ -95,9 +97,9 @@ func cloneCounter(s SlidingCounterState) SlidingCounterState {
 	return s
 }
 
-func mkLimit(t *testing.T, a Algorithm, limit int64, window time.Duration, burst int64, precision time.Duration) *Limit {
+func mkLimit(t *testing.T, a ratelimit.Algorithm, limit int64, window time.Duration, burst int64, precision time.Duration) *ratelimit.Limit {
 	t.Helper()
-	l := &Limit{Name: "p", Algorithm: a, Rates: []Rate{{Limit: limit, Window: window}}, Burst: burst, Precision: precision}
+	l := &ratelimit.Limit{Name: "p", Algorithm: a, Rates: []ratelimit.Rate{{Limit: limit, Window: window}}, Burst: burst, Precision: precision}
 	if err := l.Finish(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,7 @@ func mkLimit(t *testing.T, a Algorithm, limit int64, window time.Duration, burst
 // checkSequence runs every property on one decoded sequence.
 func checkSequence(t *testing.T, data []byte, back bool) {
 	const L, W = 5, 1000 // 5 per 1000 ticks; T = 200 ticks exactly
-	win := time.Duration(W) * Tick
+	win := time.Duration(W) * ratelimit.Tick
 	seq := arrivals(data, 7, back)
 	if len(seq) == 0 {
 		return
@@ -115,7 +117,7 @@ func checkSequence(t *testing.T, data []byte, back bool) {
 
 	// fixed_window: never more than L per aligned window (of the latest
 	// clock seen); never denies what its definition allows.
-	fw := mkLimit(t, FixedWindow, L, win, 0, 0)
+	fw := mkLimit(t, ratelimit.FixedWindow, L, win, 0, 0)
 	adm, dec := simulate[FixedWindowState](t, fw, seq, same)
 	perWindow := map[int64]int64{}
 	for _, a := range adm {
@@ -140,7 +142,7 @@ func checkSequence(t *testing.T, data []byte, back bool) {
 	}
 
 	// sliding_window_log: never more than L in any interval (t−W, t].
-	lg := mkLimit(t, SlidingWindowLog, L, win, 0, 0)
+	lg := mkLimit(t, ratelimit.SlidingWindowLog, L, win, 0, 0)
 	adm, dec = simulate[LogState](t, lg, seq, cloneLog)
 	for _, a := range adm {
 		var n int64
@@ -180,7 +182,7 @@ func checkSequence(t *testing.T, data []byte, back bool) {
 	// at least 1/P away from one, far beyond a double's rounding, so both
 	// give the same answer.)
 	for _, prec := range []int64{W, W / 4} {
-		sc := mkLimit(t, SlidingWindowCounter, L, win, 0, time.Duration(prec)*Tick)
+		sc := mkLimit(t, ratelimit.SlidingWindowCounter, L, win, 0, time.Duration(prec)*ratelimit.Tick)
 		_, dec = simulate[SlidingCounterState](t, sc, seq, cloneCounter)
 		if back {
 			continue
@@ -213,9 +215,9 @@ func checkSequence(t *testing.T, data []byte, back bool) {
 	// equal to an integer reference, and never more than B + t/T over any
 	// span in which the clock moved forward by t ticks.
 	const B, T = 3, W / L
-	tb := mkLimit(t, TokenBucket, L, win, B, 0)
+	tb := mkLimit(t, ratelimit.TokenBucket, L, win, B, 0)
 	admTB, decTB := simulate[TokenBucketState](t, tb, seq, same)
-	gc := mkLimit(t, GCRA, L, win, B, 0)
+	gc := mkLimit(t, ratelimit.GCRA, L, win, B, 0)
 	admGC, decGC := simulate[GCRAState](t, gc, seq, same)
 	// Credit in ticks of refill; like the stores, only a counted request
 	// writes state back.
@@ -252,7 +254,7 @@ func checkSequence(t *testing.T, data []byte, back bool) {
 	// box. At most L units are admitted per box, and with a monotone clock
 	// the decisions are exactly the model's (a denial only inside a full
 	// box, never after it ended).
-	el := mkLimit(t, FixedWindowElastic, L, win, 0, 0)
+	el := mkLimit(t, ratelimit.FixedWindowElastic, L, win, 0, 0)
 	admEl, decEl := simulate[ElasticState](t, el, seq, same)
 	var box []admitted
 	boxEnd := int64(math.MinInt64)
@@ -342,10 +344,10 @@ func TestPropertiesPseudoRandom(t *testing.T) {
 // (32 MB) and 2^52 exhausted memory.
 func TestLogStateLargeCosts(t *testing.T) {
 	const W = 1_000_000
-	for _, L := range []int64{3, 1 << 40, MaxLimit} {
+	for _, L := range []int64{3, 1 << 40, ratelimit.MaxLimit} {
 		// Params by hand: Limit.Validate bounds a configured log's limit by
 		// its memory, but the state itself must hold any cost up to 2^53.
-		p := Params{Algorithm: SlidingWindowLog, Window: W, Limit: L, Capacity: L}
+		p := ratelimit.Params{Algorithm: ratelimit.SlidingWindowLog, Window: W, Limit: L, Capacity: L}
 		var s LogState
 		now := int64(1_702_080_000_000_000)
 		s.Init(&p, now)
@@ -411,10 +413,10 @@ func TestLogStateLargeCosts(t *testing.T) {
 	}
 	// One request of cost 2^53 − 1 on a limit of 2^53: one entry, 4 at most
 	// in the ring.
-	p := Params{Algorithm: SlidingWindowLog, Window: W, Limit: MaxLimit, Capacity: MaxLimit}
+	p := ratelimit.Params{Algorithm: ratelimit.SlidingWindowLog, Window: W, Limit: ratelimit.MaxLimit, Capacity: ratelimit.MaxLimit}
 	var s LogState
-	s.Take(&p, 1, MaxLimit-1)
-	if s.n != 1 || s.Units() != MaxLimit-1 || s.Bytes() > 4*LogEntryBytes {
+	s.Take(&p, 1, ratelimit.MaxLimit-1)
+	if s.n != 1 || s.Units() != ratelimit.MaxLimit-1 || s.Bytes() > 4*LogEntryBytes {
 		t.Fatalf("cost 2^53−1: %d entries, %d units, %d bytes", s.n, s.Units(), s.Bytes())
 	}
 	if ok, ra := s.Allow(&p, 2, 2); ok || ra != W-1 {

@@ -1,8 +1,10 @@
-package ratelimit
+package window
 
 import (
 	"testing"
 	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
 )
 
 // TestGCRAFullBurstAtRealInstants is a regression test: at real Unix
@@ -21,7 +23,7 @@ func TestGCRAFullBurstAtRealInstants(t *testing.T) {
 		{3, 5, time.Second},
 		{100, 100, time.Minute},
 	} {
-		p := Params{Limit: tc.limit, Window: int64(tc.window / Tick), Capacity: tc.burst}
+		p := ratelimit.Params{Limit: tc.limit, Window: int64(tc.window / ratelimit.Tick), Capacity: tc.burst}
 		var s GCRAState
 		s.Init(&p, now)
 		if ok, _ := s.Allow(&p, now, tc.burst); !ok {
@@ -29,7 +31,7 @@ func TestGCRAFullBurstAtRealInstants(t *testing.T) {
 		}
 		s.Take(&p, now, tc.burst)
 		ok, ra := s.Allow(&p, now, tc.burst)
-		if ok || ra <= 0 || ra > int64(tc.window/Tick)*tc.burst/tc.limit+1 {
+		if ok || ra <= 0 || ra > int64(tc.window/ratelimit.Tick)*tc.burst/tc.limit+1 {
 			t.Fatalf("%+v: after draining: allowed=%v retryAfter=%d", tc, ok, ra)
 		}
 		if ok, _ := s.Allow(&p, now+ra, tc.burst); !ok {

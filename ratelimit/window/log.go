@@ -1,6 +1,10 @@
-package ratelimit
+package window
 
-import "math"
+import (
+	"math"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
 
 // LogEntryBytes is the memory one sliding-log entry takes: its timestamp
 // and its unit count, 8 bytes each.
@@ -26,7 +30,7 @@ type LogState struct {
 	ring  []logEntry // len(ring) is the capacity
 }
 
-var _ Window = (*LogState)(nil)
+var _ State = (*LogState)(nil)
 
 // entry returns the k-th oldest entry.
 func (s *LogState) entry(k int) *logEntry {
@@ -37,8 +41,8 @@ func (s *LogState) entry(k int) *logEntry {
 	return &s.ring[k]
 }
 
-// Init implements Window: an empty log (the ring's memory is kept).
-func (s *LogState) Init(*Params, int64) {
+// Init implements State: an empty log (the ring's memory is kept).
+func (s *LogState) Init(*ratelimit.Params, int64) {
 	s.units, s.head, s.n = 0, 0, 0
 }
 
@@ -56,11 +60,11 @@ func (s *LogState) expired(cut int64) (entries int, units int64) {
 	return entries, units
 }
 
-// Allow implements Window. A unit logged at ts counts at now iff
+// Allow implements State. A unit logged at ts counts at now iff
 // ts > now − W; with n counting units, cost c is allowed iff n + c ≤ L,
 // else RetryAfter = ts_k + W − now for the k-th oldest counting unit,
 // k = n + c − L.
-func (s *LogState) Allow(p *Params, now, cost int64) (bool, int64) {
+func (s *LogState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	first, gone := s.expired(now - p.Window)
 	n := s.units - gone
 	if n+cost <= p.Limit {
@@ -79,11 +83,11 @@ func (s *LogState) Allow(p *Params, now, cost int64) (bool, int64) {
 	return false, p.Window
 }
 
-// Take implements Window: drop the units that no longer count, then log
+// Take implements State: drop the units that no longer count, then log
 // cost units at max(now, newest logged timestamp) so the log stays sorted
 // when the clock steps back (a unit is never logged as older than one
 // already counted). Units logged at the newest entry's tick join it.
-func (s *LogState) Take(p *Params, now, cost int64) {
+func (s *LogState) Take(p *ratelimit.Params, now, cost int64) {
 	drop, units := s.expired(now - p.Window)
 	if drop > 0 {
 		s.head = (s.head + drop) % len(s.ring)
@@ -119,14 +123,14 @@ func (s *LogState) grow(limit int64) {
 	s.ring, s.head = ring, 0
 }
 
-// Remaining implements Window: L − n.
-func (s *LogState) Remaining(p *Params, now int64) int64 {
+// Remaining implements State: L − n.
+func (s *LogState) Remaining(p *ratelimit.Params, now int64) int64 {
 	_, gone := s.expired(now - p.Window)
 	return clamp(p.Limit-(s.units-gone), 0, p.Capacity)
 }
 
-// Expiry implements Window: the newest timestamp + W.
-func (s *LogState) Expiry(p *Params) int64 {
+// Expiry implements State: the newest timestamp + W.
+func (s *LogState) Expiry(p *ratelimit.Params) int64 {
 	if s.n == 0 {
 		return math.MinInt64
 	}

@@ -1,6 +1,10 @@
-package ratelimit
+package window
 
-import "math"
+import (
+	"math"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
 
 // The state types below implement the formulas of ARCHITECTURE.md
 // "Algorithm math" literally and in the order written there, so that the
@@ -12,16 +16,16 @@ type FixedWindowState struct {
 	Start, Count int64
 }
 
-var _ Window = (*FixedWindowState)(nil)
+var _ State = (*FixedWindowState)(nil)
 
-// Init implements Window.
-func (s *FixedWindowState) Init(p *Params, now int64) {
+// Init implements State.
+func (s *FixedWindowState) Init(p *ratelimit.Params, now int64) {
 	*s = FixedWindowState{Start: floorDiv(now, p.Window) * p.Window}
 }
 
 // at returns the state as seen at now: a later aligned window starts at 0;
 // an earlier one (the clock stepped back) keeps the state.
-func (s *FixedWindowState) at(p *Params, now int64) FixedWindowState {
+func (s *FixedWindowState) at(p *ratelimit.Params, now int64) FixedWindowState {
 	start := floorDiv(now, p.Window) * p.Window
 	if start > s.Start {
 		return FixedWindowState{Start: start}
@@ -29,8 +33,8 @@ func (s *FixedWindowState) at(p *Params, now int64) FixedWindowState {
 	return *s
 }
 
-// Allow implements Window.
-func (s *FixedWindowState) Allow(p *Params, now, cost int64) (bool, int64) {
+// Allow implements State.
+func (s *FixedWindowState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	st := s.at(p, now)
 	if st.Count+cost <= p.Limit {
 		return true, 0
@@ -38,19 +42,19 @@ func (s *FixedWindowState) Allow(p *Params, now, cost int64) (bool, int64) {
 	return false, st.Start + p.Window - now
 }
 
-// Take implements Window.
-func (s *FixedWindowState) Take(p *Params, now, cost int64) {
+// Take implements State.
+func (s *FixedWindowState) Take(p *ratelimit.Params, now, cost int64) {
 	*s = s.at(p, now)
 	s.Count += cost
 }
 
-// Remaining implements Window.
-func (s *FixedWindowState) Remaining(p *Params, now int64) int64 {
+// Remaining implements State.
+func (s *FixedWindowState) Remaining(p *ratelimit.Params, now int64) int64 {
 	return clamp(p.Limit-s.at(p, now).Count, 0, p.Capacity)
 }
 
-// Expiry implements Window.
-func (s *FixedWindowState) Expiry(p *Params) int64 { return s.Start + p.Window }
+// Expiry implements State.
+func (s *FixedWindowState) Expiry(p *ratelimit.Params) int64 { return s.Start + p.Window }
 
 // ElasticState is the state of a fixed_window_elastic window: the instant
 // the penalty box ends and the units counted in it.
@@ -58,10 +62,10 @@ type ElasticState struct {
 	End, Count int64
 }
 
-var _ Window = (*ElasticState)(nil)
+var _ State = (*ElasticState)(nil)
 
-// Init implements Window.
-func (s *ElasticState) Init(_ *Params, now int64) { *s = ElasticState{End: now} }
+// Init implements State.
+func (s *ElasticState) Init(_ *ratelimit.Params, now int64) { *s = ElasticState{End: now} }
 
 func (s *ElasticState) count(now int64) int64 {
 	if now >= s.End {
@@ -70,28 +74,28 @@ func (s *ElasticState) count(now int64) int64 {
 	return s.Count
 }
 
-// Allow implements Window.
-func (s *ElasticState) Allow(p *Params, now, cost int64) (bool, int64) {
+// Allow implements State.
+func (s *ElasticState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	if s.count(now)+cost <= p.Limit {
 		return true, 0
 	}
 	return false, s.End - now
 }
 
-// Take implements Window. The end moves to max(End, now + W): a clock
+// Take implements State. The end moves to max(End, now + W): a clock
 // stepped back never shortens the box.
-func (s *ElasticState) Take(p *Params, now, cost int64) {
+func (s *ElasticState) Take(p *ratelimit.Params, now, cost int64) {
 	s.Count = s.count(now) + cost
 	s.End = max(s.End, now+p.Window)
 }
 
-// Remaining implements Window.
-func (s *ElasticState) Remaining(p *Params, now int64) int64 {
+// Remaining implements State.
+func (s *ElasticState) Remaining(p *ratelimit.Params, now int64) int64 {
 	return clamp(p.Limit-s.count(now), 0, p.Capacity)
 }
 
-// Expiry implements Window.
-func (s *ElasticState) Expiry(*Params) int64 { return s.End }
+// Expiry implements State.
+func (s *ElasticState) Expiry(*ratelimit.Params) int64 { return s.End }
 
 // TokenBucketState is the state of a token_bucket window: the tokens held at
 // instant TS.
@@ -100,24 +104,24 @@ type TokenBucketState struct {
 	TS     int64
 }
 
-var _ Window = (*TokenBucketState)(nil)
+var _ State = (*TokenBucketState)(nil)
 
-// Init implements Window: a new key starts full.
-func (s *TokenBucketState) Init(p *Params, now int64) {
+// Init implements State: a new key starts full.
+func (s *TokenBucketState) Init(p *ratelimit.Params, now int64) {
 	*s = TokenBucketState{Tokens: float64(p.Capacity), TS: now}
 }
 
 // level returns the tokens at now: min(B, tokens + (now − ts) * L / W),
 // elapsed clamped ≥ 0.
-func (s *TokenBucketState) level(p *Params, now int64) float64 {
+func (s *TokenBucketState) level(p *ratelimit.Params, now int64) float64 {
 	elapsed := max(now-s.TS, 0)
 	return math.Min(float64(p.Capacity), s.Tokens+float64(elapsed)*float64(p.Limit)/float64(p.Window))
 }
 
-// Allow implements Window. RetryAfter is the smallest d ≥ 1 with
+// Allow implements State. RetryAfter is the smallest d ≥ 1 with
 // level(now+d) ≥ c, searched from (max(ts, now) − now) +
 // ceil((c − tokens) * W / L).
-func (s *TokenBucketState) Allow(p *Params, now, cost int64) (bool, int64) {
+func (s *TokenBucketState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	t := s.level(p, now)
 	c := float64(cost)
 	if t >= c {
@@ -131,20 +135,20 @@ func (s *TokenBucketState) Allow(p *Params, now, cost int64) (bool, int64) {
 	return false, smallestFrom(1, guess, ok)
 }
 
-// Take implements Window.
-func (s *TokenBucketState) Take(p *Params, now, cost int64) {
+// Take implements State.
+func (s *TokenBucketState) Take(p *ratelimit.Params, now, cost int64) {
 	s.Tokens = s.level(p, now) - float64(cost)
 	s.TS = max(s.TS, now)
 }
 
-// Remaining implements Window: floor(tokens).
-func (s *TokenBucketState) Remaining(p *Params, now int64) int64 {
+// Remaining implements State: floor(tokens).
+func (s *TokenBucketState) Remaining(p *ratelimit.Params, now int64) int64 {
 	return clamp(int64(math.Floor(s.level(p, now))), 0, p.Capacity)
 }
 
-// Expiry implements Window: ts + ceil((B − tokens) * W / L) + 1, when the
+// Expiry implements State: ts + ceil((B − tokens) * W / L) + 1, when the
 // bucket is full again.
-func (s *TokenBucketState) Expiry(p *Params) int64 {
+func (s *TokenBucketState) Expiry(p *ratelimit.Params) int64 {
 	return s.TS + ceilTicks((float64(p.Capacity)-s.Tokens)*float64(p.Window)/float64(p.Limit)) + 1
 }
 
@@ -154,13 +158,13 @@ type GCRAState struct {
 	TAT float64
 }
 
-var _ Window = (*GCRAState)(nil)
+var _ State = (*GCRAState)(nil)
 
-// Init implements Window.
-func (s *GCRAState) Init(_ *Params, now int64) { s.TAT = float64(now) }
+// Init implements State.
+func (s *GCRAState) Init(_ *ratelimit.Params, now int64) { s.TAT = float64(now) }
 
 // gcraParams returns the emission interval T = W / L and tolerance τ = B·T.
-func gcraParams(p *Params) (t, tau float64) {
+func gcraParams(p *ratelimit.Params) (t, tau float64) {
 	t = float64(p.Window) / float64(p.Limit)
 	return t, float64(p.Capacity) * t
 }
@@ -174,9 +178,9 @@ func (s *GCRAState) allowedAt(now int64, c, t, tau float64) bool {
 	return math.Max(s.TAT-float64(now), 0)+c*t <= tau
 }
 
-// Allow implements Window. RetryAfter is the smallest d ≥ 1 admitting
+// Allow implements State. RetryAfter is the smallest d ≥ 1 admitting
 // cost at now+d, searched from ceil(tat' − τ − now).
-func (s *GCRAState) Allow(p *Params, now, cost int64) (bool, int64) {
+func (s *GCRAState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	t, tau := gcraParams(p)
 	c := float64(cost)
 	if s.allowedAt(now, c, t, tau) {
@@ -192,21 +196,21 @@ func (s *GCRAState) Allow(p *Params, now, cost int64) (bool, int64) {
 	return false, smallestFrom(1, guess, ok)
 }
 
-// Take implements Window: tat = max(tat, now) + c·T.
-func (s *GCRAState) Take(p *Params, now, cost int64) {
+// Take implements State: tat = max(tat, now) + c·T.
+func (s *GCRAState) Take(p *ratelimit.Params, now, cost int64) {
 	t, _ := gcraParams(p)
 	s.TAT = math.Max(s.TAT, float64(now)) + float64(cost)*t
 }
 
-// Remaining implements Window: floor((τ − (max(tat, now) − now)) / T).
-func (s *GCRAState) Remaining(p *Params, now int64) int64 {
+// Remaining implements State: floor((τ − (max(tat, now) − now)) / T).
+func (s *GCRAState) Remaining(p *ratelimit.Params, now int64) int64 {
 	t, tau := gcraParams(p)
 	n := float64(now)
 	return clamp(int64(math.Floor((tau-(math.Max(s.TAT, n)-n))/t)), 0, p.Capacity)
 }
 
-// Expiry implements Window: ceil(tat).
-func (s *GCRAState) Expiry(*Params) int64 { return int64(math.Ceil(s.TAT)) }
+// Expiry implements State: ceil(tat).
+func (s *GCRAState) Expiry(*ratelimit.Params) int64 { return int64(math.Ceil(s.TAT)) }
 
 // ConcurrencyState is the state of a concurrency limit: the units in
 // flight.
@@ -214,29 +218,29 @@ type ConcurrencyState struct {
 	InFlight int64
 }
 
-var _ Window = (*ConcurrencyState)(nil)
+var _ State = (*ConcurrencyState)(nil)
 
-// Init implements Window.
-func (s *ConcurrencyState) Init(*Params, int64) { s.InFlight = 0 }
+// Init implements State.
+func (s *ConcurrencyState) Init(*ratelimit.Params, int64) { s.InFlight = 0 }
 
-// Allow implements Window; RetryAfter is unknown (0).
-func (s *ConcurrencyState) Allow(p *Params, _, cost int64) (bool, int64) {
+// Allow implements State; RetryAfter is unknown (0).
+func (s *ConcurrencyState) Allow(p *ratelimit.Params, _, cost int64) (bool, int64) {
 	return s.InFlight+cost <= p.Capacity, 0
 }
 
-// Take implements Window.
-func (s *ConcurrencyState) Take(_ *Params, _, cost int64) { s.InFlight += cost }
+// Take implements State.
+func (s *ConcurrencyState) Take(_ *ratelimit.Params, _, cost int64) { s.InFlight += cost }
 
 // Release gives back cost units, never going below zero.
 func (s *ConcurrencyState) Release(cost int64) { s.InFlight = max(s.InFlight-cost, 0) }
 
-// Remaining implements Window.
-func (s *ConcurrencyState) Remaining(p *Params, _ int64) int64 {
+// Remaining implements State.
+func (s *ConcurrencyState) Remaining(p *ratelimit.Params, _ int64) int64 {
 	return clamp(p.Capacity-s.InFlight, 0, p.Capacity)
 }
 
-// Expiry implements Window: never while units are in flight.
-func (s *ConcurrencyState) Expiry(*Params) int64 {
+// Expiry implements State: never while units are in flight.
+func (s *ConcurrencyState) Expiry(*ratelimit.Params) int64 {
 	if s.InFlight > 0 {
 		return math.MaxInt64
 	}

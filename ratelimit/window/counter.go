@@ -1,4 +1,6 @@
-package ratelimit
+package window
+
+import "github.com/tollgate/gateway/ratelimit"
 
 // SlidingCounterState is the state of a sliding_window_counter window: the
 // counts of the N+1 sub-buckets Newest−N … Newest, in a ring indexed by
@@ -10,10 +12,10 @@ type SlidingCounterState struct {
 	Counts []int64
 }
 
-var _ Window = (*SlidingCounterState)(nil)
+var _ State = (*SlidingCounterState)(nil)
 
-// Init implements Window. It allocates the N+1 counters when needed.
-func (s *SlidingCounterState) Init(p *Params, now int64) {
+// Init implements State. It allocates the N+1 counters when needed.
+func (s *SlidingCounterState) Init(p *ratelimit.Params, now int64) {
 	n := int(p.Buckets) + 1
 	if cap(s.Counts) >= n {
 		s.Counts = s.Counts[:n]
@@ -26,7 +28,7 @@ func (s *SlidingCounterState) Init(p *Params, now int64) {
 
 // bucket returns the count of bucket j (0 outside the ring, including
 // future buckets).
-func (s *SlidingCounterState) bucket(p *Params, j int64) int64 {
+func (s *SlidingCounterState) bucket(p *ratelimit.Params, j int64) int64 {
 	if j > s.Newest || j < s.Newest-p.Buckets {
 		return 0
 	}
@@ -36,7 +38,7 @@ func (s *SlidingCounterState) bucket(p *Params, j int64) int64 {
 // index returns the bucket index and offset used at now: floor(now / P) and
 // now − i·P, or the stored newest index with offset 0 when the clock
 // stepped back.
-func (s *SlidingCounterState) index(p *Params, now int64) (i, e int64) {
+func (s *SlidingCounterState) index(p *ratelimit.Params, now int64) (i, e int64) {
 	i = floorDiv(now, p.Precision)
 	if i < s.Newest {
 		return s.Newest, 0
@@ -45,7 +47,7 @@ func (s *SlidingCounterState) index(p *Params, now int64) (i, e int64) {
 }
 
 // sums returns full = Σ count[j] for j = i−N+1 … i and partial = count[i−N].
-func (s *SlidingCounterState) sums(p *Params, i int64) (full, partial int64) {
+func (s *SlidingCounterState) sums(p *ratelimit.Params, i int64) (full, partial int64) {
 	for j := i - p.Buckets + 1; j <= i; j++ {
 		full += s.bucket(p, j)
 	}
@@ -53,21 +55,21 @@ func (s *SlidingCounterState) sums(p *Params, i int64) (full, partial int64) {
 }
 
 // estimate is full + partial * (P − e) / P in doubles, in this order.
-func estimate(p *Params, full, partial, e int64) float64 {
+func estimate(p *ratelimit.Params, full, partial, e int64) float64 {
 	return float64(full) + float64(partial)*float64(p.Precision-e)/float64(p.Precision)
 }
 
 // fits reports est + c ≤ L in doubles.
-func fits(p *Params, est float64, cost int64) bool {
+func fits(p *ratelimit.Params, est float64, cost int64) bool {
 	return est+float64(cost) <= float64(p.Limit)
 }
 
-// Allow implements Window. When denied, RetryAfter walks buckets j = i …
+// Allow implements State. When denied, RetryAfter walks buckets j = i …
 // i+N+1 (future counts zero) and returns the first instant j·P + e' − now
 // whose estimate admits cost: e' is the smallest offset in [start, P−1]
 // that fits (the estimate is monotone in e'), searched from the closed form
 // ceil(P − (L − c − full_j)·P / partial_j).
-func (s *SlidingCounterState) Allow(p *Params, now, cost int64) (bool, int64) {
+func (s *SlidingCounterState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	i, e := s.index(p, now)
 	full, partial := s.sums(p, i)
 	if fits(p, estimate(p, full, partial, e), cost) {
@@ -101,9 +103,9 @@ func (s *SlidingCounterState) Allow(p *Params, now, cost int64) (bool, int64) {
 	return false, (i+p.Buckets+1)*P - now
 }
 
-// Take implements Window: advance to bucket i (zeroing skipped buckets),
+// Take implements State: advance to bucket i (zeroing skipped buckets),
 // then count[i] += c.
-func (s *SlidingCounterState) Take(p *Params, now, cost int64) {
+func (s *SlidingCounterState) Take(p *ratelimit.Params, now, cost int64) {
 	i, _ := s.index(p, now)
 	if i > s.Newest {
 		if i-s.Newest > p.Buckets {
@@ -118,17 +120,17 @@ func (s *SlidingCounterState) Take(p *Params, now, cost int64) {
 	s.Counts[mod(i, p.Buckets+1)] += cost
 }
 
-// Remaining implements Window: max(0, L − ceil(est)).
-func (s *SlidingCounterState) Remaining(p *Params, now int64) int64 {
+// Remaining implements State: max(0, L − ceil(est)).
+func (s *SlidingCounterState) Remaining(p *ratelimit.Params, now int64) int64 {
 	i, e := s.index(p, now)
 	full, partial := s.sums(p, i)
 	est := estimate(p, full, partial, e)
 	return clamp(p.Limit-ceilTicks(est), 0, p.Capacity)
 }
 
-// Expiry implements Window: (Newest + N + 1)·P, when every counted bucket
+// Expiry implements State: (Newest + N + 1)·P, when every counted bucket
 // has left the window.
-func (s *SlidingCounterState) Expiry(p *Params) int64 {
+func (s *SlidingCounterState) Expiry(p *ratelimit.Params) int64 {
 	return (s.Newest + p.Buckets + 1) * p.Precision
 }
 

@@ -1,9 +1,11 @@
-package ratelimit
+package window
 
 import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/tollgate/gateway/ratelimit"
 )
 
 // oracleFirst returns the smallest d ≥ lo with ok(d) by a plain doubling
@@ -66,7 +68,7 @@ func TestRetryAfterAgainstOracle(t *testing.T) {
 		window := 1 + r.Int64N(1<<uint(1+r.IntN(36)))
 		burst := max(1, limit+r.Int64N(2*limit+1)-limit)
 		now := base + r.Int64N(1<<40)
-		p := Params{Algorithm: TokenBucket, Window: window, Limit: limit, Capacity: burst}
+		p := ratelimit.Params{Algorithm: ratelimit.TokenBucket, Window: window, Limit: limit, Capacity: burst}
 		tb := TokenBucketState{Tokens: float64(r.Int64N(burst+1)) - r.Float64()*float64(burst), TS: now - r.Int64N(window) + r.Int64N(window/4+1)}
 		if tb.Tokens < 0 && r.IntN(2) == 0 {
 			tb.Tokens = math.Nextafter(0, 1)
@@ -74,14 +76,14 @@ func TestRetryAfterAgainstOracle(t *testing.T) {
 		g := GCRAState{TAT: float64(now) + (r.Float64()*1.5-0.25)*float64(burst)*float64(window)/float64(limit)}
 		cost := 1 + r.Int64N(burst)
 		checkOracle(t, "token_bucket", &tb, &p, now, cost)
-		p.Algorithm = GCRA
+		p.Algorithm = ratelimit.GCRA
 		checkOracle(t, "gcra", &g, &p, now, cost)
 	}
 	for range 2000 {
 		n := int64(1 + r.IntN(8))
 		prec := 1 + r.Int64N(1<<uint(1+r.IntN(30)))
 		limit := 1 + r.Int64N(1000)
-		p := Params{Algorithm: SlidingWindowCounter, Window: n * prec, Limit: limit, Capacity: limit, Precision: prec, Buckets: n}
+		p := ratelimit.Params{Algorithm: ratelimit.SlidingWindowCounter, Window: n * prec, Limit: limit, Capacity: limit, Precision: prec, Buckets: n}
 		now := base + r.Int64N(1<<40)
 		var s SlidingCounterState
 		s.Init(&p, now-r.Int64N(p.Window))
@@ -92,7 +94,7 @@ func TestRetryAfterAgainstOracle(t *testing.T) {
 	}
 }
 
-func checkOracle(t *testing.T, name string, w Window, p *Params, now, cost int64) {
+func checkOracle(t *testing.T, name string, w State, p *ratelimit.Params, now, cost int64) {
 	t.Helper()
 	ok := func(c int64) func(int64) bool {
 		return func(d int64) bool { a, _ := w.Allow(p, now+d, c); return a }

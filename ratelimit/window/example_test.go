@@ -1,10 +1,11 @@
-package ratelimit_test
+package window_test
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/window"
 )
 
 // The pure math decides against caller-owned state at explicit instants:
@@ -15,17 +16,17 @@ func Example() {
 	if err := l.Finish(); err != nil {
 		panic(err)
 	}
-	states := make([]ratelimit.LogState, l.Windows())
+	states := make([]window.LogState, l.Windows())
 	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 	for _, ms := range []int64{0, 300, 600, 1000} {
 		now := t0 + ms*1000
 		var d ratelimit.Decision
-		ratelimit.Check(l, states, now, 1, &d)
+		window.Check(l, states, now, 1, &d)
 		if d.Allowed {
-			ratelimit.Take(l, states, now, 1)
+			window.Take(l, states, now, 1)
 			d.Counted = true
 		}
-		ratelimit.Report(l, states, now, &d)
+		window.Report(l, states, now, &d)
 		fmt.Printf("t0+%dms allowed=%v remaining=%d retry=%v\n", ms, d.Allowed, d.Remaining, d.RetryAfter)
 	}
 	// Output:
