@@ -51,10 +51,19 @@ func (p *Policy) Match(host, method, path string) (*Route, string, error) {
 			}
 			continue
 		}
-		if (loose || rt.loosePrefix) && looseHasPrefix(path, rt.PathPrefix) {
-			if wide == nil || beats(rt, wide) {
-				wide = rt
+		// The loose reading. A plain path (no escape, ';' or capital)
+		// reads as it is, so it is compared with the prefix's loose form;
+		// anything else is read loosely on both sides.
+		switch {
+		case !loose && rt.foldedPrefix != "":
+			if rt.foldedPrefix == rt.PathPrefix || !hasPathPrefix(path, rt.foldedPrefix) {
+				continue
 			}
+		case !looseHasPrefix(path, rt.PathPrefix):
+			continue
+		}
+		if wide == nil || beats(rt, wide) {
+			wide = rt
 		}
 	}
 	if strict != wide && strict != nil {

@@ -57,6 +57,9 @@ func NormalizePath(raw string) (string, error) {
 	if raw[0] != '/' {
 		return "", errNotRooted
 	}
+	if isNormal(raw) {
+		return raw, nil
+	}
 	b := lazybuf{s: raw}
 	b.append('/')
 	for r := 1; r < len(raw); {
@@ -94,6 +97,33 @@ func NormalizePath(raw string) (string, error) {
 	}
 	return b.string(), nil
 }
+
+// isNormal is NormalizePath's fast path: it reports whether the rooted
+// path p is certainly normal — only unescaped path characters, no "//",
+// and no segment starting with '.' (those take the full check).
+func isNormal(p string) bool {
+	for i := 1; i < len(p); i++ {
+		c := p[i]
+		if c == '/' {
+			if p[i-1] == '/' {
+				return false
+			}
+			continue
+		}
+		if !pcharTable[c] || c == '.' && p[i-1] == '/' {
+			return false
+		}
+	}
+	return true
+}
+
+// pcharTable[c] is pchar(c), looked up.
+var pcharTable = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = pchar(byte(c))
+	}
+	return t
+}()
 
 // dotSegment reports whether the raw segment seg is "." (1) or ".." (2)
 // once its unreserved escapes are decoded, or neither (0). A segment that
@@ -300,6 +330,25 @@ func hasPathPrefix(p, prefix string) bool {
 	return len(p) == len(prefix) || prefix[len(prefix)-1] == '/' || p[len(prefix)] == '/'
 }
 
+// foldPrefix returns the normal prefix p in the loose reading (escapes
+// decoded, ASCII lower case) if that is a plain path — only lower-case
+// path characters, no '%' or ';' — or "" if it is not. A plain path
+// matches p loosely exactly when foldPrefix(p) is its prefix.
+func foldPrefix(p string) string {
+	var b strings.Builder
+	for r := (looseReader{s: p}); ; {
+		c, ok := r.next()
+		if !ok {
+			break
+		}
+		if c != '/' && (!pcharTable[c] || c == '%' || c == ';') {
+			return ""
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
 // needsLoose reports whether the normal path p could read differently
 // loosely than strictly: it has an escape, a ';' or an upper-case letter.
 func needsLoose(p string) bool {
@@ -342,6 +391,9 @@ func looseHasPrefix(p, prefix string) bool {
 func foldEqual(a, b rune) bool {
 	if a == b {
 		return true
+	}
+	if a < utf8.RuneSelf && b < utf8.RuneSelf {
+		return false // ASCII letters arrive lower-cased
 	}
 	if a > unicode.MaxRune || b > unicode.MaxRune {
 		return false

@@ -230,10 +230,11 @@ type Route struct {
 	// enforced windows, built once.
 	RateLimitPolicy string
 
-	// loosePrefix is set when PathPrefix reads differently loosely (it
-	// has an upper-case letter or an escape), so Match must compare it
-	// loosely even against a path that has neither.
-	loosePrefix bool
+	// foldedPrefix is PathPrefix as the loose reading sees it (decoded,
+	// lower case) when that is plain ASCII, so that a plain path is
+	// compared with it byte for byte; "" when it is not (Match then reads
+	// both loosely).
+	foldedPrefix string
 }
 
 // Respond is a route's fixed answer.
