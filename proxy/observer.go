@@ -81,8 +81,10 @@ type Event struct {
 	Start time.Time
 	// Route is the matched route's name, "" when none matched.
 	Route string
-	// Method, Path and Proto are from the request line (Path without the
-	// query).
+	// Method and Proto are from the request line; Path is the request
+	// path in the normal form it was matched and forwarded in (escaped,
+	// without the query; see policy.NormalizePath), or as received when
+	// it was rejected.
 	Method, Path, Proto string
 	// Referer and UserAgent are the request's headers.
 	Referer, UserAgent string

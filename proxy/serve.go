@@ -70,6 +70,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	rt, path, err := p.Match(r.Host, r.Method, raw)
 	if err != nil {
+		ev.Path = raw
 		ev.Outcome = OutcomeBadRequest
 		headers.WriteProblem(w, headers.Problem{
 			Status: http.StatusBadRequest,
