@@ -108,10 +108,11 @@ func (s *LogState) Take(p *ratelimit.Params, now, cost int64) {
 	s.n++
 }
 
-// grow doubles the ring (at least 4 entries, at most limit, always one more
+// grow doubles the ring (at least 2 entries, since most keys of a log
+// keyed by client see a request or two; at most limit; always one more
 // than now), moving the entries to the front.
 func (s *LogState) grow(limit int64) {
-	size := max(2*len(s.ring), 4)
+	size := max(2*len(s.ring), 2)
 	if int64(size) > limit {
 		size = int(min(limit, math.MaxInt32))
 	}
