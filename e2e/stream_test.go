@@ -19,7 +19,8 @@ const streamTimeout = time.Second
 // newStreamUpstream starts an upstream that streams: /slow-body sends its
 // headers at once and its body over 3 timeouts, /slow-headers sends
 // nothing for 3 timeouts, /sse sends an event every 300 ms for 3 timeouts,
-// /ws accepts a WebSocket upgrade and echoes every line on the tunnel.
+// /upload reads the whole request body before it answers, /ws accepts a
+// WebSocket upgrade and echoes every line on the tunnel.
 func newStreamUpstream(t testing.TB) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/stream/slow-body", func(w http.ResponseWriter, r *http.Request) {
@@ -58,6 +59,10 @@ func newStreamUpstream(t testing.TB) *httptest.Server {
 			fmt.Fprintf(w, "id: %d\ndata: tick %d\n\n", i, i)
 			w.(http.Flusher).Flush()
 		}
+	})
+	mux.HandleFunc("/stream/upload", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "read %d bytes", n)
 	})
 	mux.HandleFunc("/stream/ws", func(w http.ResponseWriter, r *http.Request) {
 		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
@@ -224,5 +229,47 @@ idle_timeout = "2s"
 	r := get(t, c, g.url("/lively/stream/slow-body"), nil)
 	if want := "part 0\npart 1\npart 2\npart 3\npart 4\npart 5\nend\n"; r.Status != 200 || string(r.Body) != want {
 		t.Errorf("a body within idle_timeout: %s, want the whole body", r)
+	}
+}
+
+// TestRouteTimeoutSlowUpload: a client that trickles its request body
+// cannot hold an exchange past the route's timeout (the budget covers
+// sending the request and receiving the response headers): it is answered
+// 408 and its connection closed. Before, the gateway waited on the body
+// for as long as the client kept sending, whatever the timeout.
+func TestRouteTimeoutSlowUpload(t *testing.T) {
+	t.Parallel()
+	g := startStreamGateway(t)
+	conn, err := net.DialTimeout("tcp", g.Listen, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(conn, "POST /stream/upload HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n", g.Listen)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := io.WriteString(conn, "1\r\nx\r\n"); err != nil {
+				return
+			}
+		}
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a trickled upload: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "did not arrive") {
+		t.Fatalf("trickled upload: %d %s, want 408", resp.StatusCode, b)
+	}
+	if !resp.Close {
+		t.Errorf("the connection of an unread body is kept open")
 	}
 }

@@ -295,8 +295,9 @@ type RouteConfig struct {
 	Upstream string `mapstructure:"upstream" json:"upstream"`
 	// StripPrefix removes PathPrefix before forwarding. Default false.
 	StripPrefix bool `mapstructure:"strip_prefix" json:"strip_prefix"`
-	// Timeout is the budget for the upstream's response headers; past it
-	// 504. A body, a server-sent event stream or an upgraded (WebSocket)
+	// Timeout is the budget for the upstream exchange up to the response
+	// headers, the request body included; past it 504 (408 when the
+	// client's body was still arriving). A body, a server-sent event stream or an upgraded (WebSocket)
 	// connection then runs until one side ends it. Default "30s".
 	Timeout string `mapstructure:"timeout" json:"timeout"`
 	// IdleTimeout bounds the wait for each read of the upstream's response

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"io"
+	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -31,14 +33,34 @@ type request struct {
 type bodyReader struct {
 	io.ReadCloser
 	err atomic.Pointer[error]
+	// eof is set once the whole body has been read.
+	eof atomic.Bool
+	// aborted is set when the route's timeout ran out before the body
+	// arrived: a trickled upload cannot hold the exchange open.
+	aborted atomic.Bool
+	// rw is the client's ResponseWriter, whose connection abort cuts off.
+	rw http.ResponseWriter
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
+	if err == io.EOF {
+		b.eof.Store(true)
+	} else if err != nil {
 		b.err.CompareAndSwap(nil, &err)
 	}
 	return n, err
+}
+
+// abort stops waiting for a body still on its way: the read deadline of
+// the client's connection is set to now, which ends a read blocked on it.
+// The connection is closed after the answer, since its body is unread.
+func (b *bodyReader) abort() {
+	if b.eof.Load() {
+		return
+	}
+	b.aborted.Store(true)
+	_ = http.NewResponseController(b.rw).SetReadDeadline(time.Now())
 }
 
 func (q *request) reset() {

@@ -152,8 +152,14 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		q.body = &bodyReader{ReadCloser: r.Body}
+		q.body = &bodyReader{ReadCloser: r.Body, rw: rw}
 		r.Body = q.body
+		if rt.Timeout > 0 {
+			// ReverseProxy hides the body from the transport behind a
+			// wrapper of its own; the route's transport finds it here to
+			// cut off an upload still arriving when the timeout runs out.
+			r = r.WithContext(context.WithValue(r.Context(), uploadKey{}, q.body))
+		}
 	}
 	if esc, plain := rt.ForwardPath(path); esc != raw {
 		// The upstream receives the path the route was matched on. A

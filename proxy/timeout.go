@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/tollgate/gateway/policy"
@@ -43,19 +44,23 @@ type timeoutTransport struct {
 // body is closed (so that the context never outlives the exchange).
 func (t *timeoutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
+	x := &exchange{cancel: cancel, idle: t.idle}
+	x.upload, _ = req.Context().Value(uploadKey{}).(*bodyReader)
 	var timer *time.Timer
 	if t.headers > 0 {
-		timer = time.AfterFunc(t.headers, func() { cancel(errHeaderTimeout) })
+		timer = time.AfterFunc(t.headers, x.headerTimeout)
 	}
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
 	if timer != nil && !timer.Stop() {
 		// The budget ran out, whatever RoundTrip returned.
+		x.finish()
 		if resp != nil {
 			resp.Body.Close()
 		}
 		cancel(errHeaderTimeout)
 		return nil, errHeaderTimeout
 	}
+	x.finish()
 	if err != nil {
 		cancel(err)
 		return nil, err
@@ -67,43 +72,79 @@ func (t *timeoutTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		resp.Body = &tunnelBody{ReadWriteCloser: rwc, cancel: cancel}
 		return resp, nil
 	}
-	b := &streamBody{ReadCloser: resp.Body, cancel: cancel, idle: t.idle}
+	x.ReadCloser = resp.Body
 	if t.idle > 0 {
-		b.timer = time.AfterFunc(t.idle, func() { cancel(errIdleTimeout) })
-		b.timer.Stop() // armed only while a read waits
+		x.idleTimer = time.AfterFunc(t.idle, x.idleTimeout)
+		x.idleTimer.Stop() // armed only while a read waits
 	}
-	resp.Body = b
+	resp.Body = x
 	return resp, nil
 }
 
-// streamBody is an upstream response body: Close releases the exchange's
-// context; with an idle budget, each Read must see bytes (or the end)
-// within it, the time the client takes to accept them not counting.
-type streamBody struct {
-	io.ReadCloser
-	cancel context.CancelCauseFunc
-	idle   time.Duration
-	timer  *time.Timer
+// uploadKey is the context key of the client's request body (*bodyReader).
+type uploadKey struct{}
+
+// exchange is one upstream exchange under a route's budgets; once the
+// headers are in, it is the response body the client is sent: Close
+// releases the exchange's context; with an idle budget, each Read must see
+// bytes (or the end) within it, the time the client takes to accept them
+// not counting.
+type exchange struct {
+	io.ReadCloser // the upstream's response body
+	cancel        context.CancelCauseFunc
+	idle          time.Duration
+	idleTimer     *time.Timer
+
+	// upload is the client's request body, nil without one. When the
+	// header budget runs out while the upstream still waits for it, the
+	// transport is blocked reading it and only a read deadline on the
+	// client's connection frees it.
+	upload   *bodyReader
+	mu       sync.Mutex
+	finished bool // RoundTrip has returned: the client's connection is no longer ours to touch
 }
 
-func (b *streamBody) Read(p []byte) (int, error) {
-	if b.timer == nil {
-		return b.ReadCloser.Read(p)
+// headerTimeout ends an exchange whose headers did not come in time.
+func (x *exchange) headerTimeout() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.finished {
+		return
 	}
-	b.timer.Reset(b.idle)
-	n, err := b.ReadCloser.Read(p)
-	if !b.timer.Stop() && err != nil && !errors.Is(err, io.EOF) {
+	x.cancel(errHeaderTimeout)
+	if x.upload != nil {
+		x.upload.abort()
+	}
+}
+
+// finish marks RoundTrip as returned; a header timer firing from now on
+// leaves the client's connection alone.
+func (x *exchange) finish() {
+	x.mu.Lock()
+	x.finished = true
+	x.mu.Unlock()
+}
+
+func (x *exchange) idleTimeout() { x.cancel(errIdleTimeout) }
+
+func (x *exchange) Read(p []byte) (int, error) {
+	if x.idleTimer == nil {
+		return x.ReadCloser.Read(p)
+	}
+	x.idleTimer.Reset(x.idle)
+	n, err := x.ReadCloser.Read(p)
+	if !x.idleTimer.Stop() && err != nil && !errors.Is(err, io.EOF) {
 		err = errIdleTimeout
 	}
 	return n, err
 }
 
-func (b *streamBody) Close() error {
-	if b.timer != nil {
-		b.timer.Stop()
+func (x *exchange) Close() error {
+	if x.idleTimer != nil {
+		x.idleTimer.Stop()
 	}
-	err := b.ReadCloser.Close()
-	b.cancel(nil)
+	err := x.ReadCloser.Close()
+	x.cancel(nil)
 	return err
 }
 

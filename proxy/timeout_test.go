@@ -103,3 +103,48 @@ func TestRouteTimeouts(t *testing.T) {
 type observerFunc func(*proxy.Event)
 
 func (f observerFunc) Observe(ev *proxy.Event) { f(ev) }
+
+// TestRouteTimeoutSlowUpload: a client that trickles its request body
+// cannot hold the exchange open past the route's timeout: the budget runs
+// from the moment the request goes upstream until the response headers, a
+// request body included, and the client is told it was too slow (408).
+// Before, the gateway waited on the body for as long as the client kept
+// sending, whatever the timeout.
+func TestRouteTimeoutSlowUpload(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		fmt.Fprint(w, "read it all")
+	}))
+	defer up.Close()
+	p := compile(t, func(c *policy.Config) {
+		rt := route("up", "/", up.URL)
+		rt.Timeout = "200ms"
+		c.Routes = []policy.RouteConfig{rt}
+	})
+	gw := serveMemory(t, p)
+	pr, pw := io.Pipe()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer pw.Close()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := pw.Write([]byte("x")); err != nil {
+				return
+			}
+		}
+	}()
+	req, _ := http.NewRequest("POST", gw.URL+"/upload", pr)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("the exchange did not end with an answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("status %d, want 408", resp.StatusCode)
+	}
+}

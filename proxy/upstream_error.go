@@ -24,6 +24,16 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		bodyErr = q.body.err.Load()
 	}
 	switch {
+	case q != nil && q.body != nil && q.body.aborted.Load():
+		// The route's timeout ran out while the client was still
+		// sending its body: the client was slow, not the upstream.
+		q.ev.Outcome = OutcomeBadRequest
+		w.Header().Set("Connection", "close")
+		headers.WriteProblem(w, headers.Problem{
+			Status: http.StatusRequestTimeout,
+			Title:  "Request Timeout",
+			Detail: "the request body did not arrive within the route's timeout",
+		})
 	case bodyErr != nil:
 		// The client's body was malformed (bad chunk framing, too large):
 		// the client's fault, not the upstream's.
