@@ -38,6 +38,13 @@ func buildStore(c *StoreConfig, e *problems) Store {
 	}
 	s.Timeout = duration(c.Timeout, "store.timeout", true, e)
 	switch c.Clock {
+	case "":
+		// Unset: a fleet sharing Redis decides on one clock, Redis's, so
+		// that gateways whose clocks differ still admit exactly the limit.
+		s.Clock = "local"
+		if c.Backend == "redis" {
+			s.Clock = "store"
+		}
 	case "local":
 	case "store":
 		if c.Backend != "redis" {

@@ -92,7 +92,8 @@ type StoreConfig struct {
 	// Timeout is the budget of one store call. Default "50ms".
 	Timeout string `mapstructure:"timeout" json:"timeout"`
 	// Clock is "local" (the gateway's clock) or "store" (the Redis server's
-	// clock; backend "redis" only). Default "local".
+	// clock; backend "redis" only). Default "" (unset): "store" with
+	// backend "redis", else "local".
 	Clock string `mapstructure:"clock" json:"clock"`
 	// RequireAtStartup makes the gateway refuse to start (exit 1) when the
 	// Redis store does not answer at startup, instead of starting degraded
@@ -338,7 +339,6 @@ func Default() Config {
 			Backend: "memory",
 			OnError: "local",
 			Timeout: "50ms",
-			Clock:   "local",
 			Memory:  MemoryConfig{MaxKeys: 1000000},
 			Redis:   RedisConfig{Prefix: "tollgate:", LeaseTTL: "30s"},
 		},

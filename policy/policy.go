@@ -104,7 +104,8 @@ type Store struct {
 	OnError OnError
 	// Timeout is the budget of one store call.
 	Timeout time.Duration
-	// Clock is "local" or "store".
+	// Clock is "local" or "store" (never empty: an unset clock is compiled
+	// to "store" with the Redis backend, else "local").
 	Clock string
 	// RequireAtStartup refuses to start without a reachable Redis.
 	RequireAtStartup bool

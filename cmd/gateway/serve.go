@@ -258,7 +258,7 @@ func (g *gateway) run(sigs <-chan os.Signal) error {
 		go func() { errc <- serve(g.admin, g.adminLn) }()
 	}
 	p := g.handler.Policy()
-	attrs := []any{"listen", g.publicLn.Addr().String(), "store", p.Store.Backend,
+	attrs := []any{"listen", g.publicLn.Addr().String(), "store", p.Store.Backend, "clock", p.Store.Clock,
 		"routes", len(p.Routes), "limits", len(p.Limits), "version", version}
 	if g.adminLn != nil {
 		attrs = append(attrs, "admin_listen", g.adminLn.Addr().String())
