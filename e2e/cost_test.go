@@ -196,3 +196,38 @@ func TestCostHeaderTrust(t *testing.T) {
 		}
 	}
 }
+
+// TestCostHeaderSpellings: header spellings a client may try so that one
+// reader sees a cheap cost and another an expensive one: the header sent
+// twice, or as a list, is a 400 that counts nothing; outer whitespace is
+// trimmed by HTTP parsing (7 units); a sign is not a number.
+func TestCostHeaderSpellings(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, "cost.toml.tmpl", gwOpts{})
+	c := newClient(t, "")
+	send := func(values ...string) *response {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, g.url("/units"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range values {
+			req.Header.Add("X-Request-Cost", v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return &response{Status: resp.StatusCode, Header: resp.Header}
+	}
+	for _, vs := range [][]string{{"1", "9"}, {"9", "1"}, {"1, 9"}, {"+3"}, {"3 3"}} {
+		if r := send(vs...); r.Status != http.StatusBadRequest {
+			t.Errorf("X-Request-Cost %q: %d, want 400", vs, r.Status)
+		}
+	}
+	r := send(" 7\t")
+	if got := r.Header.Get("RateLimit"); r.Status != 200 || !strings.HasPrefix(got, `"units";r=3;`) {
+		t.Fatalf("X-Request-Cost \" 7\\t\": %d %q, want 200 with 3 of 10 left (nothing counted before)", r.Status, got)
+	}
+}
