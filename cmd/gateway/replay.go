@@ -22,7 +22,7 @@ func replayCommand(args, environ []string, stdout, stderr io.Writer) int {
 	format := fs.String("format", "auto", "log format: combined, jsonl or auto (per line)")
 	window := fs.Duration("reorder-window", 0, "put lines in time order within this latency (default: the longest latency in the log)")
 	if err := fs.Parse(args); err != nil {
-		return exitInvalid
+		return parseExit(err)
 	}
 	if *logPath == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "gateway replay: --log FILE is required and takes no arguments")
@@ -35,10 +35,7 @@ func replayCommand(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	p, err := loadPolicy(f.config, environ)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: invalid configuration:\n", f.config)
-		for _, line := range problems(err) {
-			fmt.Fprintf(stderr, "  %s\n", line)
-		}
+		printProblems(stderr, f.config, err)
 		return exitInvalid
 	}
 	in := io.Reader(os.Stdin)

@@ -34,7 +34,7 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", stderr, &f)
 	f.addAllowEmpty(fs)
 	if err := fs.Parse(args); err != nil {
-		return exitInvalid
+		return parseExit(err)
 	}
 	log, err := newLogger(stderr, &f)
 	if err != nil {

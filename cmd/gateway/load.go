@@ -1,0 +1,107 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/tollgate/gateway/policy"
+)
+
+// errNoRoutes is the problem of a configuration without routes.
+var errNoRoutes = errors.New("routes: none defined, so every request would get 404 " +
+	"(an empty or truncated file?); pass --allow-empty if that is intended")
+
+// requireRoutes refuses a policy without routes unless allowEmpty: such a
+// file is far more often an empty or cut-short write than an intent, and
+// swapping it in would answer 404 to everything while /readyz says ready.
+func requireRoutes(p *policy.Policy, allowEmpty bool) error {
+	if len(p.Routes) == 0 && !allowEmpty {
+		return errNoRoutes
+	}
+	return nil
+}
+
+// printProblems prints the problems of the invalid configuration at path,
+// one a line, the way validate and replay report them.
+func printProblems(w io.Writer, path string, err error) {
+	fmt.Fprintf(w, "%s: invalid configuration:\n", path)
+	for _, line := range problems(err) {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
+}
+
+// problems splits a joined error into one line per problem.
+func problems(err error) []string {
+	var lines []string
+	for _, e := range flatten(err) {
+		for _, l := range strings.Split(e.Error(), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				lines = append(lines, l)
+			}
+		}
+	}
+	if len(lines) == 0 && err != nil {
+		lines = append(lines, err.Error())
+	}
+	return lines
+}
+
+// loadPolicy reads, validates and compiles the configuration at path. Every
+// problem is reported in one run: unknown keys, values of the wrong type
+// and what the rest of the file means, except checks of a value that could
+// not be decoded (its default stood in for it).
+func loadPolicy(path string, environ []string) (*policy.Policy, error) {
+	return compileFile(path, environ, os.ReadFile)
+}
+
+// compileFile is loadPolicy with the reader of the files a configuration
+// names (key files) as a parameter.
+func compileFile(path string, environ []string, readFile func(string) ([]byte, error)) (*policy.Policy, error) {
+	cfg, err := loadConfig(path, environ)
+	var dp *decodeProblems
+	if err != nil && !errors.As(err, &dp) {
+		return nil, err // unreadable, or not TOML
+	}
+	getenv := func(k string) string { return lookupEnv(environ, k) }
+	p, cerr := policy.Compile(cfg, getenv, readFile)
+	if dp == nil {
+		if cerr != nil {
+			return nil, cerr
+		}
+		return p, nil
+	}
+	errs := dp.errs
+	for _, e := range flatten(cerr) {
+		if path, _, ok := strings.Cut(e.Error(), ": "); !ok || !dp.covers(path) {
+			errs = append(errs, e)
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// flatten returns the leaves of a tree of joined errors, in order.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+func lookupEnv(environ []string, key string) string {
+	for i := len(environ) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(environ[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

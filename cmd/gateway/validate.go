@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+)
+
+// validateCommand implements `gateway validate`.
+func validateCommand(args, environ []string, stdout, stderr io.Writer) int {
+	var f commonFlags
+	fs := newFlagSet("validate", stderr, &f)
+	f.addAllowEmpty(fs)
+	if err := fs.Parse(args); err != nil {
+		return parseExit(err)
+	}
+	for _, w := range unknownEnv(environ) {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	p, err := loadPolicy(f.config, environ)
+	if err == nil {
+		err = requireRoutes(p, f.allowEmpty)
+	}
+	if err != nil {
+		printProblems(stderr, f.config, err)
+		return exitInvalid
+	}
+	fmt.Fprintf(stdout, "%s: OK: %d routes, %d limits, store %s\n", f.config, len(p.Routes), len(p.Limits), p.Store.Backend)
+	for _, rt := range p.Routes {
+		target := "respond"
+		if rt.Respond == nil {
+			target = rt.Upstream.Redacted()
+		}
+		names := make([]string, 0, len(rt.Limits))
+		for _, l := range rt.Limits {
+			names = append(names, l.Name)
+		}
+		fmt.Fprintf(stdout, "  route %q %s → %s limits=[%s]\n", rt.Name, rt.PathPrefix, target, strings.Join(names, ", "))
+	}
+	printMemory(stdout, p)
+	return exitOK
+}
+
+// printMemory prints the memory store's bounds and, per limit, the most
+// memory one key can take there, so an operator sees before starting
+// what max_keys alone would hide (a fine-grained sliding counter or a
+// large log takes kilobytes a key).
+func printMemory(w io.Writer, p *policy.Policy) {
+	maxBytes, how := p.Store.MemoryMaxBytes, ""
+	if maxBytes == 0 {
+		maxBytes, how = memstore.DefaultMaxBytes(), " (derived from this machine's memory)"
+	}
+	fmt.Fprintf(w, "  memory store: at most %d keys and %d bytes%s\n", p.Store.MemoryMaxKeys, maxBytes, how)
+	for _, l := range p.Limits {
+		kb := memstore.KeyBytes(l.Limit)
+		fmt.Fprintf(w, "  limit %q %s: up to %d bytes a key at worst; max_bytes holds %d such keys\n",
+			l.Name, l.Algorithm, kb, maxBytes/kb)
+	}
+}
