@@ -407,3 +407,69 @@ limits = ["churn"]
 	finish(t, gt, h)
 	pollStatus(t, c, g.url("/after"), holder, 200, 5*time.Second)
 }
+
+// reloadBody rewrites g's config with body and reloads it through the
+// admin API.
+func reloadBody(t testing.TB, g *gw, body string) {
+	t.Helper()
+	g.rewrite(t, map[string]any{"Body": body})
+	if r := adminDo(t, g, "POST", "/admin/reload", ""); r.Status != 200 {
+		t.Fatalf("POST /admin/reload: %s", r)
+	}
+}
+
+// TestConcurrencyReloadAndResetMidFlight (hostile-inputs "Concurrency
+// slots"): on both stores, a request in flight gives its slot back to the
+// counter it was taken from, whatever happened since. max_in_flight = 1:
+// A holds the enforced slot; a reload switches the limit to shadow (a new
+// identity: its own counter) and B is counted there; A ends (its unit
+// goes back to the enforced counter, not to the shadow one, which still
+// shows B); a reload back to enforce finds the enforced counter free
+// (exactly 1 of a burst of 3 admitted). Then C holds the slot and an admin
+// reset clears the counter: a burst admits 1 more (the reset's promise),
+// and C's release afterwards gives back nothing twice: the counter never
+// goes below what is in flight.
+func TestConcurrencyReloadAndResetMidFlight(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			addr := ""
+			if backend == "redis" {
+				addr = redistest.Standalone(t).Addr
+			}
+			gt := newGate(t)
+			enforce, shadow := concBody(gt.URL, 1, "enforce", ""), concBody(gt.URL, 1, "shadow", "")
+			g := startGateway(t, "conc.toml.tmpl", gwOpts{Data: concData(addr, "deny", "2s", "30s", 1000, enforce)})
+
+			a := holdAdmitted(t, gt, g.url("/a"), "A", nil)
+			reloadBody(t, g, shadow)
+			waitUsed(t, g, "", 0, 5*time.Second, "the shadow limit's own counter")
+			b := holdAdmitted(t, gt, g.url("/b"), "B", nil)
+			waitUsed(t, g, "", 1, 5*time.Second, "B counted by the shadow limit")
+			finish(t, gt, a)
+			time.Sleep(300 * time.Millisecond)
+			waitUsed(t, g, "", 1, 5*time.Second, "A ended: the shadow counter still shows B")
+			reloadBody(t, g, enforce)
+			waitUsed(t, g, "", 0, 5*time.Second, "back to enforce: A's unit was given back there")
+			if ok, limited := admitted(t, gt, g.url("/burst"), "burst", 3, nil); ok != 1 || limited != 2 {
+				t.Errorf("burst after the reloads: %d admitted, %d limited; want 1 and 2", ok, limited)
+			}
+			finish(t, gt, b) // counted by the shadow limit: gives back there
+
+			c := holdAdmitted(t, gt, g.url("/c"), "C", nil)
+			if r := adminDo(t, g, "DELETE", "/admin/limits?limit=c&key=", ""); r.Status != 200 {
+				t.Fatalf("DELETE /admin/limits: %s", r)
+			}
+			waitUsed(t, g, "", 0, 5*time.Second, "reset with C in flight")
+			d := holdAdmitted(t, gt, g.url("/d"), "D", nil) // the reset freed C's slot
+			finish(t, gt, c)
+			time.Sleep(300 * time.Millisecond)
+			waitUsed(t, g, "", 1, 5*time.Second, "C (reset away) ended, D in flight")
+			if ok, limited := admitted(t, gt, g.url("/burst2"), "burst2", 2, nil); ok != 0 || limited != 2 {
+				t.Errorf("burst with D in flight: %d admitted, %d limited; want 0 and 2", ok, limited)
+			}
+			finish(t, gt, d)
+			waitUsed(t, g, "", 0, 5*time.Second, "all ended")
+		})
+	}
+}

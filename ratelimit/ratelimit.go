@@ -278,9 +278,10 @@ type Decision struct {
 	// Never is set when the cost exceeds the capacity: no wait helps.
 	Never bool
 	// Lease identifies the units a counted Concurrency hit holds, for
-	// Release: a store that tracks each holder (Redis, whose slots carry
-	// their own leases) sets it to a non-zero id unique within the store;
-	// a store that only counts (memory) leaves it 0.
+	// Release: a non-zero id of the slot (Redis, whose slots carry their
+	// own leases) or of the counter it was counted on (memory), so that a
+	// release never gives back units to a counter reset since. 0 for other
+	// hits.
 	Lease uint64
 }
 

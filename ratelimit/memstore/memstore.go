@@ -59,6 +59,11 @@ type Store struct {
 	seed   maphash.Seed
 	shift  uint // shard = hash >> shift
 	shards []shard
+	// incarnations numbers the concurrency states: a state counted for the
+	// first time gets the next number, and its slots carry it as their
+	// Decision.Lease, so that a release reaches only the state it was
+	// taken from (not one made after a Reset).
+	incarnations atomic.Uint64
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -320,6 +325,9 @@ func (s *Store) Decide(_ context.Context, now time.Time, hits []ratelimit.Hit, o
 		if allowed && (!h.Limit.Shadow || d.Allowed) {
 			t2.apply(st, opTake, h.Limit, &args{now: t, cost: h.Cost})
 			d.Counted, counted = true, true
+			if st.k == kConc {
+				d.Lease = s.incarnation(t2.at(st.idx))
+			}
 			if !slots[slots[i].first].isNew {
 				s.shards[slots[i].shard].charge(st)
 			}
@@ -382,6 +390,9 @@ func (s *Store) decideOne(h ratelimit.Hit, t int64, d *ratelimit.Decision) bool 
 	if counted {
 		sh.t.apply(&st, opTake, h.Limit, &a)
 		d.Counted = true
+		if st.k == kConc {
+			d.Lease = s.incarnation(sh.t.at(st.idx))
+		}
 		if !isNew {
 			sh.charge(&st)
 		}
@@ -403,6 +414,16 @@ func (s *Store) decideOne(h ratelimit.Hit, t int64, d *ratelimit.Decision) bool 
 	return allowed
 }
 
+// incarnation returns the number of the concurrency state in e (kept in
+// the entry's second word, beside the count), numbering it first if it has
+// none.
+func (s *Store) incarnation(e *entry) uint64 {
+	if e.st[1] == 0 {
+		e.st[1] = int64(s.incarnations.Add(1))
+	}
+	return uint64(e.st[1])
+}
+
 // insertShard adds shard x to the ascending list of distinct shards order.
 func insertShard(order []int, x int) []int {
 	j := len(order)
@@ -419,8 +440,10 @@ func insertShard(order []int, x int) []int {
 }
 
 // Release implements ratelimit.Store: it gives back the units of every
-// counted Concurrency hit. Held slots are never evicted (see commitNew),
-// so the state is still there unless Reset or Close dropped it.
+// counted Concurrency hit to the state that counted them (Decision.Lease
+// names it). Held slots are never evicted (see evict), so the state is
+// still there unless Reset or Close dropped it; then the units are gone
+// with it, and a state made since is left alone.
 func (s *Store) Release(_ context.Context, hits []ratelimit.Hit, ds []ratelimit.Decision) error {
 	if len(ds) < len(hits) {
 		return fmt.Errorf("memstore: %d decisions for %d hits", len(ds), len(hits))
@@ -435,7 +458,7 @@ func (s *Store) Release(_ context.Context, hits []ratelimit.Hit, ds []ratelimit.
 		hv := s.hash(h.Limit.ID, h.Key)
 		sh := &s.shards[s.shardOf(hv)]
 		sh.mu.Lock()
-		if j := sh.t.find(uint32(hv), h.Limit.ID, h.Key); j != none {
+		if j := sh.t.find(uint32(hv), h.Limit.ID, h.Key); j != none && (ds[i].Lease == 0 || uint64(sh.t.at(j).st[1]) == ds[i].Lease) {
 			cs := &inline[window.ConcurrencyState](sh.t.at(j))[0]
 			cs.Release(h.Cost)
 			if cs.InFlight == 0 {

@@ -17,7 +17,7 @@ const (
 	kElastic              // ElasticState inline (16 B)
 	kBucket               // TokenBucketState inline (16 B)
 	kGCRA                 // GCRAState inline (8 B)
-	kConc                 // ConcurrencyState inline (8 B)
+	kConc                 // ConcurrencyState inline (8 B), then its incarnation (Store.incarnation)
 	kCounter1             // SlidingCounterState with one bucket per window: Newest, Counts[2] inline (24 B)
 	kBox                  // any other state: a cell in table.boxes
 )

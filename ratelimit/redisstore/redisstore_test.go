@@ -240,9 +240,9 @@ func parity(t *testing.T, rs *redisstore.Store, steps int) {
 			t.Fatalf("step %d at %s: allowed = %v, memstore %v; hits %s", step, now.Format(time.RFC3339Nano), ga, wa, describe(hits))
 		}
 		for i := range hits {
-			g := got[i]
-			g.Lease = 0 // Redis names its slots; memory only counts them
-			if g != want[i] {
+			g, w := got[i], want[i]
+			g.Lease, w.Lease = 0, 0 // Redis names a slot, memory its counter
+			if g != w {
 				t.Fatalf("step %d at %s: hit %d (%s cost %d key %s): got %+v, memstore %+v; hits %s",
 					step, now.Format(time.RFC3339Nano), i, hits[i].Limit.Name, hits[i].Cost, hits[i].Key, got[i], want[i], describe(hits))
 			}

@@ -86,6 +86,7 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("Burst", s.burst)
 	t.Run("Concurrency", s.concurrency)
 	t.Run("ShadowConcurrency", s.shadowConcurrency)
+	t.Run("ConcurrencyResetMidFlight", s.concurrencyResetMidFlight)
 	t.Run("MultiWindow", s.multiWindow)
 	t.Run("Layered", s.layered)
 	t.Run("Shadow", s.shadow)
@@ -439,6 +440,35 @@ func (s *suite) shadowConcurrency(t *testing.T) {
 	}
 	wantUsage(t, st, t0, l, key, []ratelimit.WindowUsage{{Used: 1, Remaining: 0}})
 	if err := st.Release(ctx, hit, first); err != nil {
+		t.Fatal(err)
+	}
+	wantUsage(t, st, t0, l, key, []ratelimit.WindowUsage{{Used: 0, Remaining: 1}})
+}
+
+// concurrencyResetMidFlight: a slot taken before a Reset gives back nothing
+// to the counter that follows it (max_in_flight = 1: A held, Reset, B
+// held, A released: B's unit is still counted).
+func (s *suite) concurrencyResetMidFlight(t *testing.T) {
+	st := s.store(t)
+	l := finish(t, &ratelimit.Limit{Name: t.Name() + "/c", Algorithm: ratelimit.Concurrency, MaxInFlight: 1})
+	key := s.key(t, "k")
+	ctx := context.Background()
+	hit := []ratelimit.Hit{{Limit: l, Key: key, Cost: 1}}
+	a, b := make([]ratelimit.Decision, 1), make([]ratelimit.Decision, 1)
+	if ok, err := st.Decide(ctx, t0, hit, a); err != nil || !ok {
+		t.Fatalf("A: %v %v", ok, err)
+	}
+	if err := st.Reset(ctx, l, key); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.Decide(ctx, t0, hit, b); err != nil || !ok {
+		t.Fatalf("B after the reset: %v %v", ok, err)
+	}
+	if err := st.Release(ctx, hit, a); err != nil {
+		t.Fatal(err)
+	}
+	wantUsage(t, st, t0, l, key, []ratelimit.WindowUsage{{Used: 1, Remaining: 0}})
+	if err := st.Release(ctx, hit, b); err != nil {
 		t.Fatal(err)
 	}
 	wantUsage(t, st, t0, l, key, []ratelimit.WindowUsage{{Used: 0, Remaining: 1}})
