@@ -7,8 +7,8 @@
 // bit-exact as packed little-endian IEEE 754 values. All hits of one request are decided by one EVALSHA on standalone and
 // Sentinel: the script checks every hit first and counts only if every
 // enforced hit allows. Every key is passed in KEYS, and every key carries a
-// TTL just longer than the state it holds (concurrency keys: a lease TTL
-// refreshed on every acquire).
+// TTL just longer than the state it holds (concurrency keys hold one
+// leased member per slot, renewed by the Store that holds it: lease.go).
 //
 // Scripts run with redis.Script.Run: EVALSHA, and EVAL only when Redis
 // answers NOSCRIPT (a restarted server or SCRIPT FLUSH). No other failure is
