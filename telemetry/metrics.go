@@ -104,78 +104,76 @@ type Metrics struct {
 func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 	m := &Metrics{}
 	var err, e error
-	m.reqDur, e = meter.Float64Histogram(MetricRequestDuration, metric.WithUnit("s"),
-		metric.WithDescription("Duration of HTTP server requests, by route, method and gateway outcome."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	err = errors.Join(err, e)
-	// In flight is an atomic counter observed at collection: two SDK
-	// calls per request fewer than a synchronous UpDownCounter
-	// (bench/opscost), with the same exported sum.
+	for _, h := range []struct {
+		dst        *metric.Float64Histogram
+		name, desc string
+		buckets    []float64
+	}{
+		{&m.reqDur, MetricRequestDuration, "Duration of HTTP server requests, by route, method and gateway outcome.", durationBuckets},
+		{&m.storeDur, MetricStoreDuration, "Duration of rate-limit store calls.", storeBuckets},
+		{&m.upstreamDur, MetricUpstreamDuration, "Duration of upstream exchanges, by route.", durationBuckets},
+	} {
+		*h.dst, e = meter.Float64Histogram(h.name, metric.WithUnit("s"), metric.WithDescription(h.desc),
+			metric.WithExplicitBucketBoundaries(h.buckets...))
+		err = errors.Join(err, e)
+	}
+	for _, c := range []struct {
+		dst              *metric.Int64Counter
+		name, unit, desc string
+	}{
+		{&m.decisions, MetricDecisions, "{decision}", "Rate-limit decisions, by limit, decision (allowed, denied) and mode (enforce, shadow)."},
+		{&m.nearLimit, MetricNearLimit, "{decision}", "Allowed decisions that left at most 10% of the reported window, by limit."},
+		{&m.storeErrs, MetricStoreErrors, "{error}", "Failed rate-limit store calls, by error.type (timeout, canceled, store)."},
+		{&m.reloads, MetricConfigReloads, "{reload}", "Configuration reloads, by result (success, failure)."},
+		{&m.ipFallback, MetricClientIPFallback, "{request}", "Requests whose selected X-Forwarded-For entry was invalid, so the peer address was used."},
+	} {
+		*c.dst, e = meter.Int64Counter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.desc))
+		err = errors.Join(err, e)
+	}
+
+	// Observed at collection, off the request path. In flight is an atomic
+	// counter: two SDK calls per request fewer than a synchronous
+	// UpDownCounter (bench/opscost), with the same exported sum.
+	type observed struct {
+		inst metric.Int64Observable
+		read func() int64
+	}
+	var obs []observed
 	active, e := meter.Int64ObservableUpDownCounter(MetricActiveRequests, metric.WithUnit("{request}"),
 		metric.WithDescription("Number of requests in flight in the gateway."))
 	err = errors.Join(err, e)
-	observed := []metric.Observable{active}
-	var keys metric.Int64ObservableGauge
-	m.decisions, e = meter.Int64Counter(MetricDecisions, metric.WithUnit("{decision}"),
-		metric.WithDescription("Rate-limit decisions, by limit, decision (allowed, denied) and mode (enforce, shadow)."))
-	err = errors.Join(err, e)
-	m.nearLimit, e = meter.Int64Counter(MetricNearLimit, metric.WithUnit("{decision}"),
-		metric.WithDescription("Allowed decisions that left at most 10% of the reported window, by limit."))
-	err = errors.Join(err, e)
-	m.storeDur, e = meter.Float64Histogram(MetricStoreDuration, metric.WithUnit("s"),
-		metric.WithDescription("Duration of rate-limit store calls."),
-		metric.WithExplicitBucketBoundaries(storeBuckets...))
-	err = errors.Join(err, e)
-	m.storeErrs, e = meter.Int64Counter(MetricStoreErrors, metric.WithUnit("{error}"),
-		metric.WithDescription("Failed rate-limit store calls, by error.type (timeout, canceled, store)."))
-	err = errors.Join(err, e)
-	m.upstreamDur, e = meter.Float64Histogram(MetricUpstreamDuration, metric.WithUnit("s"),
-		metric.WithDescription("Duration of upstream exchanges, by route."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	err = errors.Join(err, e)
-	m.reloads, e = meter.Int64Counter(MetricConfigReloads, metric.WithUnit("{reload}"),
-		metric.WithDescription("Configuration reloads, by result (success, failure)."))
-	err = errors.Join(err, e)
-	m.ipFallback, e = meter.Int64Counter(MetricClientIPFallback, metric.WithUnit("{request}"),
-		metric.WithDescription("Requests whose selected X-Forwarded-For entry was invalid, so the peer address was used."))
-	err = errors.Join(err, e)
+	obs = append(obs, observed{active, m.active.Load})
 	if o.LiveKeys != nil {
-		keys, e = meter.Int64ObservableGauge(MetricStoreKeys, metric.WithUnit("{key}"),
+		keys, e := meter.Int64ObservableGauge(MetricStoreKeys, metric.WithUnit("{key}"),
 			metric.WithDescription("Live counter keys in the in-memory store."))
 		err = errors.Join(err, e)
-		observed = append(observed, keys)
+		obs = append(obs, observed{keys, o.LiveKeys})
 	}
-	var bytesGauge metric.Int64ObservableGauge
 	if o.Bytes != nil {
-		bytesGauge, e = meter.Int64ObservableGauge(MetricStoreBytes, metric.WithUnit("By"),
+		bytes, e := meter.Int64ObservableGauge(MetricStoreBytes, metric.WithUnit("By"),
 			metric.WithDescription("Bytes charged to the counter keys of the in-memory store (bounded by store.memory.max_bytes)."))
 		err = errors.Join(err, e)
-		observed = append(observed, bytesGauge)
+		obs = append(obs, observed{bytes, o.Bytes})
 	}
-	var evictions metric.Int64ObservableCounter
 	if o.Evictions != nil {
-		evictions, e = meter.Int64ObservableCounter(MetricStoreEvictions, metric.WithUnit("{key}"),
+		evictions, e := meter.Int64ObservableCounter(MetricStoreEvictions, metric.WithUnit("{key}"),
 			metric.WithDescription("Keys evicted from the in-memory store to stay within store.memory.max_keys or max_bytes."))
 		err = errors.Join(err, e)
-		observed = append(observed, evictions)
+		obs = append(obs, observed{evictions, o.Evictions})
 	}
 	if err != nil {
 		return nil, err
 	}
-	liveKeys, evicted, storeBytes := o.LiveKeys, o.Evictions, o.Bytes
-	m.reg, err = meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
-		ob.ObserveInt64(active, m.active.Load())
-		if liveKeys != nil {
-			ob.ObserveInt64(keys, liveKeys())
-		}
-		if evicted != nil {
-			ob.ObserveInt64(evictions, evicted())
-		}
-		if storeBytes != nil {
-			ob.ObserveInt64(bytesGauge, storeBytes())
+	insts := make([]metric.Observable, len(obs))
+	for i, ob := range obs {
+		insts[i] = ob.inst
+	}
+	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, ob := range obs {
+			o.ObserveInt64(ob.inst, ob.read())
 		}
 		return nil
-	}, observed...)
+	}, insts...)
 	if err != nil {
 		return nil, err
 	}
