@@ -3,6 +3,7 @@ package policy
 import (
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -114,4 +115,29 @@ func TestCostSettingsValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseCost holds parseCost against a model built from strconv: a cost
+// is 1 to 20 ASCII digits naming 1..2^53, and nothing else.
+func FuzzParseCost(f *testing.F) {
+	for _, s := range []string{"1", "0", "9007199254740992", "9007199254740993", "+1", " 1", "1e3", "0x1", "00000000000000000001", "18446744073709551617", "３"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got, ok := parseCost(v)
+		digits := len(v) >= 1 && len(v) <= maxCostHeaderLen
+		for i := 0; i < len(v); i++ {
+			digits = digits && v[i] >= '0' && v[i] <= '9'
+		}
+		var want int64
+		wantOK := false
+		if digits {
+			if n, err := strconv.ParseUint(v, 10, 64); err == nil && n >= 1 && n <= 1<<53 {
+				want, wantOK = int64(n), true
+			}
+		}
+		if ok != wantOK || (ok && got != want) {
+			t.Fatalf("parseCost(%q) = %d, %v; model %d, %v", v, got, ok, want, wantOK)
+		}
+	})
 }
