@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"container/heap"
 	"io"
 	"math"
 	"time"
@@ -42,11 +41,7 @@ func longestLatency(log io.Reader, f accesslog.Format) (d time.Duration, ok bool
 	if err != nil {
 		return 0, false, nil // not seekable after all
 	}
-	p := accesslog.NewParser(rs, f)
-	for p.Next() {
-		d = max(d, p.Entry().Latency)
-	}
-	if err := p.Err(); err != nil {
+	if d, err = accesslog.LongestLatency(rs, f); err != nil {
 		return 0, false, err
 	}
 	if _, err := rs.Seek(pos, io.SeekStart); err != nil {
@@ -88,7 +83,7 @@ func (o *reorder) push(j job, latency time.Duration) {
 	}
 	j.seq = o.seq
 	o.seq++
-	heap.Push(&o.jobs, j)
+	o.jobs.push(j)
 }
 
 // pop releases the earliest job if no line still to come can start before
@@ -102,25 +97,54 @@ func (o *reorder) pop(all bool) (j job, ok bool) {
 	if !all && !full && !o.jobs[0].at.Before(o.latest.Add(-o.window)) {
 		return job{}, false
 	}
-	return heap.Pop(&o.jobs).(job), true
+	return o.jobs.pop(), true
 }
 
-// jobHeap orders jobs by start, then by line order.
+// jobHeap is a binary min-heap of jobs by start, then line order (typed,
+// so that a push does not box its job as container/heap would).
 type jobHeap []job
 
-func (h jobHeap) Len() int { return len(h) }
-func (h jobHeap) Less(a, b int) bool {
+func (h jobHeap) less(a, b int) bool {
 	if !h[a].at.Equal(h[b].at) {
 		return h[a].at.Before(h[b].at)
 	}
 	return h[a].seq < h[b].seq
 }
-func (h jobHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
-func (h *jobHeap) Push(x any)   { *h = append(*h, x.(job)) }
-func (h *jobHeap) Pop() any {
-	old := *h
-	j := old[len(old)-1]
-	old[len(old)-1] = job{}
-	*h = old[:len(old)-1]
-	return j
+
+func (h *jobHeap) push(j job) {
+	*h = append(*h, j)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *jobHeap) pop() job {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = job{}
+	s = s[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && s.less(l, m) {
+			m = l
+		}
+		if r := l + 1; r < n && s.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math/rand/v2"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +116,32 @@ func TestReorderBounded(t *testing.T) {
 		Options{Format: accesslog.JSONL, MaxBuffered: 2})
 	if err != nil || rep.Requests != 6 {
 		t.Fatalf("requests %d, err %v", rep.Requests, err)
+	}
+}
+
+// TestJobHeapOrder: jobs come out by start, ties in line order, against a
+// sort of the same jobs.
+func TestJobHeapOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var h jobHeap
+	var want []job
+	for i := range 2000 {
+		j := job{at: base.Add(time.Duration(rng.IntN(50)) * time.Millisecond), seq: int64(i)}
+		h.push(j)
+		want = append(want, j)
+		if rng.IntN(3) == 0 { // interleave pops, as the buffer does
+			got := h.pop()
+			sort.SliceStable(want, func(a, b int) bool { return want[a].at.Before(want[b].at) })
+			if got.at != want[0].at || got.seq != want[0].seq {
+				t.Fatalf("pop %d: got (%s, %d), want (%s, %d)", i, got.at, got.seq, want[0].at, want[0].seq)
+			}
+			want = want[1:]
+		}
+	}
+	sort.SliceStable(want, func(a, b int) bool { return want[a].at.Before(want[b].at) })
+	for k := range want {
+		if got := h.pop(); got.at != want[k].at || got.seq != want[k].seq {
+			t.Fatalf("drain %d: got (%s, %d), want (%s, %d)", k, got.at, got.seq, want[k].at, want[k].seq)
+		}
 	}
 }
