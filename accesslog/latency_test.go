@@ -54,3 +54,20 @@ func TestLongestLatency(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLongestLatency reports the first pass's time per line, beside
+// BenchmarkParse's for the same lines.
+func BenchmarkLongestLatency(b *testing.B) {
+	for _, f := range []Format{Combined, JSONL} {
+		b.Run(f.String(), func(b *testing.B) {
+			data := benchLog(b, f, 10000)
+			b.SetBytes(int64(len(data) / 10000))
+			b.ReportAllocs()
+			for i := 0; i < b.N; i += 10000 {
+				if d, err := LongestLatency(bytes.NewReader(data), f); err != nil || d == 0 {
+					b.Fatal(d, err)
+				}
+			}
+		})
+	}
+}
