@@ -39,7 +39,7 @@ func runGateway(t testing.TB, env []string, args ...string) (int, string, string
 }
 
 // TestValidate: `gateway validate` exits 0 with a summary for a valid file,
-// and 2 with every problem and its field path for a broken one (SPEC §2).
+// and 2 with every problem and its field path for a broken one.
 func TestValidate(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -109,7 +109,7 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// TestEnvOverride (SPEC §2): TOLLGATE_* variables override config keys:
+// TestEnvOverride: TOLLGATE_* variables override config keys:
 // TOLLGATE_SERVER_LISTEN moves the public listener, and a bad
 // TOLLGATE_STORE_BACKEND is reported like a bad file.
 func TestEnvOverride(t *testing.T) {

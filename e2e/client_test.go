@@ -122,7 +122,7 @@ func (r *response) echo(t testing.TB) *seen {
 	return &s
 }
 
-// problem is an RFC 9457 body as SPEC §4 shapes it.
+// problem is an RFC 9457 body as the README ("Responses") shapes it.
 type problem struct {
 	Type             string   `json:"type"`
 	Title            string   `json:"title"`

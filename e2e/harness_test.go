@@ -1,7 +1,7 @@
 // Package e2e drives the real gateway binary as a black box: TestMain builds
 // cmd/gateway once, and every test starts its own gateway process on free
 // loopback ports with a TOML file rendered from testdata/*.toml.tmpl,
-// in front of a real upstream HTTP server, and checks the SPEC contract
+// in front of a real upstream HTTP server, and checks the README's contract
 // over real HTTP (and raw TCP where the framing itself is under test).
 package e2e
 

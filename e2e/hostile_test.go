@@ -44,7 +44,7 @@ func readResponses(conn net.Conn) []rawResponse {
 	}
 }
 
-// TestSmuggling (SCENARIOS 20): request-smuggling shapes sent over raw
+// TestSmuggling: request-smuggling shapes sent over raw
 // sockets are rejected (400, or 501 for an unknown transfer coding) or
 // re-framed; the upstream never receives raw bytes of another request, and
 // every request the upstream receives is one the client got an answer to.
@@ -150,7 +150,7 @@ func TestSmuggling(t *testing.T) {
 	}
 }
 
-// TestSlowloris (SCENARIOS 22): connections dripping header bytes are
+// TestSlowloris: connections dripping header bytes are
 // closed at read_header_timeout (1s) while a normal client is served.
 func TestSlowloris(t *testing.T) {
 	t.Parallel()
@@ -232,7 +232,7 @@ func TestSlowloris(t *testing.T) {
 	}
 }
 
-// TestClientDisconnectReleasesSlot (SCENARIOS 52, 53): with max_in_flight
+// TestClientDisconnectReleasesSlot: with max_in_flight
 // = 1, a client that disconnects mid-request, an upstream timeout and an
 // unreachable upstream all give the slot back; the disconnected request's
 // upstream call is cancelled.
@@ -302,7 +302,7 @@ func pollStatus(t testing.TB, c *http.Client, url string, hdr map[string]string,
 	}
 }
 
-// TestExpectContinueNoPoisoning (SCENARIOS 21): when the upstream answers
+// TestExpectContinueNoPoisoning: when the upstream answers
 // a request with `Expect: 100-continue` without reading its body, the body
 // (here shaped like another request) never reaches the upstream as a
 // request of its own, and the next requests are served normally.
@@ -339,7 +339,7 @@ func TestExpectContinueNoPoisoning(t *testing.T) {
 	}
 }
 
-// TestQueryFlood (SCENARIOS 25): 10,000 query parameters are answered
+// TestQueryFlood: 10,000 query parameters are answered
 // (forwarded, or refused as too large) without harm, and parameters Go
 // cannot parse unambiguously (a ';' separator) are not smuggled upstream.
 func TestQueryFlood(t *testing.T) {

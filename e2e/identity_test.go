@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestForwardedForTrust (SCENARIOS 1, 2, 3, 5, 6): X-Forwarded-For,
+// TestForwardedForTrust: X-Forwarded-For,
 // X-Real-IP and the user header change the identity only when the peer is
 // a trusted proxy; from a trusted proxy the rightmost untrusted entry, over
 // every header line, is the client. The limit is 2 per minute per client.
@@ -95,7 +95,7 @@ func TestForwardedForTrust(t *testing.T) {
 	})
 }
 
-// TestGatewayOwnedHeadersStripped (SCENARIOS 1, 5, 18, 19): client copies
+// TestGatewayOwnedHeadersStripped: client copies
 // of identity and forwarding headers, and headers the client lists in
 // Connection, never reach the upstream; the X-Forwarded-* the gateway
 // builds do, even when the client names them in Connection.
@@ -146,7 +146,7 @@ func TestGatewayOwnedHeadersStripped(t *testing.T) {
 	if s.Path != "/api/h" || s.RawQuery != "q=1" {
 		t.Errorf("upstream saw %s?%s, want /api/h?q=1", s.Path, s.RawQuery)
 	}
-	// SPEC §4: no identity header unless configured. The only place the
+	// No identity header unless configured (README, "Responses"). The only place the
 	// client address may appear is the X-Forwarded-For the gateway built.
 	for k, vs := range s.Header {
 		if k == "X-Forwarded-For" {

@@ -18,7 +18,7 @@ import (
 // count as flat (a timer or a pooled connection in transition).
 const leakSlack = 3
 
-// TestNoLeakAfterMixedBurst (SCENARIOS 22, 52, 53 from outside the
+// TestNoLeakAfterMixedBurst (seen from outside the
 // process): the gateway's goroutines (/debug/pprof/goroutine on the admin
 // listener) and open file descriptors (/proc/<pid>/fd) return to their
 // idle baseline after rounds of allowed, denied, upstream-500, reset,

@@ -52,7 +52,7 @@ func expect(t *testing.T, c *http.Client, url string, status int, body string) {
 	}
 }
 
-// TestReload (SCENARIOS 48, 49): SIGHUP adds a new route; an unchanged
+// TestReload: SIGHUP adds a new route; an unchanged
 // limit keeps its count; an invalid file is rejected and the old config
 // keeps serving; a limit whose count changed keeps its usage.
 func TestReload(t *testing.T) {
@@ -103,7 +103,7 @@ func TestReload(t *testing.T) {
 	}
 }
 
-// TestSIGTERMDrains (SCENARIOS 51): on SIGTERM the gateway reports not
+// TestSIGTERMDrains: on SIGTERM the gateway reports not
 // ready, lets in-flight requests finish, and exits 0.
 func TestSIGTERMDrains(t *testing.T) {
 	t.Parallel()
@@ -174,7 +174,7 @@ func TestSIGINTExits(t *testing.T) {
 	}
 }
 
-// TestReloadStorm (SCENARIOS 49, 50): SIGHUP every 100 ms under concurrent
+// TestReloadStorm: SIGHUP every 100 ms under concurrent
 // load: no request fails, and the final state equals the final file.
 func TestReloadStorm(t *testing.T) {
 	t.Parallel()

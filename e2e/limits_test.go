@@ -101,7 +101,7 @@ func checkStyles(t testing.TB, r *response, emit []string, policy string, w want
 				t.Errorf("denied with RateLimit t = %d, want ≥ 1", tt)
 			}
 			if raOK && ra < tt {
-				t.Errorf("Retry-After %d is earlier than RateLimit t=%d (SPEC: never earlier than t)", ra, tt)
+				t.Errorf("Retry-After %d is earlier than RateLimit t=%d", ra, tt)
 			}
 		}
 	} else if r.Header.Get("RateLimit") != "" || r.Header.Get("RateLimit-Policy") != "" {
@@ -151,7 +151,7 @@ func expectInt(t testing.TB, r *response, h string, lo, hi int64) {
 	}
 }
 
-// check429Body checks SPEC §4's problem body of a rate-limit denial.
+// check429Body checks the problem body of a rate-limit denial (README, "Responses").
 func check429Body(t testing.TB, r *response, violated ...string) *problem {
 	t.Helper()
 	p := r.problem(t, http.StatusTooManyRequests)
@@ -228,7 +228,7 @@ func TestHeaderStyles(t *testing.T) {
 			p := check429Body(t, r, "per-client")
 			ra, _ := r.retryAfter(t)
 			if want := fmt.Sprintf("rate limit %q exceeded; retry in %ds", "per-client", ra); p.Detail != want {
-				t.Errorf("detail = %q, want %q (SPEC §4)", p.Detail, want)
+				t.Errorf("detail = %q, want %q", p.Detail, want)
 			}
 			if n := up.count(); n != 3 {
 				t.Errorf("upstream received %d requests, want 3 (a 429 is not forwarded)", n)
@@ -238,7 +238,7 @@ func TestHeaderStyles(t *testing.T) {
 }
 
 // TestEveryAlgorithm runs the 200, 200, 200, 429 sequence of a 3-per-window
-// limit with every rate algorithm of SPEC §3 on the memory store.
+// limit with every rate algorithm on the memory store.
 func TestEveryAlgorithm(t *testing.T) {
 	t.Parallel()
 	for _, alg := range []string{"fixed_window", "fixed_window_elastic", "sliding_window_log",
@@ -324,7 +324,7 @@ func TestMultiWindowPolicy(t *testing.T) {
 	}
 }
 
-// TestLayeredLimits (SCENARIOS 47): a request denied by the route's limit
+// TestLayeredLimits: a request denied by the route's limit
 // is not counted by the gateway-wide one, and vice versa.
 func TestLayeredLimits(t *testing.T) {
 	t.Parallel()
@@ -361,7 +361,7 @@ func TestLayeredLimits(t *testing.T) {
 	})
 }
 
-// TestCost (SCENARIOS 26): a malformed cost header is a 400 that counts
+// TestCost: a malformed cost header is a 400 that counts
 // nothing; a cost above the capacity is a 429 without Retry-After; a cost
 // of c takes c units.
 func TestCost(t *testing.T) {
@@ -443,7 +443,7 @@ func TestShadowNeverDenies(t *testing.T) {
 	}
 	r := get(t, c, g.url("/s"), nil)
 	check429Body(t, r, "enforced")
-	// SPEC §3: a shadow limit is reported in logs.
+	// A shadow limit is reported in logs.
 	deadline := time.Now().Add(3 * time.Second)
 	for !strings.Contains(g.output(), `"candidate"`) {
 		if time.Now().After(deadline) {

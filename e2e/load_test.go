@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestBurstExactlyTheLimit (SCENARIOS 45, one node): 1,000 concurrent
+// TestBurstExactlyTheLimit (one node): 1,000 concurrent
 // requests on one key with a limit of 10 admit exactly 10; the other 990
 // are 429 with Retry-After ≥ 1.
 func TestBurstExactlyTheLimit(t *testing.T) {

@@ -20,7 +20,7 @@ type accessLine struct {
 	raw                                           string
 }
 
-// TestOpsAccessLog (SPEC §5): with an access log in either format, every
+// TestOpsAccessLog: with an access log in either format, every
 // request is one line carrying its route, outcome, decision, binding limit
 // and a hashed client (no raw API key or IP anywhere in the file); and
 // `gateway replay` over that file with the same configuration reproduces

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TestOpsMetricsCount (SPEC §5): after a known sequence of requests and
+// TestOpsMetricsCount: after a known sequence of requests and
 // reloads, /metrics holds exactly the expected counts — requests by route,
 // method and outcome (forwarded, limited, shadow_limited, no_route,
 // upstream_error), decisions by limit, decision and mode, near-limit

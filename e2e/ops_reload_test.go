@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestOpsReloadUnderLoad (SPEC §2, §5; SCENARIOS 49): reloads by POST
+// TestOpsReloadUnderLoad: reloads by POST
 // /admin/reload and by SIGHUP, alternating, under four concurrent clients
 // fail no request; every reload lands (metrics count them); a limit whose
 // definition did not change keeps its counters across all of them.
@@ -106,7 +106,7 @@ func expect2(t *testing.T, c *http.Client, url string, hdr map[string]string, st
 	}
 }
 
-// TestOpsBadReload (SPEC §2, §5; SCENARIOS 48): a configuration with
+// TestOpsBadReload: a configuration with
 // several problems is rejected by POST /admin/reload with 422; every
 // problem is logged with its field path and shown in /readyz's
 // last_reload (ok false), which makes the gateway no less ready; the old

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestOpsWatchConfig (SCENARIOS 50): with server.watch_config = true the
+// TestOpsWatchConfig: with server.watch_config = true the
 // gateway reloads by itself when the file changes — written in place,
 // renamed over, in a storm of three quick writes, and as a Kubernetes
 // ConfigMap whose ..data symlink is swapped — and the final state always

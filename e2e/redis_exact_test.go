@@ -13,7 +13,7 @@ import (
 // burst of n ≥ L requests on one fresh key admits exactly L.
 var exactAlgorithms = []string{"fixed_window", "sliding_window_log", "token_bucket", "gcra", "fixed_window_elastic"}
 
-// TestRedisTwoNodesExact (SCENARIOS 45, two nodes): two gateway processes
+// TestRedisTwoNodesExact (two nodes): two gateway processes
 // share one standalone Redis; 1,000 concurrent requests from one client,
 // split across both, on a limit of 10 admit exactly 10 for every exact
 // algorithm, and deny the other 990 with 429 and Retry-After ≥ 1. The

@@ -25,8 +25,8 @@ type faultGateway struct {
 	path            string // the route waitRedisDecides requests
 }
 
-// TestRedisOnError (SCENARIOS 29, 31, SPEC §4): with its Redis killed, and
-// then hung with SIGSTOP, each on_error policy does what SPEC says, and
+// TestRedisOnError: with its Redis killed, and
+// then hung with SIGSTOP, each on_error policy does what the README says, and
 // answers every request within responseBound: "local" keeps enforcing the
 // same limit (3/hour) on the node's own counters, "allow" forwards without
 // rate-limit headers, "deny" answers 503 with Retry-After and a problem

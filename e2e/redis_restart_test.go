@@ -8,7 +8,7 @@ import (
 	"github.com/tollgate/gateway/internal/redistest"
 )
 
-// TestRedisRestartAndScriptFlushUnderLoad (SCENARIOS 30, 33): under
+// TestRedisRestartAndScriptFlushUnderLoad: under
 // continuous load,
 //   - SCRIPT FLUSH every 100 ms costs nothing: the store falls back from
 //     EVALSHA to EVAL, a gateway with on_error = "deny" answers no 5xx at

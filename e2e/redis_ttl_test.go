@@ -14,7 +14,7 @@ import (
 	"github.com/tollgate/gateway/internal/redistest"
 )
 
-// TestRedisKeyRotationTTLs (SCENARIOS 10, 42 on Redis): after a burst of
+// TestRedisKeyRotationTTLs (on Redis): after a burst of
 // 5,000 distinct API keys through limits of every algorithm (concurrency
 // included), every key under the store's prefix carries a TTL: none
 // answers TTL -1.

@@ -16,7 +16,7 @@ func startRoutes(t *testing.T) (*gw, *upstream) {
 	return g, up
 }
 
-// TestPathRespellings (SCENARIOS 16): once a route's bucket is empty,
+// TestPathRespellings: once a route's bucket is empty,
 // respellings of its path are denied from the same bucket (or, for
 // spellings the router does not match, answered 404); none opens a second
 // bucket.
@@ -61,7 +61,7 @@ func TestPathRespellings(t *testing.T) {
 	}
 }
 
-// TestNotFound (SCENARIOS 54): unknown routes, a method the route does not
+// TestNotFound: unknown routes, a method the route does not
 // take, and the admin, metrics and debug endpoints on the public listener
 // are 404 problem bodies.
 func TestNotFound(t *testing.T) {
@@ -161,7 +161,7 @@ func readyz(t testing.TB, g *gw) *readyzBody {
 	return &b
 }
 
-// TestUpstreamFailures (SCENARIOS 52): an unreachable upstream is a 502, a
+// TestUpstreamFailures: an unreachable upstream is a 502, a
 // slow one past the route timeout a 504, a reset connection a 502, all
 // with problem bodies and no Retry-After; the admitted requests stay
 // counted (limit 2/minute per route).
@@ -260,7 +260,7 @@ func TestStripPrefix(t *testing.T) {
 	}
 }
 
-// TestHugeHeader (SCENARIOS 11): a 100 KiB header is answered 431 by the
+// TestHugeHeader: a 100 KiB header is answered 431 by the
 // server limit; the gateway keeps serving.
 func TestHugeHeader(t *testing.T) {
 	t.Parallel()

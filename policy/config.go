@@ -1,5 +1,5 @@
 // Package policy is Tollgate's configuration model: the TOML document of
-// SPEC §3 as Go structs, its defaults, its validation, and its compilation
+// The configuration file (the README's "Configuration reference") as Go structs, its defaults, its validation, and its compilation
 // into an immutable Policy (routes, limits, identity, header styles) that
 // the proxy consults on every request, including route matching.
 //
@@ -9,7 +9,7 @@
 // given, never from the process directly.
 package policy
 
-// Config is the TOML document of SPEC §3. The mapstructure tags are the TOML
+// Config is the TOML document the README's "Configuration reference" describes. The mapstructure tags are the TOML
 // keys; the json tags give /admin/config the same shape. Durations are Go
 // duration strings ("50ms", "1h30m"). Use Default for a Config with every
 // default filled in, and DefaultLimit / DefaultRoute for the defaults of one
@@ -225,7 +225,7 @@ type LimitConfig struct {
 	// Rates are the windows, all enforced: "N/second|minute|hour|day",
 	// "N/s", "N/10s", "N/1h30m". Required, except for concurrency.
 	Rates []string `mapstructure:"rates" json:"rates"`
-	// Algorithm is one of SPEC §3's algorithms. Default "sliding_window_counter".
+	// Algorithm is one of the algorithms ARCHITECTURE.md defines. Default "sliding_window_counter".
 	Algorithm string `mapstructure:"algorithm" json:"algorithm"`
 	// By lists the counter key's parts: client, ip, api_key, user, route,
 	// method, header:<Name>; [] is one shared counter. Default ["client"].
@@ -258,7 +258,7 @@ type LimitConfig struct {
 	// Exempt lists clients that this limit never limits.
 	Exempt ExemptConfig `mapstructure:"exempt" json:"exempt"`
 	// OnMissing is what a request lacking one of the by parts api_key,
-	// user or header:<Name> gets: "shared" (SPEC §3: the part is the literal
+	// user or header:<Name> gets: "shared" (the part is the literal
 	// "-", so every such request shares one counter), "ip" (the missing
 	// part is replaced by the client IP, in a namespace of its own, so
 	// anonymous clients are limited one by one) or "reject" (401, not
@@ -323,7 +323,7 @@ type RespondConfig struct {
 	ContentType string `mapstructure:"content_type" json:"content_type"`
 }
 
-// Default returns a Config holding every default of SPEC §3. Limits and
+// Default returns a Config holding every default of the configuration reference. Limits and
 // Routes are empty; see DefaultLimit and DefaultRoute for their entries.
 func Default() Config {
 	return Config{

@@ -172,7 +172,7 @@ type OnMissing uint8
 
 // The on_missing values.
 const (
-	// OnMissingShared keys a missing part as the literal "-" (SPEC §3).
+	// OnMissingShared keys a missing part as the literal "-".
 	OnMissingShared OnMissing = iota
 	// OnMissingIP keys the request by its client IP instead.
 	OnMissingIP

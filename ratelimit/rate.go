@@ -18,7 +18,7 @@ type Rate struct {
 	Window time.Duration
 }
 
-// ParseRate parses the SPEC's rate syntax: "N/second|minute|hour|day", the
+// ParseRate parses the configuration's rate syntax (README, "Configuration reference"): "N/second|minute|hour|day", the
 // short units "s m h d", and "N/<duration>" such as "5/10s" or "1000/1h30m".
 // N and the window must be positive.
 func ParseRate(s string) (Rate, error) {

@@ -34,7 +34,7 @@ const MaxWindow = 366 * 24 * time.Hour
 // Algorithm names one rate-limiting algorithm. The zero value is invalid.
 type Algorithm uint8
 
-// The algorithms of SPEC §3.
+// The algorithms; ARCHITECTURE.md "Algorithm math" defines each.
 const (
 	// FixedWindow allows at most L units per aligned window floor(now/W).
 	FixedWindow Algorithm = iota + 1
@@ -84,7 +84,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	return 0, fmt.Errorf("unknown algorithm %q", s)
 }
 
-// Algorithms lists every algorithm in SPEC order.
+// Algorithms lists every algorithm, in the order the README lists them.
 func Algorithms() []Algorithm {
 	return []Algorithm{FixedWindow, FixedWindowElastic, SlidingWindowLog,
 		SlidingWindowCounter, TokenBucket, GCRA, Concurrency}

@@ -160,7 +160,7 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 	if p.Store.Backend != "redis" {
 		// The memory store counts on this process's monotonic clock, so a
 		// wall-clock step (NTP, an operator) neither refills buckets nor
-		// locks clients out (SCENARIOS 43). Redis with clock = "local"
+		// locks clients out. Redis with clock = "local"
 		// needs the wall clock every replica shares.
 		opts.Now = monotonicClock()
 	}

@@ -55,7 +55,7 @@ func TestMonotonicClockIgnoresNothingButAdvances(t *testing.T) {
 	}
 }
 
-// TestRedisUnreachableAtStartup checks SCENARIOS 28: by default the gateway
+// TestRedisUnreachableAtStartup: by default the gateway
 // starts degraded; with store.require_at_startup it refuses to start.
 func TestRedisUnreachableAtStartup(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -22,7 +22,7 @@ const watchDebounce = 200 * time.Millisecond
 // (server.watch_config). It watches the file's directory, not the file:
 // editors replace a file by renaming a new one over it, and Kubernetes
 // swaps a ConfigMap by re-pointing the "..data" symlink, and a watch on
-// the old inode sees neither. Events are debounced (SCENARIOS 50): one
+// the old inode sees neither. Events are debounced: one
 // reload runs once the directory has been quiet for the debounce delay,
 // and the reload itself reads the file once and parses it fully before
 // anything is swapped. Close stops it.

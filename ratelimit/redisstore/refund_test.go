@@ -154,7 +154,7 @@ func TestClusterRefundRestores(t *testing.T) {
 	}
 }
 
-// TestClusterRefundConcurrent reproduces SCENARIOS 45/47 on a Cluster in
+// TestClusterRefundConcurrent reproduces a burst on layered limits on a Cluster in
 // process: a per-client limit of 4 (each client's slot) and a shared limit
 // of 25 (another slot, between the clients' slots, its key "{T}T" as the
 // gateway builds it),
