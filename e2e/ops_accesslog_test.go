@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // accessLine is what the test reads from one access-log line, whatever
@@ -52,15 +49,7 @@ func TestOpsAccessLog(t *testing.T) {
 				t.Fatalf("live statuses %v, want 8×200, 3×429, 1×404", statuses)
 			}
 
-			// SIGTERM flushes the log.
-			g.signal(t, syscall.SIGTERM)
-			if code, err := g.wait(10 * time.Second); err != nil || code != 0 {
-				t.Fatalf("gateway exit %d, %v", code, err)
-			}
-			data, err := os.ReadFile(logPath)
-			if err != nil {
-				t.Fatal(err)
-			}
+			data := flushLog(t, g, logPath)
 			for _, raw := range []string{"key-alpha", "key-bravo", "127.0.0.2"} {
 				if bytes.Contains(data, []byte(raw)) {
 					t.Errorf("the access log holds the raw identity %q", raw)

@@ -117,21 +117,10 @@ func TestReplayMatchesLive(t *testing.T) {
 	t.Parallel()
 	for _, format := range []string{"jsonl", "combined"} {
 		t.Run(format, func(t *testing.T) {
-			up := newUpstream(t)
-			logPath := filepath.Join(t.TempDir(), "access.log")
-			g := startGateway(t, "replay.toml.tmpl", gwOpts{
-				Data: map[string]any{"Rate": "30/2s", "Format": format, "AccessLog": logPath,
-					"Upstream": up.URL, "Algorithms": replayAlgorithms, "Trusted": ""},
-				Env: []string{"REPLAY_LOG_SALT=pepper"},
-			})
+			g, logPath := startReplayGateway(t, format, "30/2s", replayAlgorithms, "")
 			live := driveMixed(t, g, replayAlgorithms, 12, mixedDuration, mixedPause)
 			t.Logf("live allowed: %v", live)
-
-			g.signal(t, syscall.SIGTERM) // flushes the log
-			if code, err := g.wait(10 * time.Second); err != nil || code != 0 {
-				t.Fatalf("gateway exit %d, %v", code, err)
-			}
-			if n := logInversions(t, logPath); n == 0 {
+			if n := logInversions(t, flushLog(t, g, logPath)); n == 0 {
 				t.Fatalf("no line of the log starts before the line above it: the test did not mix slow and fast requests")
 			} else {
 				t.Logf("%d lines start before the line above them", n)
@@ -197,18 +186,15 @@ func driveMixed(t *testing.T, g *gw, routes []string, n int, d, pause time.Durat
 	return allowed
 }
 
-// logInversions counts the access-log lines stamped earlier than the line
-// before them, reading the time of either format.
-func logInversions(t *testing.T, path string) int {
+// logInversions counts the lines of an access log stamped earlier than the
+// line before them, reading the time of either format.
+func logInversions(t *testing.T, data []byte) int {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var prev time.Time
 	n := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		var at time.Time
+		var err error
 		if strings.HasPrefix(line, "{") {
 			var j struct{ Time time.Time }
 			if err := json.Unmarshal([]byte(line), &j); err != nil {
@@ -239,13 +225,7 @@ func TestReplayIPv6Prefix(t *testing.T) {
 	t.Parallel()
 	for _, format := range []string{"jsonl", "combined"} {
 		t.Run(format, func(t *testing.T) {
-			up := newUpstream(t)
-			logPath := filepath.Join(t.TempDir(), "access.log")
-			g := startGateway(t, "replay.toml.tmpl", gwOpts{
-				Data: map[string]any{"Rate": "5/minute", "Format": format, "AccessLog": logPath,
-					"Upstream": up.URL, "Algorithms": []string{"sliding_window_log"}, "Trusted": "127.0.0.1/32"},
-				Env: []string{"REPLAY_LOG_SALT=pepper"},
-			})
+			g, logPath := startReplayGateway(t, format, "5/minute", []string{"sliding_window_log"}, "127.0.0.1/32")
 			c := newClient(t, "")
 			live := statuses{}
 			for i := 1; i <= 12; i++ {
@@ -255,15 +235,7 @@ func TestReplayIPv6Prefix(t *testing.T) {
 			if live[200] != 5 || live[429] != 7 {
 				t.Fatalf("live statuses %v, want 5×200, 7×429 (one client per /64)", live)
 			}
-			g.signal(t, syscall.SIGTERM)
-			if code, err := g.wait(10 * time.Second); err != nil || code != 0 {
-				t.Fatalf("gateway exit %d, %v", code, err)
-			}
-			data, err := os.ReadFile(logPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if bytes.Contains(data, []byte("2001:db8")) {
+			if data := flushLog(t, g, logPath); bytes.Contains(data, []byte("2001:db8")) {
 				t.Fatalf("the hashed access log holds a raw address:\n%s", data)
 			}
 			rep := runReplay(t, g.Config, logPath, "--format", format)
@@ -273,4 +245,35 @@ func TestReplayIPv6Prefix(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startReplayGateway starts a gateway on replay.toml.tmpl: one route and
+// limit per algorithm of rate, an access log in format (hashed, salted),
+// trusting the proxy prefix trusted ("" for none). It returns the gateway
+// and the log's path.
+func startReplayGateway(t *testing.T, format, rate string, algorithms []string, trusted string) (*gw, string) {
+	t.Helper()
+	up := newUpstream(t)
+	logPath := filepath.Join(t.TempDir(), "access.log")
+	g := startGateway(t, "replay.toml.tmpl", gwOpts{
+		Data: map[string]any{"Rate": rate, "Format": format, "AccessLog": logPath,
+			"Upstream": up.URL, "Algorithms": algorithms, "Trusted": trusted},
+		Env: []string{"REPLAY_LOG_SALT=pepper"},
+	})
+	return g, logPath
+}
+
+// flushLog stops g with SIGTERM, which flushes its access log, checks
+// that it exits 0, and returns the log at path.
+func flushLog(t *testing.T, g *gw, path string) []byte {
+	t.Helper()
+	g.signal(t, syscall.SIGTERM)
+	if code, err := g.wait(10 * time.Second); err != nil || code != 0 {
+		t.Fatalf("gateway exit %d, %v", code, err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
