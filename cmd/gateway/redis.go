@@ -9,9 +9,11 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -38,7 +40,9 @@ func (g *gateway) openRedis(p *policy.Policy, mem *memstore.Store) error {
 		return fmt.Errorf("store.redis: %w", err)
 	}
 	health := &storeHealth{ready: rs.Ready, log: g.log}
-	g.store, g.local, g.redis = rs, mem, client
+	g.store, g.local = rs, mem
+	g.rr = &redisRuntime{client: client, store: rs, log: g.log, localClock: clock == redisstore.ClockLocal,
+		stop: make(chan struct{})}
 	g.ready = health.check
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -46,7 +50,7 @@ func (g *gateway) openRedis(p *policy.Policy, mem *memstore.Store) error {
 		if p.Store.RequireAtStartup {
 			rs.Close()
 			client.Close()
-			g.redis = nil
+			g.rr = nil
 			return fmt.Errorf("store.require_at_startup: the Redis store cannot make a decision: %w", err)
 		}
 		// Start degraded: store.on_error decides until Redis answers; the
@@ -54,8 +58,183 @@ func (g *gateway) openRedis(p *policy.Policy, mem *memstore.Store) error {
 		g.log.Warn("starting degraded", "on_error", p.Store.OnError)
 		return nil
 	}
-	warnEvictionPolicy(ctx, client, g.log)
+	g.rr.eviction = warnEvictionPolicy(ctx, client, g.log, "")
 	return nil
+}
+
+// Intervals of the Redis store's background checks.
+const (
+	skewEvery     = time.Minute
+	evictionEvery = 5 * time.Minute
+	// skewWarn is the clock skew against Redis above which a gateway
+	// deciding on its own clock warns: two gateways that far apart admit
+	// noticeably more than a limit of a few seconds' window.
+	skewWarn = 250 * time.Millisecond
+)
+
+// redisRuntime is what the gateway runs beside the Redis store: the client
+// it owns, the background checks (clock skew, eviction policy) and the
+// store's metrics.
+type redisRuntime struct {
+	client     redis.UniversalClient
+	store      *redisstore.Store
+	log        *slog.Logger
+	localClock bool // store.clock = "local"
+
+	skew     atomic.Int64 // the last measured skew (ns)
+	skewOK   atomic.Bool  // skew holds a measurement
+	eviction string       // the last maxmemory-policy seen; watch only
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	reg      metric.Registration
+}
+
+// start registers the store's metrics with meter and starts the
+// background checks; now is the gateway's decision clock.
+func (r *redisRuntime) start(meter metric.Meter, now func() time.Time) error {
+	if now == nil {
+		now = time.Now
+	}
+	if err := r.register(meter); err != nil {
+		return err
+	}
+	r.checkSkew(now)
+	r.wg.Add(1)
+	go r.watch(now)
+	return nil
+}
+
+// watch re-measures the clock skew every skewEvery and re-reads the
+// eviction policy every evictionEvery (a later CONFIG SET is common).
+func (r *redisRuntime) watch(now func() time.Time) {
+	defer r.wg.Done()
+	skew := time.NewTicker(skewEvery)
+	defer skew.Stop()
+	evict := time.NewTicker(evictionEvery)
+	defer evict.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-skew.C:
+			r.checkSkew(now)
+		case <-evict.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			r.eviction = warnEvictionPolicy(ctx, r.client, r.log, r.eviction)
+			cancel()
+		}
+	}
+}
+
+// checkSkew measures the skew of now against Redis's TIME and, when the
+// gateway decides on its own clock, warns above skewWarn.
+func (r *redisRuntime) checkSkew(now func() time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	d, err := r.store.ClockSkew(ctx, now)
+	if err != nil {
+		r.log.Debug("cannot measure the clock skew against Redis", "err", err)
+		return
+	}
+	r.skew.Store(int64(d))
+	r.skewOK.Store(true)
+	if r.localClock && d.Abs() > skewWarn {
+		r.log.Warn("this gateway's clock differs from Redis's; with store.clock = \"local\" gateways that disagree admit more than a limit "+
+			"(set store.clock = \"store\", or synchronise the clocks)", "skew", d.String(), "warn_above", skewWarn.String())
+	}
+}
+
+// close stops the background checks and closes the client.
+func (r *redisRuntime) close() {
+	close(r.stop)
+	r.wg.Wait()
+	if r.reg != nil {
+		_ = r.reg.Unregister()
+	}
+	r.client.Close()
+}
+
+// Metric names of the Redis store's own figures.
+const (
+	metricBreakerState    = "tollgate.store.breaker.state"
+	metricStoreCalls      = "tollgate.store.calls"
+	metricStoreCanceled   = "tollgate.store.canceled"
+	metricDenyCacheHits   = "tollgate.store.deny_cache.hits"
+	metricRefunds         = "tollgate.store.refunds"
+	metricReleasesPending = "tollgate.store.releases.pending"
+	metricReleasesDropped = "tollgate.store.releases.dropped"
+	metricSlotsHeld       = "tollgate.store.slots.held"
+	metricClockSkew       = "tollgate.store.clock.skew"
+)
+
+// register exports the store's Stats and the measured clock skew as
+// observable instruments, read at each scrape.
+func (r *redisRuntime) register(meter metric.Meter) error {
+	var err error
+	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
+		g, e := meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		err = errors.Join(err, e)
+		return g
+	}
+	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
+		c, e := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		err = errors.Join(err, e)
+		return c
+	}
+	breaker := gauge(metricBreakerState, "", "The Redis store's circuit breaker: 0 closed, 1 open, 2 half-open.")
+	calls := counter(metricStoreCalls, "{call}", "Calls to Redis attempted (denials answered by the deny cache are not calls).")
+	canceled := counter(metricStoreCanceled, "{call}", "Calls abandoned by their caller (a client that went away); not store failures.")
+	hits := counter(metricDenyCacheHits, "{decision}", "Decisions answered by the Redis store's local deny cache.")
+	refunds := counter(metricRefunds, "{refund}", "Cluster refunds of earlier slots after a later slot denied.")
+	pending := gauge(metricReleasesPending, "{release}", "Concurrency releases that could not reach Redis and wait to be retried.")
+	dropped := counter(metricReleasesDropped, "{release}", "Concurrency releases given up (lease ended, or the pending queue was full).")
+	held := gauge(metricSlotsHeld, "{slot}", "Concurrency slots this gateway holds in Redis now.")
+	skew, e := meter.Float64ObservableGauge(metricClockSkew, metric.WithUnit("s"),
+		metric.WithDescription("Redis's clock (TIME) minus this gateway's, measured at startup and every minute."))
+	err = errors.Join(err, e)
+	if err != nil {
+		return err
+	}
+	r.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := r.store.Stats()
+		o.ObserveInt64(breaker, int64(st.Breaker))
+		o.ObserveInt64(calls, int64(st.Calls))
+		o.ObserveInt64(canceled, int64(st.Canceled))
+		o.ObserveInt64(hits, int64(st.DenyCacheHits))
+		o.ObserveInt64(refunds, int64(st.Refunds))
+		o.ObserveInt64(pending, int64(st.PendingReleases))
+		o.ObserveInt64(dropped, int64(st.ReleasesDropped))
+		o.ObserveInt64(held, int64(st.HeldSlots))
+		if r.skewOK.Load() {
+			o.ObserveFloat64(skew, time.Duration(r.skew.Load()).Seconds())
+		}
+		return nil
+	}, breaker, calls, canceled, hits, refunds, pending, dropped, held, skew)
+	return err
+}
+
+// testClockEnv names a test-only environment variable: a Go duration
+// added to the gateway's decision clock, so that tests can run gateways
+// whose clocks disagree. It is not configuration; never set it in
+// production.
+const testClockEnv = "GATEWAY_TEST_CLOCK_OFFSET"
+
+// testClock returns base (nil: time.Now) shifted by testClockEnv from
+// environ, or base itself when the variable is unset or invalid.
+func testClock(environ []string, base func() time.Time) func() time.Time {
+	var off time.Duration
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, testClockEnv+"="); ok {
+			off, _ = time.ParseDuration(v)
+		}
+	}
+	if off == 0 {
+		return base
+	}
+	if base == nil {
+		base = time.Now
+	}
+	return func() time.Time { return base().Add(off) }
 }
 
 // storeHealth runs the store's readiness check and logs when its outcome
@@ -247,18 +426,27 @@ func (e *lostReply) Unwrap() error {
 	return nil
 }
 
-// warnEvictionPolicy logs a warning when Redis may evict counter keys under
-// memory pressure, which silently resets limits. A Redis that refuses
-// CONFIG (managed services often do) is not an error.
-func warnEvictionPolicy(ctx context.Context, client redis.UniversalClient, log *slog.Logger) {
+// warnEvictionPolicy reads Redis's maxmemory-policy and warns when it is
+// anything but noeviction: every counter key has a TTL, so the volatile-*
+// policies evict counters too, and an evicted counter is a limit silently
+// reset. It warns only when the policy differs from last (the policy seen
+// at the previous check; "" at startup), and returns the policy seen. A
+// Redis that refuses CONFIG (managed services often do) is not an error,
+// and stays silent.
+func warnEvictionPolicy(ctx context.Context, client redis.UniversalClient, log *slog.Logger, last string) string {
 	res, err := client.ConfigGet(ctx, "maxmemory-policy").Result()
 	if err != nil {
 		log.Debug("cannot read Redis maxmemory-policy", "err", err)
-		return
+		return last
 	}
-	if policy := res["maxmemory-policy"]; strings.HasPrefix(policy, "allkeys-") {
+	policy, ok := res["maxmemory-policy"]
+	if !ok {
+		return last
+	}
+	if policy != "noeviction" && policy != last {
 		log.Warn("Redis may evict rate-limit counters under memory pressure, resetting limits early; "+
-			"prefer maxmemory-policy volatile-lru/volatile-ttl/noeviction (every counter key has a TTL)",
+			"set maxmemory-policy noeviction (every counter key has a TTL, so volatile-* policies evict counters too)",
 			"maxmemory-policy", policy)
 	}
+	return policy
 }

@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/admin"
 	"github.com/tollgate/gateway/policy"
@@ -83,7 +82,7 @@ type gateway struct {
 	ready      func(context.Context) error
 	storeCfg   policy.Store
 	mem        *memstore.Store
-	redis      redis.UniversalClient // nil unless the backend is Redis
+	rr         *redisRuntime // nil unless the backend is Redis
 
 	otel      *otelSetup
 	metrics   *telemetry.Metrics
@@ -164,6 +163,7 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 		// needs the wall clock every replica shares.
 		opts.Now = monotonicClock()
 	}
+	opts.Now = testClock(g.environ, opts.Now)
 	ot, err := setupTelemetry(context.Background(), g.environ, g.log)
 	if err != nil {
 		return opts, fmt.Errorf("telemetry: %w", err)
@@ -176,6 +176,11 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 	})
 	if err != nil {
 		return opts, fmt.Errorf("metrics: %w", err)
+	}
+	if g.rr != nil {
+		if err := g.rr.start(ot.Meter(), opts.Now); err != nil {
+			return opts, fmt.Errorf("metrics: %w", err)
+		}
 	}
 	observers := telemetry.Observers{g.metrics}
 	if al := p.AccessLog; al.Path != "" {
@@ -312,8 +317,8 @@ func (g *gateway) shutdown() {
 		g.local.Close()
 	}
 	g.store.Close()
-	if g.redis != nil {
-		g.redis.Close()
+	if g.rr != nil {
+		g.rr.close()
 	}
 	if g.accessLog != nil {
 		if err := g.accessLog.Close(); err != nil {

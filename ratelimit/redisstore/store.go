@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -236,11 +237,23 @@ func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) err
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		s.breaker.failure(s.now())
 		s.stats.timeouts.Add(1)
+	case isTimeout(err):
+		// The socket deadline (set from the context's) expired first:
+		// the store's timeout all the same, and reported as one.
+		s.breaker.failure(s.now())
+		s.stats.timeouts.Add(1)
+		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	default:
 		s.breaker.failure(s.now())
 		s.stats.otherErrors.Add(1)
 	}
 	return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, err)
+}
+
+// isTimeout reports whether err is a network timeout (an i/o deadline).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // isStateError reports whether err is a script error about one key's
