@@ -40,17 +40,25 @@ func (pg *pathsGateway) exhaust(t *testing.T) {
 	}
 }
 
-// rawDo sends one request over a fresh TCP connection with the request
-// target written exactly as given (Go's client would clean or re-encode
-// it) and reads the response.
-func rawDo(t testing.TB, addr, method, target string, hdr map[string]string) rawResponse {
+// rawConn dials addr for a test that writes HTTP by hand; the connection
+// gives up after 10 s.
+func rawConn(t testing.TB, addr string) net.Conn {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	return conn
+}
+
+// rawDo sends one request over a fresh TCP connection with the request
+// target written exactly as given (Go's client would clean or re-encode
+// it) and reads the response.
+func rawDo(t testing.TB, addr, method, target string, hdr map[string]string) rawResponse {
+	t.Helper()
+	conn := rawConn(t, addr)
+	defer conn.Close()
 	var b strings.Builder
 	b.WriteString(method + " " + target + " HTTP/1.1\r\nHost: gw.example\r\nConnection: close\r\n")
 	for k, v := range hdr {

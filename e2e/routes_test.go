@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -291,12 +290,8 @@ func TestHugeHeader(t *testing.T) {
 // code of the first response (0 if none arrived).
 func rawStatus(t testing.TB, addr, req string) int {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := rawConn(t, addr)
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	_, _ = conn.Write([]byte(req))
 	resps := readResponses(conn)
 	if len(resps) == 0 {
