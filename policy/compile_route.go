@@ -34,7 +34,8 @@ func buildRoute(c *RouteConfig, path string, e *problems) *Route {
 			e.add(path+".path_prefix", "%q: must not contain %s", c.PathPrefix, err.(*PathError).Reason)
 			break
 		}
-		rt.PathPrefix, rt.foldedPrefix = p, foldPrefix(p)
+		rt.PathPrefix = p
+		rt.loose, rt.foldedPrefix = foldPrefix(p)
 	}
 	for i, m := range c.Methods {
 		if !isToken(m) {

@@ -28,12 +28,11 @@ import (
 // gateway counted it for, so the path is rejected. Match does not
 // allocate for an already normal path.
 func (p *Policy) Match(host, method, path string) (*Route, string, error) {
-	path, err := NormalizePath(path)
+	path, plain, err := normalize(path)
 	if err != nil {
 		return nil, path, err
 	}
 	host = hostOnly(host)
-	loose := needsLoose(path)
 	var strict, wide *Route
 	for _, rt := range p.Routes {
 		if rt.Host != "" && !strings.EqualFold(rt.Host, host) {
@@ -55,8 +54,10 @@ func (p *Policy) Match(host, method, path string) (*Route, string, error) {
 		// reads as it is, so it is compared with the prefix's loose form;
 		// anything else is read loosely on both sides.
 		switch {
-		case !loose && rt.foldedPrefix != "":
-			if rt.foldedPrefix == rt.PathPrefix || !hasPathPrefix(path, rt.foldedPrefix) {
+		case plain && rt.loose == looseSame:
+			continue
+		case plain && rt.loose == looseFolded:
+			if !hasPathPrefix(path, rt.foldedPrefix) {
 				continue
 			}
 		case !looseHasPrefix(path, rt.PathPrefix):

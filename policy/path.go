@@ -51,15 +51,31 @@ var (
 //
 // An already normal path is returned as is, without allocating.
 func NormalizePath(raw string) (string, error) {
+	p, _, err := normalize(raw)
+	return p, err
+}
+
+// normalize is NormalizePath that also reports whether the normal path is
+// plain: no escape, ';' or capital, so that it reads loosely as it is.
+func normalize(raw string) (p string, plain bool, err error) {
 	if raw == "" {
-		return "/", nil
+		return "/", true, nil
 	}
 	if raw[0] != '/' {
-		return "", errNotRooted
+		return "", false, errNotRooted
 	}
-	if isNormal(raw) {
-		return raw, nil
+	if normal, plain := isNormal(raw); normal {
+		return raw, plain, nil
 	}
+	p, err = normalizeSlow(raw)
+	if err != nil {
+		return "", false, err
+	}
+	return p, !needsLoose(p), nil
+}
+
+// normalizeSlow builds the normal form of the rooted path raw.
+func normalizeSlow(raw string) (string, error) {
 	b := lazybuf{s: raw}
 	b.append('/')
 	for r := 1; r < len(raw); {
@@ -100,27 +116,44 @@ func NormalizePath(raw string) (string, error) {
 
 // isNormal is NormalizePath's fast path: it reports whether the rooted
 // path p is certainly normal — only unescaped path characters, no "//",
-// and no segment starting with '.' (those take the full check).
-func isNormal(p string) bool {
+// and no segment starting with '.' (those take the full check) — and if
+// so, whether it is plain (no ';' or capital).
+func isNormal(p string) (normal, plain bool) {
+	plain = true
 	for i := 1; i < len(p); i++ {
 		c := p[i]
 		if c == '/' {
 			if p[i-1] == '/' {
-				return false
+				return false, false
 			}
 			continue
 		}
-		if !pcharTable[c] || c == '.' && p[i-1] == '/' {
-			return false
+		k := byteClass[c]
+		if k&classPchar == 0 || c == '.' && p[i-1] == '/' {
+			return false, false
+		}
+		if k&classLoose != 0 {
+			plain = false
 		}
 	}
-	return true
+	return true, plain
 }
 
-// pcharTable[c] is pchar(c), looked up.
-var pcharTable = func() (t [256]bool) {
+// The byte classes of isNormal.
+const (
+	classPchar = 1 << iota // may appear unescaped in a segment (pchar)
+	classLoose             // reads differently loosely: ';' or a capital
+)
+
+// byteClass holds each byte's classes, looked up.
+var byteClass = func() (t [256]uint8) {
 	for c := 0; c < 256; c++ {
-		t[c] = pchar(byte(c))
+		if pchar(byte(c)) {
+			t[c] |= classPchar
+		}
+		if c == ';' || 'A' <= c && c <= 'Z' {
+			t[c] |= classLoose
+		}
 	}
 	return t
 }()
@@ -330,23 +363,39 @@ func hasPathPrefix(p, prefix string) bool {
 	return len(p) == len(prefix) || prefix[len(prefix)-1] == '/' || p[len(prefix)] == '/'
 }
 
-// foldPrefix returns the normal prefix p in the loose reading (escapes
-// decoded, ASCII lower case) if that is a plain path — only lower-case
-// path characters, no '%' or ';' — or "" if it is not. A plain path
-// matches p loosely exactly when foldPrefix(p) is its prefix.
-func foldPrefix(p string) string {
+// looseKind says how a route's prefix reads in the loose reading.
+type looseKind uint8
+
+const (
+	// looseSame: as it is, so a plain path matches it loosely only if it
+	// matches strictly.
+	looseSame looseKind = iota
+	// looseFolded: as Route.foldedPrefix, a plain path; a plain request
+	// path is compared with that byte for byte.
+	looseFolded
+	// looseFull: only through the loose reader (a non-ASCII escape, whose
+	// case folds beyond ASCII).
+	looseFull
+)
+
+// foldPrefix returns how the normal prefix p reads loosely, and its loose
+// form when that is a plain path (escapes decoded, lower case).
+func foldPrefix(p string) (looseKind, string) {
 	var b strings.Builder
 	for r := (looseReader{s: p}); ; {
 		c, ok := r.next()
 		if !ok {
 			break
 		}
-		if c != '/' && (!pcharTable[c] || c == '%' || c == ';') {
-			return ""
+		if c != '/' && (byteClass[c]&classPchar == 0 || c == ';') {
+			return looseFull, ""
 		}
 		b.WriteByte(c)
 	}
-	return b.String()
+	if b.String() == p {
+		return looseSame, ""
+	}
+	return looseFolded, b.String()
 }
 
 // needsLoose reports whether the normal path p could read differently

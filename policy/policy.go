@@ -231,10 +231,9 @@ type Route struct {
 	// enforced windows, built once.
 	RateLimitPolicy string
 
-	// foldedPrefix is PathPrefix as the loose reading sees it (decoded,
-	// lower case) when that is plain ASCII, so that a plain path is
-	// compared with it byte for byte; "" when it is not (Match then reads
-	// both loosely).
+	// loose says how PathPrefix reads in Match's loose reading, and
+	// foldedPrefix is that reading when it is a plain path that differs.
+	loose        looseKind
 	foldedPrefix string
 }
 
