@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,3 +122,73 @@ func TestLogMemory(t *testing.T) {
 }
 
 func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
+
+// BenchmarkClock measures what deciding on Redis's clock (ClockStore: the
+// script reads TIME) costs against the gateway's clock (ClockLocal: the
+// instant travels in the arguments): latency per decision from one caller,
+// and Redis CPU per script call from INFO commandstats (usec_per_call of
+// evalsha, reset before each run). The figures go into BENCHMARKS.md.
+func BenchmarkClock(b *testing.B) {
+	c := newClient(b, standard.Addr)
+	ctx := context.Background()
+	for _, l := range []ratelimit.Limit{
+		{Name: "fixed_window", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(1<<40, time.Minute)}},
+		{Name: "sliding_window_counter", Algorithm: ratelimit.SlidingWindowCounter, Rates: []ratelimit.Rate{rate(1<<40, time.Minute)}},
+		{Name: "token_bucket", Algorithm: ratelimit.TokenBucket, Rates: []ratelimit.Rate{rate(1<<40, time.Second)}},
+		{Name: "gcra", Algorithm: ratelimit.GCRA, Rates: []ratelimit.Rate{rate(1<<40, time.Second)}},
+	} {
+		lim := finished(b, l)
+		for _, clock := range []struct {
+			name string
+			c    redisstore.Clock
+		}{{"local", redisstore.ClockLocal}, {"store", redisstore.ClockStore}} {
+			b.Run(l.Name+"/clock="+clock.name, func(b *testing.B) {
+				s := newStore(b, c, redisstore.Options{Timeout: time.Second, Clock: clock.c, DenyCacheSize: -1})
+				hits := []ratelimit.Hit{{Limit: lim, Key: "{clock}k", Cost: 1}}
+				out := make([]ratelimit.Decision, 1)
+				if _, err := s.Decide(ctx, time.Now(), hits, out); err != nil { // load the script
+					b.Fatal(err)
+				}
+				if err := c.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for range b.N {
+					if _, err := s.Decide(ctx, time.Now(), hits, out); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				info, err := c.Info(ctx, "commandstats").Result()
+				if err != nil {
+					b.Fatal(err)
+				}
+				usec := commandStat(info, "evalsha", "usec_per_call")
+				if usec <= 0 {
+					b.Fatalf("no evalsha usec_per_call in INFO commandstats:\n%s", info)
+				}
+				b.ReportMetric(usec, "redis-µs/call")
+			})
+		}
+	}
+}
+
+// commandStat returns field of cmdstat_<cmd> in an INFO commandstats
+// reply, or -1.
+func commandStat(info, cmd, field string) float64 {
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, field+"="); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err == nil {
+					return f
+				}
+			}
+		}
+	}
+	return -1
+}
