@@ -48,9 +48,7 @@ func (g *gateway) openRedis(p *policy.Policy, mem *memstore.Store) error {
 	defer cancel()
 	if err := health.check(ctx); err != nil {
 		if p.Store.RequireAtStartup {
-			rs.Close()
-			client.Close()
-			g.rr = nil
+			// newGateway's cleanup closes the store and the client.
 			return fmt.Errorf("store.require_at_startup: the Redis store cannot make a decision: %w", err)
 		}
 		// Start degraded: store.on_error decides until Redis answers; the

@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -104,20 +105,25 @@ type reloadResult struct {
 	Error string    `json:"error,omitempty"`
 }
 
-// newGateway builds the stores, the handler and both listeners for p.
-func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logger) (*gateway, error) {
+// newGateway builds the stores, the handler and both listeners for p. When
+// a step fails, everything the earlier steps opened is released (one
+// deferred cleanup, gateway.close), so a failed start leaks nothing.
+func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logger) (_ *gateway, err error) {
 	g := &gateway{log: log, path: path, environ: environ, storeCfg: p.Store}
+	defer func() {
+		if err != nil {
+			g.close()
+		}
+	}()
 	if err := g.openStores(p); err != nil {
 		return nil, err
 	}
 	opts, err := g.observe(p)
 	if err != nil {
-		g.store.Close()
 		return nil, err
 	}
 	h, err := proxy.New(p, opts)
 	if err != nil {
-		g.store.Close()
 		return nil, err
 	}
 	g.handler = h
@@ -125,7 +131,6 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 
 	g.publicLn, err = net.Listen("tcp", p.Server.Listen)
 	if err != nil {
-		g.store.Close()
 		return nil, fmt.Errorf("server.listen: %w", err)
 	}
 	g.public = &http.Server{
@@ -138,8 +143,6 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 	if p.Server.AdminListen != "" {
 		g.adminLn, err = net.Listen("tcp", p.Server.AdminListen)
 		if err != nil {
-			g.publicLn.Close()
-			g.store.Close()
 			return nil, fmt.Errorf("server.admin_listen: %w", err)
 		}
 		g.admin = &http.Server{
@@ -150,6 +153,42 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 		}
 	}
 	return g, nil
+}
+
+// close releases what newGateway opened, whatever it got to: listeners,
+// stores and the Redis client, the access log and its file, telemetry.
+// It is the one cleanup of a failed start and of a shutdown (after the
+// servers have drained).
+func (g *gateway) close() {
+	for _, ln := range []net.Listener{g.publicLn, g.adminLn} {
+		if ln != nil {
+			ln.Close() // already closed after a server's Shutdown; the error says so
+		}
+	}
+	if g.store != nil {
+		g.store.Close()
+	}
+	if g.mem != nil && ratelimit.Store(g.mem) != g.store {
+		g.mem.Close() // the local fallback of the Redis store
+	}
+	if g.rr != nil {
+		g.rr.close() // its background checks, then the client
+	}
+	if g.accessLog != nil {
+		if err := g.accessLog.Close(); err != nil {
+			g.log.Warn("access log", "err", err)
+		}
+	}
+	if g.logFile != nil {
+		g.logFile.Close()
+	}
+	if g.otel != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := g.otel.Shutdown(ctx); err != nil {
+			g.log.Warn("telemetry shutdown", "err", err)
+		}
+		cancel()
+	}
 }
 
 // observe sets up metrics, tracing and the access log, and returns the
@@ -298,7 +337,7 @@ func serve(srv *http.Server, ln net.Listener) error {
 }
 
 // shutdown drains in-flight requests up to server.shutdown_timeout, then
-// closes the stores.
+// releases everything (close).
 func (g *gateway) shutdown() {
 	g.draining.Store(true)
 	p := g.handler.Policy()
@@ -313,26 +352,7 @@ func (g *gateway) shutdown() {
 		_ = g.admin.Shutdown(actx)
 		acancel()
 	}
-	if g.local != nil && g.local != g.store {
-		g.local.Close()
-	}
-	g.store.Close()
-	if g.rr != nil {
-		g.rr.close()
-	}
-	if g.accessLog != nil {
-		if err := g.accessLog.Close(); err != nil {
-			g.log.Warn("access log", "err", err)
-		}
-		if g.logFile != nil {
-			g.logFile.Close()
-		}
-	}
-	octx, ocancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if err := g.otel.Shutdown(octx); err != nil {
-		g.log.Warn("telemetry shutdown", "err", err)
-	}
-	ocancel()
+	g.close()
 	g.log.Info("stopped")
 }
 
@@ -376,11 +396,9 @@ func (g *gateway) reload() error {
 }
 
 // sameStore reports whether two store settings need the same store object.
-func sameStore(a, b policy.Store) bool {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	return string(ja) == string(jb)
-}
+// Every field counts, the password included (a JSON comparison, as before,
+// skipped it).
+func sameStore(a, b policy.Store) bool { return reflect.DeepEqual(a, b) }
 
 // adminMux serves the admin listener.
 func (g *gateway) adminMux() *http.ServeMux {

@@ -72,3 +72,56 @@ respond = { status = 200, body = "ok" }
 		g.shutdown()
 	}
 }
+
+// TestFailedStartReleasesEverything: when a late step of newGateway fails
+// (the listen address is taken), what the earlier steps opened — the access
+// log's file, the stores, telemetry — is released, not leaked until the
+// process exits. Counted as this process's open file descriptors.
+func TestFailedStartReleasesEverything(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gateway.toml")
+	cfg := fmt.Sprintf(`
+[server]
+listen = %q
+admin_listen = ""
+[access_log]
+path = %q
+[[routes]]
+name = "demo"
+respond = { status = 200, body = "ok" }
+`, taken.Addr().String(), filepath.Join(dir, "access.log"))
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := loadPolicy(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openFiles := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skipf("cannot count open files: %v", err)
+		}
+		return len(ents)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// One start first, so that lazily opened process-wide files (such as
+	// the DNS configuration) are counted in both figures.
+	if _, err := newGateway(p, path, nil, log); err == nil {
+		t.Fatal("newGateway on a taken address succeeded")
+	}
+	before := openFiles()
+	for range 5 {
+		if _, err := newGateway(p, path, nil, log); err == nil || !strings.Contains(err.Error(), "server.listen") {
+			t.Fatalf("newGateway on a taken address: %v, want a server.listen error", err)
+		}
+	}
+	if after := openFiles(); after > before {
+		t.Errorf("open files went from %d to %d over 5 failed starts: something newGateway opened was not released", before, after)
+	}
+}
