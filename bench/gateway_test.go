@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tollgate/gateway/internal/testupstream"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -24,20 +25,6 @@ import (
 
 // upstreamBody is what the benchmark upstream answers, as in peer.sh.
 var upstreamBody = []byte(`{"ok":true,"service":"bench-upstream"}` + "\n")
-
-// newUpstream starts a standard-library upstream on loopback.
-func newUpstream(tb testing.TB) *httptest.Server {
-	tb.Helper()
-	length := strconv.Itoa(len(upstreamBody))
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h["Content-Type"] = []string{"application/json"}
-		h["Content-Length"] = []string{length}
-		_, _ = w.Write(upstreamBody)
-	}))
-	tb.Cleanup(up.Close)
-	return up
-}
 
 // benchMode is one gateway configuration of the peer benchmark.
 type benchMode struct {
@@ -96,25 +83,6 @@ var keyNames = func() []string {
 	return k
 }()
 
-// discardWriter is a reusable http.ResponseWriter that keeps the status.
-type discardWriter struct {
-	h      http.Header
-	status int
-}
-
-func (w *discardWriter) Header() http.Header { return w.h }
-func (w *discardWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-}
-func (w *discardWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return len(b), nil
-}
-
 // BenchmarkHandler is the gateway's own request path: Handler.ServeHTTP
 // called directly (no client, no server connection handling), forwarding
 // to a real upstream over loopback. allocs/op are the gateway's alone
@@ -122,12 +90,12 @@ func (w *discardWriter) Write(b []byte) (int, error) {
 func BenchmarkHandler(b *testing.B) {
 	for _, m := range benchModes {
 		b.Run(m.name, func(b *testing.B) {
-			up := newUpstream(b)
+			up := testupstream.Fixed(b, upstreamBody)
 			h := newHandler(b, m, up.URL)
 			// The hot key's first request is allowed; then it is denied.
 			warm := httptest.NewRequest("GET", "/v1/items", nil)
 			warm.Header.Set("X-API-Key", "hot-key")
-			h.ServeHTTP(&discardWriter{h: http.Header{}}, warm)
+			h.ServeHTTP(testupstream.NewDiscard(), warm)
 			var seq atomic.Int64
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -135,16 +103,16 @@ func BenchmarkHandler(b *testing.B) {
 				r := httptest.NewRequest("GET", "/v1/items", nil)
 				r.RemoteAddr = "127.0.0.1:40000"
 				r.Header.Set("X-API-Key", "hot-key")
-				w := &discardWriter{h: http.Header{}}
+				w := testupstream.NewDiscard()
 				for pb.Next() {
 					if m.manyKeys {
 						r.Header["X-Api-Key"][0] = keyNames[seq.Add(1)%int64(len(keyNames))]
 					}
-					clear(w.h)
-					w.status = 0
+					clear(w.H)
+					w.Status = 0
 					h.ServeHTTP(w, r)
-					if w.status != m.status {
-						b.Fatalf("status %d, want %d", w.status, m.status)
+					if w.Status != m.status {
+						b.Fatalf("status %d, want %d", w.Status, m.status)
 					}
 				}
 			})
@@ -160,7 +128,7 @@ func BenchmarkHandler(b *testing.B) {
 func BenchmarkServer(b *testing.B) {
 	for _, m := range benchModes {
 		b.Run(m.name, func(b *testing.B) {
-			up := newUpstream(b)
+			up := testupstream.Fixed(b, upstreamBody)
 			gw := httptest.NewServer(newHandler(b, m, up.URL))
 			b.Cleanup(gw.Close)
 			tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64}

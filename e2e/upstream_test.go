@@ -3,27 +3,22 @@ package e2e
 import (
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate/gateway/internal/testupstream"
 )
 
-// Request headers the test upstream obeys. They are ordinary end-to-end
-// headers, so the gateway forwards them.
+// Request headers the test upstream obeys (see testupstream). They are
+// ordinary end-to-end headers, so the gateway forwards them.
 const (
-	// hSleep makes the upstream wait this long (a Go duration) before
-	// answering, or until the request is cancelled.
-	hSleep = "X-Upstream-Sleep"
-	// hStatus makes the upstream answer with this status code.
-	hStatus = "X-Upstream-Status"
-	// hReset makes the upstream close the connection without answering.
-	hReset = "X-Upstream-Reset"
-	// hNoRead makes the upstream answer at once without reading the body.
-	hNoRead = "X-Upstream-No-Read"
+	hSleep  = testupstream.HeaderSleep
+	hStatus = testupstream.HeaderStatus
+	hReset  = testupstream.HeaderReset
+	hNoRead = testupstream.HeaderNoRead
 )
 
 // seen is what the upstream received for one request.
@@ -94,33 +89,16 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
-	if v := r.Header.Get(hSleep); v != "" {
-		d, _ := time.ParseDuration(v)
-		select {
-		case <-time.After(d):
-		case <-r.Context().Done():
-			u.mu.Lock()
-			s.Cancelled = true
-			u.mu.Unlock()
-			return
-		}
+	answer, cancelled := testupstream.Obey(w, r)
+	if cancelled {
+		u.mu.Lock()
+		s.Cancelled = true
+		u.mu.Unlock()
 	}
-	if r.Header.Get(hReset) != "" {
-		if hj, ok := w.(http.Hijacker); ok {
-			conn, _, err := hj.Hijack()
-			if err == nil {
-				if tc, ok := conn.(*net.TCPConn); ok {
-					_ = tc.SetLinger(0) // RST, not FIN
-				}
-				conn.Close()
-			}
-		}
+	if !answer {
 		return
 	}
-	status := http.StatusOK
-	if v := r.Header.Get(hStatus); v != "" {
-		status, _ = strconv.Atoi(v)
-	}
+	status := testupstream.Status(r)
 	u.mu.Lock()
 	b, _ := json.Marshal(s)
 	u.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/tollgate/gateway/internal/testupstream"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -90,11 +91,11 @@ func BenchmarkHandler(b *testing.B) {
 			reqs[i].RemoteAddr = "192.0.2.1:1234"
 			reqs[i].Header.Set("X-API-Key", "key-"+strconv.Itoa(i))
 		}
-		w := &discardWriter{h: http.Header{}}
+		w := testupstream.NewDiscard()
 		b.ResetTimer()
 		for i := 0; b.Loop(); i++ {
-			clear(w.h)
-			w.status = 0
+			clear(w.H)
+			w.Reset()
 			h.ServeHTTP(w, reqs[i%keys])
 		}
 	}
@@ -102,17 +103,4 @@ func BenchmarkHandler(b *testing.B) {
 	b.Run("respond-allow-1key", func(b *testing.B) { inProcess(b, mk("1000000000/second"), 1) })
 	b.Run("respond-allow-10000keys", func(b *testing.B) { inProcess(b, mk("1000000000/second"), 10000) })
 	b.Run("respond-deny-hotkey", func(b *testing.B) { inProcess(b, mk("1/hour"), 1) })
-}
-
-// discardWriter is a minimal ResponseWriter that keeps only the headers.
-type discardWriter struct {
-	h      http.Header
-	status int
-}
-
-func (w *discardWriter) Header() http.Header         { return w.h }
-func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (w *discardWriter) WriteHeader(code int)        { w.status = code }
-func (w *discardWriter) WriteString(s string) (int, error) {
-	return len(s), nil
 }

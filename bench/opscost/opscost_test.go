@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +26,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/tollgate/gateway/internal/testupstream"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -34,20 +34,6 @@ import (
 )
 
 var upstreamBody = []byte(`{"ok":true,"service":"bench-upstream"}` + "\n")
-
-// newUpstream starts a standard-library upstream on loopback.
-func newUpstream(tb testing.TB) *httptest.Server {
-	tb.Helper()
-	length := strconv.Itoa(len(upstreamBody))
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h["Content-Type"] = []string{"application/json"}
-		h["Content-Length"] = []string{length}
-		_, _ = w.Write(upstreamBody)
-	}))
-	tb.Cleanup(up.Close)
-	return up
-}
 
 // newPolicy is one route ("proxied" in front of upstream, or "respond")
 // under a per-client limit that never denies in a benchmark.
@@ -120,25 +106,6 @@ func setup(tb testing.TB, o observability) (opts proxy.Options, check func() int
 	return opts, check
 }
 
-// discardWriter is a reusable http.ResponseWriter that keeps the status.
-type discardWriter struct {
-	h      http.Header
-	status int
-}
-
-func (w *discardWriter) Header() http.Header { return w.h }
-func (w *discardWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-}
-func (w *discardWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return len(b), nil
-}
-
 // BenchmarkRequestPath runs Handler.ServeHTTP directly (no client, no
 // server connection handling) under each observability configuration, on
 // the proxied path and on a respond route, from GOMAXPROCS goroutines.
@@ -148,7 +115,7 @@ func BenchmarkRequestPath(b *testing.B) {
 			b.Run(path+"/"+o.name, func(b *testing.B) {
 				upstream := ""
 				if path == "proxied" {
-					upstream = newUpstream(b).URL
+					upstream = testupstream.Fixed(b, upstreamBody).URL
 				}
 				store := memstore.New(memstore.Options{MaxKeys: 1000000})
 				b.Cleanup(func() { store.Close() })
@@ -165,13 +132,13 @@ func BenchmarkRequestPath(b *testing.B) {
 					r := httptest.NewRequest("GET", "/v1/items", nil)
 					r.RemoteAddr = "127.0.0.1:40000"
 					r.Header.Set("X-API-Key", "bench-key")
-					w := &discardWriter{h: http.Header{}}
+					w := testupstream.NewDiscard()
 					for pb.Next() {
-						clear(w.h)
-						w.status = 0
+						clear(w.H)
+						w.Status = 0
 						h.ServeHTTP(w, r)
-						if w.status != http.StatusOK {
-							b.Fatalf("status %d, want 200", w.status)
+						if w.Status != http.StatusOK {
+							b.Fatalf("status %d, want 200", w.Status)
 						}
 					}
 				})

@@ -148,7 +148,7 @@ func run(ctx context.Context, o options) (*report, error) {
 			return nil, err
 		}
 	}
-	up := httptest.NewServer(http.HandlerFunc(upstreamHandler))
+	up := httptest.NewServer(upstreamHandler)
 	defer up.Close()
 	down, err := closedAddr()
 	if err != nil {

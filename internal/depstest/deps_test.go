@@ -85,7 +85,7 @@ var rules = map[string]rule{
 	"bench/cmd/peerbench": {},
 	// Soak and key-rotation load programs, and their out-of-process probe
 	// (/proc and the admin listener).
-	"bench/soak":       {allow: []string{"bench/soak/probe"}},
+	"bench/soak":       {allow: []string{"bench/soak/probe", "internal/testupstream"}},
 	"bench/soak/probe": {},
 	"bench/keyrot":     {allow: []string{"bench/soak/probe"}},
 	// `gateway replay`: an access log through the configured limits on a
@@ -97,6 +97,8 @@ var rules = map[string]rule{
 	"internal/redistest": {allow: []string{"internal/childproc"}},
 	// Test support: child processes that die with the test binary.
 	"internal/childproc": {},
+	// Test support: the upstream tests and benchmarks put behind the gateway.
+	"internal/testupstream": {},
 	// Wiring: flags, viper, store construction, OTel SDK, signals.
 	"cmd/gateway": {any: true},
 }
@@ -114,7 +116,7 @@ var redisConstructors = []string{"NewClient", "NewClusterClient", "NewFailoverCl
 	"NewFailoverClusterClient", "NewUniversalClient", "NewRing", "NewSentinelClient"}
 
 // testOnly are module packages the gateway binary must never link.
-var testOnly = []string{"ratelimit/storetest", "internal/redistest", "internal/childproc", "testing"}
+var testOnly = []string{"ratelimit/storetest", "internal/redistest", "internal/childproc", "internal/testupstream", "testing"}
 
 // pkg is the part of `go list -json` this test reads.
 type pkg struct {
