@@ -16,7 +16,7 @@ type Config struct {
 	// the client is the IP all the same: never empty, never shared by every
 	// anonymous client.
 	Sources []Source
-	// APIKeyHeader carries the API key; default "X-API-Key". Only its first
+	// APIKeyHeader carries the API key; default DefaultAPIKeyHeader. Only its first
 	// value is read, with surrounding spaces trimmed (as for UserHeader).
 	APIKeyHeader string
 	// APIKeyQuery names a query parameter that carries the API key when the
@@ -79,14 +79,14 @@ func NewExtractor(cfg Config) (*Extractor, error) {
 		seen[s] = true
 	}
 	if e.apiHeader == "" {
-		e.apiHeader = "X-API-Key"
+		e.apiHeader = DefaultAPIKeyHeader
 	}
-	if !validHeaderName(e.apiHeader) {
+	if !IsToken(e.apiHeader) {
 		errs = append(errs, fmt.Errorf("api_key_header: invalid header name %q", e.apiHeader))
 	}
 	e.apiHeader = canonicalHeader(e.apiHeader)
 	if e.userHeader != "" {
-		if !validHeaderName(e.userHeader) {
+		if !IsToken(e.userHeader) {
 			errs = append(errs, fmt.Errorf("user_header: invalid header name %q", e.userHeader))
 		}
 		e.userHeader = canonicalHeader(e.userHeader)

@@ -6,6 +6,10 @@ import "net/netip"
 // that must build requests it will read (replay) or name what it keys by
 // (the access log), without reading or re-parsing raw configuration.
 
+// DefaultAPIKeyHeader is the header that carries the API key unless the
+// configuration names another (identity.api_key_header).
+const DefaultAPIKeyHeader = "X-API-Key"
+
 // APIKeyHeader returns the canonical name of the header that carries the
 // API key.
 func (e *Extractor) APIKeyHeader() string { return e.apiHeader }

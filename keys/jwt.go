@@ -82,7 +82,7 @@ func newJWTVerifier(c *JWTConfig) (*jwtVerifier, error) {
 	if v.header == "" {
 		v.header = "Authorization"
 	}
-	if !validHeaderName(v.header) {
+	if !IsToken(v.header) {
 		return nil, fmt.Errorf("jwt.header: invalid header name %q", v.header)
 	}
 	v.header = canonicalHeader(v.header)

@@ -64,7 +64,7 @@ type Part struct {
 // "header:X-Tenant" (the header name is canonicalized).
 func ParsePart(s string) (Part, error) {
 	if name, ok := strings.CutPrefix(s, "header:"); ok {
-		if !validHeaderName(name) {
+		if !IsToken(name) {
 			return Part{}, fmt.Errorf("key part %q: invalid header name", s)
 		}
 		return Part{Kind: PartHeader, Header: canonicalHeader(name)}, nil

@@ -50,8 +50,10 @@ func queryValue(q, name string, maxLen int) string {
 	return ""
 }
 
-// validHeaderName reports whether s is an HTTP token (RFC 9110 §5.1).
-func validHeaderName(s string) bool {
+// IsToken reports whether s is an HTTP token (RFC 9110 §5.6.2): what a
+// header name or a method must be. It is the one check of header names
+// for the configuration too.
+func IsToken(s string) bool {
 	if s == "" {
 		return false
 	}

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate/gateway/keys"
 )
 
 func buildRoute(c *RouteConfig, path string, e *problems) *Route {
@@ -38,7 +40,7 @@ func buildRoute(c *RouteConfig, path string, e *problems) *Route {
 		rt.loose, rt.foldedPrefix = foldPrefix(p)
 	}
 	for i, m := range c.Methods {
-		if !isToken(m) {
+		if !keys.IsToken(m) {
 			e.add(fmt.Sprintf("%s.methods[%d]", path, i), "invalid method %q", m)
 			continue
 		}

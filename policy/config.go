@@ -9,6 +9,8 @@
 // given, never from the process directly.
 package policy
 
+import "github.com/tollgate/gateway/keys"
+
 // Config is the TOML document the README's "Configuration reference" describes. The mapstructure tags are the TOML
 // keys; the json tags give /admin/config the same shape. Durations are Go
 // duration strings ("50ms", "1h30m"). Use Default for a Config with every
@@ -344,7 +346,7 @@ func Default() Config {
 		},
 		Identity: IdentityConfig{
 			Sources:      []string{"api_key", "user", "ip"},
-			APIKeyHeader: "X-API-Key",
+			APIKeyHeader: keys.DefaultAPIKeyHeader,
 			IPv6Prefix:   64,
 			MaxValueLen:  1024,
 			JWT:          JWTConfig{Header: "Authorization", Claim: "sub", Leeway: "0s"},

@@ -2,7 +2,8 @@ package policy
 
 import (
 	"net/textproto"
-	"strings"
+
+	"github.com/tollgate/gateway/keys"
 )
 
 // validName reports whether s is 1..64 letters, digits, '-', '_' (and '.'
@@ -20,22 +21,8 @@ func validName(s string, dot bool) bool {
 	return true
 }
 
-// isToken reports whether s is an RFC 9110 token (header names, methods).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
-			continue
-		}
-		return false
-	}
-	return true
-}
-
-func validHeaderName(s string) bool { return isToken(s) }
+// validHeaderName reports whether s may name a header: one check, keys'.
+func validHeaderName(s string) bool { return keys.IsToken(s) }
 
 func canonicalHeader(s string) string { return textproto.CanonicalMIMEHeaderKey(s) }
 
