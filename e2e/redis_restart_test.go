@@ -36,8 +36,13 @@ func TestRedisRestartAndScriptFlushUnderLoad(t *testing.T) {
 	t.Run("script-flush", func(t *testing.T) {
 		avoidWindowEdge(time.Hour)
 		stop := make(chan struct{})
+		// A failing check must not leave the flusher running into later
+		// tests: the cleanup stops it too.
+		var stopOnce sync.Once
+		halt := func() { stopOnce.Do(func() { close(stop) }) }
+		t.Cleanup(halt)
 		bg := load(t, gd.url("/load"), 4, 200, stop)
-		flushed := make(chan int)
+		flushed := make(chan int, 1)
 		go func() {
 			n := 0
 			tick := time.NewTicker(100 * time.Millisecond)
@@ -78,7 +83,7 @@ func TestRedisRestartAndScriptFlushUnderLoad(t *testing.T) {
 		}
 		wg.Wait()
 		time.Sleep(500 * time.Millisecond) // a few more flushes under load
-		close(stop)
+		halt()
 		bg.wait()
 		n := <-flushed
 		t.Logf("%d SCRIPT FLUSHes; load %s; /exact %s", n, bg, exact)
