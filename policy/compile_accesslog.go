@@ -1,9 +1,12 @@
 package policy
 
 func buildAccessLog(c *AccessLogConfig, e *problems) AccessLog {
-	a := AccessLog{Path: c.Path, Format: c.Format, RawClient: c.RawClient}
+	a := AccessLog{Path: c.Path, RawClient: c.RawClient}
 	switch c.Format {
-	case "combined", "jsonl":
+	case "combined":
+		a.Format = LogCombined
+	case "jsonl":
+		a.Format = LogJSONL
 	default:
 		e.add("access_log.format", "unknown format %q (want \"combined\" or \"jsonl\")", c.Format)
 	}

@@ -20,9 +20,12 @@ const (
 const minMemoryMaxBytes = 1 << 20
 
 func buildStore(c *StoreConfig, e *problems) Store {
-	s := Store{Backend: c.Backend, Clock: c.Clock, MemoryMaxKeys: c.Memory.MaxKeys, MemoryMaxBytes: c.Memory.MaxBytes, RequireAtStartup: c.RequireAtStartup}
+	s := Store{MemoryMaxKeys: c.Memory.MaxKeys, MemoryMaxBytes: c.Memory.MaxBytes, RequireAtStartup: c.RequireAtStartup}
 	switch c.Backend {
-	case "memory", "redis":
+	case "memory":
+		s.Backend = BackendMemory
+	case "redis":
+		s.Backend = BackendRedis
 	default:
 		e.add("store.backend", "unknown backend %q (want memory or redis)", c.Backend)
 	}
@@ -41,12 +44,14 @@ func buildStore(c *StoreConfig, e *problems) Store {
 	case "":
 		// Unset: a fleet sharing Redis decides on one clock, Redis's, so
 		// that gateways whose clocks differ still admit exactly the limit.
-		s.Clock = "local"
+		s.Clock = ClockLocal
 		if c.Backend == "redis" {
-			s.Clock = "store"
+			s.Clock = ClockStore
 		}
 	case "local":
+		s.Clock = ClockLocal
 	case "store":
+		s.Clock = ClockStore
 		if c.Backend != "redis" {
 			e.add("store.clock", `"store" needs backend = "redis"`)
 		}

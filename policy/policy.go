@@ -3,7 +3,6 @@ package policy
 import (
 	"net/netip"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/tollgate/gateway/headers"
@@ -42,8 +41,8 @@ type Policy struct {
 type AccessLog struct {
 	// Path is the file, "stdout" or "stderr"; "" disables the log.
 	Path string
-	// Format is "combined" or "jsonl".
-	Format string
+	// Format is the line format.
+	Format LogFormat
 	// RawClient logs identities unhashed.
 	RawClient bool
 	// Salt salts identity hashes (from access_log.salt_env).
@@ -70,43 +69,17 @@ type Server struct {
 	WatchConfig bool
 }
 
-// OnError is what a store failure means for the request.
-type OnError uint8
-
-// The store.on_error values.
-const (
-	// OnErrorLocal decides with this node's own in-memory counters.
-	OnErrorLocal OnError = iota + 1
-	// OnErrorAllow forwards the request without rate-limit headers.
-	OnErrorAllow
-	// OnErrorDeny answers 503 with Retry-After.
-	OnErrorDeny
-)
-
-var onErrorNames = [...]string{OnErrorLocal: "local", OnErrorAllow: "allow", OnErrorDeny: "deny"}
-
-// String returns the configuration name of o ("local", "allow", "deny").
-func (o OnError) String() string {
-	if o == 0 || int(o) >= len(onErrorNames) {
-		return "OnError(" + strconv.Itoa(int(o)) + ")"
-	}
-	return onErrorNames[o]
-}
-
-// MarshalText lets logs and JSON show the configuration name.
-func (o OnError) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
-
 // Store is the compiled [store] table.
 type Store struct {
-	// Backend is "memory" or "redis".
-	Backend string
+	// Backend is where counters live.
+	Backend Backend
 	// OnError is what a store failure means.
 	OnError OnError
 	// Timeout is the budget of one store call.
 	Timeout time.Duration
-	// Clock is "local" or "store" (never empty: an unset clock is compiled
-	// to "store" with the Redis backend, else "local").
-	Clock string
+	// Clock is whose clock decides (never 0: an unset clock is compiled
+	// to ClockStore with the Redis backend, else ClockLocal).
+	Clock Clock
 	// RequireAtStartup refuses to start without a reachable Redis.
 	RequireAtStartup bool
 	// MemoryMaxKeys bounds the in-memory store's keys.
@@ -114,7 +87,8 @@ type Store struct {
 	// MemoryMaxBytes bounds the in-memory store's bytes; 0 derives the
 	// bound from the machine's memory.
 	MemoryMaxBytes int64
-	// Redis holds the Redis settings (meaningful when Backend is "redis").
+	// Redis holds the Redis settings (meaningful when Backend is
+	// BackendRedis).
 	Redis RedisStore
 }
 

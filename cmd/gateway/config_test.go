@@ -97,7 +97,7 @@ func summary(p *policy.Policy) string {
 	st := p.Store
 	fmt.Fprintf(&b, "store backend=%s on_error=%s timeout=%s clock=%s memory.max_keys=%d\n",
 		st.Backend, st.OnError, st.Timeout, st.Clock, st.MemoryMaxKeys)
-	if st.Backend == "redis" {
+	if st.Backend == policy.BackendRedis {
 		r := st.Redis
 		fmt.Fprintf(&b, "  redis url=%q cluster=%v sentinel=%q%v prefix=%q username=%q password_set=%v\n",
 			p.Redacted().Store.Redis.URL, r.Cluster, r.SentinelMaster, r.SentinelAddrs, r.Prefix, r.Username, r.Password != "")

@@ -30,7 +30,7 @@ func (g *gateway) openRedis(p *policy.Policy, mem *memstore.Store) error {
 		return fmt.Errorf("store.redis: %w", err)
 	}
 	clock := redisstore.ClockLocal
-	if p.Store.Clock == "store" {
+	if p.Store.Clock == policy.ClockStore {
 		clock = redisstore.ClockStore
 	}
 	rs, err := redisstore.New(client, redisstore.Options{Prefix: p.Store.Redis.Prefix, Clock: clock, Timeout: p.Store.Timeout,

@@ -195,7 +195,7 @@ func (g *gateway) close() {
 // proxy options that feed them.
 func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 	opts := proxy.Options{Store: g.store, Local: g.local, Logger: g.log}
-	if p.Store.Backend != "redis" {
+	if p.Store.Backend != policy.BackendRedis {
 		// The memory store counts on this process's monotonic clock, so a
 		// wall-clock step (NTP, an operator) neither refills buckets nor
 		// locks clients out. Redis with clock = "local"
@@ -236,9 +236,9 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 			}
 			out = g.logFile
 		}
-		format, err := accesslog.ParseFormat(al.Format)
-		if err != nil {
-			return opts, fmt.Errorf("access_log.format: %w", err)
+		format := accesslog.JSONL
+		if al.Format == policy.LogCombined {
+			format = accesslog.Combined
 		}
 		g.accessLog, err = accesslog.NewWriter(out, accesslog.Options{
 			Format: format, RawClient: al.RawClient, Salt: []byte(al.Salt), FlushInterval: al.FlushInterval,
@@ -275,16 +275,12 @@ func (o inflightObservers) End()   { o.inflight.End() }
 func (g *gateway) openStores(p *policy.Policy) error {
 	mem := memstore.New(memstore.Options{MaxKeys: p.Store.MemoryMaxKeys, MaxBytes: p.Store.MemoryMaxBytes})
 	g.mem = mem
-	switch p.Store.Backend {
-	case "", "memory":
-		g.store, g.local = mem, mem
-		g.ready = func(context.Context) error { return nil }
-		return nil
-	case "redis":
+	if p.Store.Backend == policy.BackendRedis {
 		return g.openRedis(p, mem)
-	default:
-		return fmt.Errorf("store.backend: unknown backend %q", p.Store.Backend)
 	}
+	g.store, g.local = mem, mem
+	g.ready = func(context.Context) error { return nil }
+	return nil
 }
 
 // monotonicClock returns a clock that reads the wall time once and then
