@@ -243,7 +243,17 @@ type storeHealth struct {
 	log   *slog.Logger
 
 	mu   sync.Mutex
-	last string // the last failure's text; "" while healthy
+	last string // the last failure's kind (healthKind); "" while healthy
+}
+
+// healthKind is what storeHealth compares between checks: a refusal's
+// cause, or "unavailable" for every outage (unreachable, breaker open), so
+// that an outage alternating between those two texts logs once.
+func healthKind(err error) string {
+	if errors.Is(err, redisstore.ErrRefused) {
+		return err.Error()
+	}
+	return "unavailable"
 }
 
 // check runs the readiness check and logs a change of outcome.
@@ -255,9 +265,9 @@ func (h *storeHealth) check(ctx context.Context) error {
 	case err == nil && h.last != "":
 		h.log.Info("the Redis store makes decisions again")
 		h.last = ""
-	case err != nil && err.Error() != h.last:
+	case err != nil && healthKind(err) != h.last:
 		h.log.Warn("the Redis store cannot make a decision", "cause", err.Error())
-		h.last = err.Error()
+		h.last = healthKind(err)
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tollgate/gateway/internal/redistest"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/ratelimit/redisstore"
 )
 
 func TestNewRedisClientStandalone(t *testing.T) {
@@ -196,5 +198,31 @@ func TestWarnEvictionPolicy(t *testing.T) {
 	var buf bytes.Buffer
 	if got := warnEvictionPolicy(context.Background(), rc, slog.New(slog.NewTextHandler(&buf, nil)), "x"); got != "x" || strings.Contains(buf.String(), "WARN") {
 		t.Errorf("a Redis refusing CONFIG: returned %q, log %q; want the last policy and silence", got, buf.String())
+	}
+}
+
+// TestStoreHealthLogsOnce: a run of failed checks logs once per kind of
+// failure (an outage alternating between "unreachable" and "breaker open"
+// is one), and once more when decisions work again.
+func TestStoreHealthLogsOnce(t *testing.T) {
+	var buf bytes.Buffer
+	errs := []error{
+		errors.New("Redis not reachable: dial tcp: connection refused"),
+		redisstore.ErrBreakerOpen,
+		errors.New("Redis not reachable: dial tcp: connection refused"),
+		nil, nil,
+		fmt.Errorf("NOPERM: user tg may not run evalsha: %w", redisstore.ErrRefused),
+		fmt.Errorf("NOPERM: user tg may not run evalsha: %w", redisstore.ErrRefused),
+	}
+	i := 0
+	h := &storeHealth{ready: func(context.Context) error { i++; return errs[i-1] }, log: slog.New(slog.NewTextHandler(&buf, nil))}
+	for range errs {
+		h.check(context.Background())
+	}
+	if n := strings.Count(buf.String(), "cannot make a decision"); n != 2 {
+		t.Errorf("%d failure lines, want 2 (the outage, the refusal); log:\n%s", n, buf.String())
+	}
+	if n := strings.Count(buf.String(), "makes decisions again"); n != 1 {
+		t.Errorf("%d recovery lines, want 1; log:\n%s", n, buf.String())
 	}
 }
