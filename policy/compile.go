@@ -29,19 +29,19 @@ func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte
 	}
 	var e problems
 	if c.Store.Backend == "redis" && c.Store.Redis.PasswordEnv != "" {
-		p.Store.Redis.Password = getenv(c.Store.Redis.PasswordEnv)
+		p.Store.Redis.Password = Secret(getenv(c.Store.Redis.PasswordEnv))
 		if p.Store.Redis.Password == "" {
 			e.add("store.redis.password_env", "environment variable %s is empty or unset", c.Store.Redis.PasswordEnv)
 		}
 	}
 	if c.Admin.TokenEnv != "" {
-		p.AdminToken = getenv(c.Admin.TokenEnv)
+		p.AdminToken = Secret(getenv(c.Admin.TokenEnv))
 		if p.AdminToken == "" {
 			e.add("admin.token_env", "environment variable %s is empty or unset", c.Admin.TokenEnv)
 		}
 	}
 	if c.AccessLog.SaltEnv != "" {
-		p.AccessLog.Salt = getenv(c.AccessLog.SaltEnv)
+		p.AccessLog.Salt = Secret(getenv(c.AccessLog.SaltEnv))
 	}
 	kc := identityConfig(&c.Identity, nil)
 	if j := c.Identity.JWT; j.Enabled() {

@@ -87,7 +87,7 @@ func buildStore(c *StoreConfig, e *problems) Store {
 		s.Redis.URL = DefaultRedisURL
 	}
 	if r.URL != "" {
-		u, err := url.Parse(r.URL)
+		u, err := url.Parse(r.URL.Reveal())
 		switch {
 		case err != nil:
 			e.add("store.redis.url", "invalid URL: %v", errors.Unwrap(err))

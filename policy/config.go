@@ -124,7 +124,7 @@ type MemoryConfig struct {
 type RedisConfig struct {
 	// URL is a standalone server, redis:// or rediss:// (TLS). Default ""
 	// (meaning DefaultRedisURL when Cluster and Sentinel are unset).
-	URL string `mapstructure:"url" json:"url"`
+	URL SecretURL `mapstructure:"url" json:"url"`
 	// Cluster lists Redis Cluster seed addresses (host:port). Default none.
 	Cluster []string `mapstructure:"cluster" json:"cluster"`
 	// Sentinel names a Sentinel-managed master. Default unset.

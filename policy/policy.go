@@ -14,7 +14,8 @@ import (
 // concurrent use, so requests never touch raw configuration.
 type Policy struct {
 	// Config is the source the policy was compiled from (defaults applied),
-	// for /admin/config; see Redacted.
+	// for /admin/config. Its secrets are typed (SecretURL), so it marshals
+	// with them redacted.
 	Config Config
 	// Server holds the listener settings.
 	Server Server
@@ -30,7 +31,7 @@ type Policy struct {
 	Routes []*Route
 	// AdminToken is the admin API's bearer token ("" = none), read from
 	// the environment variable admin.token_env names.
-	AdminToken string
+	AdminToken Secret
 	// AccessLog holds the access-log settings.
 	AccessLog AccessLog
 
@@ -46,7 +47,7 @@ type AccessLog struct {
 	// RawClient logs identities unhashed.
 	RawClient bool
 	// Salt salts identity hashes (from access_log.salt_env).
-	Salt string
+	Salt Secret
 	// FlushInterval is how often buffered lines are written.
 	FlushInterval time.Duration
 }
@@ -96,7 +97,7 @@ type Store struct {
 // Cluster and SentinelMaster is set when the backend is Redis.
 type RedisStore struct {
 	// URL is a standalone server (redis:// or rediss://).
-	URL string
+	URL SecretURL
 	// Cluster lists Cluster seed addresses.
 	Cluster []string
 	// SentinelMaster is the Sentinel-managed master's name.
@@ -109,7 +110,7 @@ type RedisStore struct {
 	Username string
 	// Password is read from the environment variable named by
 	// password_env ("" for none or the URL's own).
-	Password string `json:"-"`
+	Password Secret
 	// LeaseTTL is the lease of a concurrency slot.
 	LeaseTTL time.Duration
 }
@@ -226,22 +227,3 @@ type Respond struct {
 
 // Limit returns the limit named name, or nil.
 func (p *Policy) Limit(name string) *Limit { return p.byName[name] }
-
-// Redacted returns a copy of the source Config fit for display: a password
-// inside the Redis URL is replaced by "xxxxx". Other secrets are never in
-// the Config, only the names of the environment variables or files that
-// hold them.
-func (p *Policy) Redacted() Config { return Redact(p.Config) }
-
-// Redact returns a deep-enough copy of c with the secrets it may hold
-// (a Redis URL password) replaced by "xxxxx".
-func Redact(c Config) Config {
-	if u, err := url.Parse(c.Store.Redis.URL); err == nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			c.Store.Redis.URL = u.Redacted()
-		}
-	}
-	c.Limits = append([]LimitConfig(nil), c.Limits...)
-	c.Routes = append([]RouteConfig(nil), c.Routes...)
-	return c
-}

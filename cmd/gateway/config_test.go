@@ -100,7 +100,7 @@ func summary(p *policy.Policy) string {
 	if st.Backend == policy.BackendRedis {
 		r := st.Redis
 		fmt.Fprintf(&b, "  redis url=%q cluster=%v sentinel=%q%v prefix=%q username=%q password_set=%v\n",
-			p.Redacted().Store.Redis.URL, r.Cluster, r.SentinelMaster, r.SentinelAddrs, r.Prefix, r.Username, r.Password != "")
+			p.Config.Store.Redis.URL, r.Cluster, r.SentinelMaster, r.SentinelAddrs, r.Prefix, r.Username, r.Password != "")
 	}
 	id := p.Config.Identity
 	fmt.Fprintf(&b, "identity sources=%v api_key_header=%s api_key_query=%q user_header=%q trusted_proxies=%v ipv6_prefix=%d jwt=%v\n",
@@ -199,7 +199,7 @@ sources = ["api_key", "ip"]
 		{"server.admin_listen", cfg.Server.AdminListen, ""},
 		{"server.max_header_bytes", cfg.Server.MaxHeaderBytes, 4096},
 		{"store.backend", cfg.Store.Backend, "redis"},
-		{"store.redis.url", cfg.Store.Redis.URL, "redis://10.0.0.5:6379/0"},
+		{"store.redis.url", cfg.Store.Redis.URL.Reveal(), "redis://10.0.0.5:6379/0"},
 		{"store.redis.sentinel.master", cfg.Store.Redis.Sentinel.Master, "m"},
 		{"identity.sources", cfg.Identity.Sources, []string{"ip", "user"}},
 		{"identity.jwt.claim", cfg.Identity.JWT.Claim, "uid"},

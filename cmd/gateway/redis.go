@@ -311,7 +311,7 @@ func newRedisClient(rc policy.RedisStore, timeout time.Duration) (redis.Universa
 		cc := redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:                      rc.Cluster,
 			Username:                   rc.Username,
-			Password:                   rc.Password,
+			Password:                   rc.Password.Reveal(),
 			DialTimeout:                dial,
 			ReadTimeout:                io,
 			WriteTimeout:               io,
@@ -329,9 +329,9 @@ func newRedisClient(rc policy.RedisStore, timeout time.Duration) (redis.Universa
 			MasterName:            rc.SentinelMaster,
 			SentinelAddrs:         rc.SentinelAddrs,
 			Username:              rc.Username,
-			Password:              rc.Password,
+			Password:              rc.Password.Reveal(),
 			SentinelUsername:      rc.Username,
-			SentinelPassword:      rc.Password,
+			SentinelPassword:      rc.Password.Reveal(),
 			DialTimeout:           dial,
 			ReadTimeout:           io,
 			WriteTimeout:          io,
@@ -341,7 +341,7 @@ func newRedisClient(rc policy.RedisStore, timeout time.Duration) (redis.Universa
 			ContextTimeoutEnabled: true,
 		}), nil
 	}
-	opt, err := redis.ParseURL(rc.URL)
+	opt, err := redis.ParseURL(rc.URL.Reveal())
 	if err != nil {
 		// ParseURL's errors never echo the password, but keep ours generic.
 		return nil, fmt.Errorf("store.redis.url: %w", err)
@@ -350,7 +350,7 @@ func newRedisClient(rc policy.RedisStore, timeout time.Duration) (redis.Universa
 		opt.Username = rc.Username
 	}
 	if rc.Password != "" {
-		opt.Password = rc.Password
+		opt.Password = rc.Password.Reveal()
 	}
 	opt.DialTimeout = dial
 	opt.ReadTimeout = io

@@ -406,10 +406,10 @@ func (g *gateway) adminMux() *http.ServeMux {
 	mux.HandleFunc("GET /readyz", g.readyz)
 	// The admin token, when set, guards everything but the probes. It is
 	// read at startup: changing it takes a restart.
-	token := g.handler.Policy().AdminToken
+	token := g.handler.Policy().AdminToken.Reveal()
 	mux.Handle("GET /metrics", admin.RequireToken(token, g.otel.MetricsHandler()))
 	mux.Handle("/admin/", admin.Handler(admin.Options{
-		Config: func() any { return g.handler.Policy().Redacted() },
+		Config: func() any { return g.handler.Policy().Config },
 		Store:  g.store,
 		Policy: g.handler.Policy,
 		Reload: g.reload,
