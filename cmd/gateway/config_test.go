@@ -260,3 +260,49 @@ func TestLoadConfigErrors(t *testing.T) {
 		t.Error("missing file: no error")
 	}
 }
+
+// TestUnknownEnvHostile: what the environment can hold, and what the
+// warnings say. A known key is silent; an unknown TOLLGATE_* name is one
+// warning however often it repeats, naming the key probably meant when one
+// is close; a value (a password someone put in the wrong variable) is
+// never echoed; names without the exact prefix are not ours.
+func TestUnknownEnvHostile(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		environ []string
+		want    []string // one substring per expected warning, in order
+	}{
+		{"known key", []string{"TOLLGATE_SERVER_LISTEN=:1"}, nil},
+		{"known key, empty value", []string{"TOLLGATE_SERVER_ADMIN_LISTEN="}, nil},
+		{"guessed secret key", []string{"TOLLGATE_STORE_REDIS_PASSWORD=hunter2"},
+			[]string{"TOLLGATE_STORE_REDIS_PASSWORD names no configuration key; ignored (did you mean TOLLGATE_STORE_REDIS_PASSWORD_ENV?)"}},
+		{"typo", []string{"TOLLGATE_STORE_BAKCEND=redis"}, []string{"(did you mean TOLLGATE_STORE_BACKEND?)"}},
+		{"nothing close", []string{"TOLLGATE_DEPLOYMENT_COLOR=blue"}, []string{"TOLLGATE_DEPLOYMENT_COLOR names no configuration key; ignored\n"}},
+		{"repeated", []string{"TOLLGATE_X=1", "TOLLGATE_X=2", "TOLLGATE_X=3"}, []string{"TOLLGATE_X names"}},
+		{"the bare prefix", []string{"TOLLGATE_=1"}, []string{"TOLLGATE_ names"}},
+		{"table-array keys have no override", []string{"TOLLGATE_LIMITS_0_NAME=x"}, []string{"TOLLGATE_LIMITS_0_NAME names"}},
+		{"other prefixes are not ours", []string{"tollgate_server_listen=:1", "TOLLGATEX=1", "XTOLLGATE_A=1", "OTHER=1"}, nil},
+		{"no '=' at all", []string{"TOLLGATE_NOVALUE"}, []string{"TOLLGATE_NOVALUE names"}},
+		{"a value with '=' and newlines", []string{"TOLLGATE_BOGUS=a=b\nc"}, []string{"TOLLGATE_BOGUS names"}},
+		{"a very long name", []string{"TOLLGATE_" + strings.Repeat("A", 10000) + "=1"}, []string{"names no configuration key"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := unknownEnv(tc.environ)
+			if len(got) != len(tc.want) {
+				t.Fatalf("unknownEnv(%q) = %q, want %d warnings", tc.environ, got, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i]+"\n", w) {
+					t.Errorf("warning %q does not contain %q", got[i], w)
+				}
+			}
+			for _, g := range got {
+				for _, kv := range tc.environ {
+					if _, v, ok := strings.Cut(kv, "="); ok && len(v) > 2 && strings.Contains(g, v) {
+						t.Errorf("warning %q echoes the value %q", g, v)
+					}
+				}
+			}
+		})
+	}
+}
