@@ -54,10 +54,67 @@ type Extractor struct {
 	jwt         *jwtVerifier
 }
 
-// NewExtractor validates cfg, applies its defaults and returns an Extractor.
-// Every problem is reported, joined, with the name of its field.
-func NewExtractor(cfg Config) (*Extractor, error) {
+// Check reports every problem of c that does not involve key material,
+// each prefixed with its field ("api_key_header: invalid header name
+// ..."). NewExtractor runs it; a configuration layer that validates before
+// it has the secrets runs it too, so that these rules live in one place.
+// A zero field is its default, never a problem.
+func (c Config) Check() []error {
 	var errs []error
+	seen := map[Source]bool{}
+	for i, s := range c.Sources {
+		if s < SourceAPIKey || s > SourceIP {
+			errs = append(errs, fmt.Errorf("sources[%d]: invalid source %s", i, s))
+		} else if seen[s] {
+			errs = append(errs, fmt.Errorf("sources[%d]: duplicate source %s", i, s))
+		}
+		seen[s] = true
+	}
+	if c.APIKeyHeader != "" && !IsToken(c.APIKeyHeader) {
+		errs = append(errs, fmt.Errorf("api_key_header: invalid header name %q", c.APIKeyHeader))
+	}
+	if c.UserHeader != "" && !IsToken(c.UserHeader) {
+		errs = append(errs, fmt.Errorf("user_header: invalid header name %q", c.UserHeader))
+	}
+	trusted := 0
+	for i, p := range c.TrustedProxies {
+		if !p.IsValid() {
+			errs = append(errs, fmt.Errorf("trusted_proxies[%d]: invalid prefix", i))
+			continue
+		}
+		trusted++
+	}
+	if c.UserHeader != "" && trusted == 0 {
+		errs = append(errs, errors.New("user_header: set, but trusted_proxies is empty, so it would never be believed"))
+	}
+	if c.IPv6Prefix < 0 || c.IPv6Prefix > 128 {
+		errs = append(errs, fmt.Errorf("ipv6_prefix: must be in 1..128, got %d", c.IPv6Prefix))
+	}
+	if c.MaxValueLen < 0 || c.MaxValueLen > MaxValueLen {
+		errs = append(errs, fmt.Errorf("max_value_len: must be in 1..%d, got %d", MaxValueLen, c.MaxValueLen))
+	}
+	if j := c.JWT; j != nil {
+		if j.Header != "" && !IsToken(j.Header) {
+			errs = append(errs, fmt.Errorf("jwt.header: invalid header name %q", j.Header))
+		}
+		if j.MaxTokenLen < 0 {
+			errs = append(errs, fmt.Errorf("jwt.max_token_len: must be > 0, got %d", j.MaxTokenLen))
+		}
+		if j.Leeway < 0 {
+			errs = append(errs, fmt.Errorf("jwt.leeway: must be ≥ 0, got %s", j.Leeway))
+		}
+	}
+	return errs
+}
+
+// MaxValueLen is the largest Config.MaxValueLen accepted.
+const MaxValueLen = 1 << 16
+
+// NewExtractor validates cfg (Check, then the JWT key material), applies
+// its defaults and returns an Extractor. Every problem is reported,
+// joined, with the name of its field.
+func NewExtractor(cfg Config) (*Extractor, error) {
+	errs := cfg.Check()
 	e := &Extractor{
 		apiHeader:   cfg.APIKeyHeader,
 		apiQuery:    cfg.APIKeyQuery,
@@ -69,49 +126,23 @@ func NewExtractor(cfg Config) (*Extractor, error) {
 	if len(e.sources) == 0 {
 		e.sources = []Source{SourceAPIKey, SourceUser, SourceIP}
 	}
-	seen := map[Source]bool{}
-	for i, s := range e.sources {
-		if s < SourceAPIKey || s > SourceIP {
-			errs = append(errs, fmt.Errorf("sources[%d]: invalid source %s", i, s))
-		} else if seen[s] {
-			errs = append(errs, fmt.Errorf("sources[%d]: duplicate source %s", i, s))
-		}
-		seen[s] = true
-	}
 	if e.apiHeader == "" {
 		e.apiHeader = DefaultAPIKeyHeader
 	}
-	if !IsToken(e.apiHeader) {
-		errs = append(errs, fmt.Errorf("api_key_header: invalid header name %q", e.apiHeader))
-	}
 	e.apiHeader = canonicalHeader(e.apiHeader)
 	if e.userHeader != "" {
-		if !IsToken(e.userHeader) {
-			errs = append(errs, fmt.Errorf("user_header: invalid header name %q", e.userHeader))
-		}
 		e.userHeader = canonicalHeader(e.userHeader)
 	}
-	for i, p := range cfg.TrustedProxies {
-		if !p.IsValid() {
-			errs = append(errs, fmt.Errorf("trusted_proxies[%d]: invalid prefix", i))
-			continue
+	for _, p := range cfg.TrustedProxies {
+		if p.IsValid() {
+			e.trusted = append(e.trusted, NormalizePrefix(p))
 		}
-		e.trusted = append(e.trusted, NormalizePrefix(p))
 	}
-	if e.userHeader != "" && len(e.trusted) == 0 {
-		errs = append(errs, errors.New("user_header: set, but no trusted_proxies: it would never be believed"))
-	}
-	switch {
-	case e.v6bits == 0:
+	if e.v6bits == 0 {
 		e.v6bits = 64
-	case e.v6bits < 1 || e.v6bits > 128:
-		errs = append(errs, fmt.Errorf("ipv6_prefix: must be in 1..128, got %d", e.v6bits))
 	}
-	switch {
-	case e.maxValueLen == 0:
+	if e.maxValueLen == 0 {
 		e.maxValueLen = 1024
-	case e.maxValueLen < 0:
-		errs = append(errs, fmt.Errorf("max_value_len: must be > 0, got %d", e.maxValueLen))
 	}
 	if cfg.JWT != nil {
 		v, err := newJWTVerifier(cfg.JWT)

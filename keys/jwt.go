@@ -82,22 +82,13 @@ func newJWTVerifier(c *JWTConfig) (*jwtVerifier, error) {
 	if v.header == "" {
 		v.header = "Authorization"
 	}
-	if !IsToken(v.header) {
-		return nil, fmt.Errorf("jwt.header: invalid header name %q", v.header)
-	}
-	v.header = canonicalHeader(v.header)
+	v.header = canonicalHeader(v.header) // checked by Config.Check
 	v.bearer = v.header == "Authorization"
 	if v.claim == "" {
 		v.claim = "sub"
 	}
 	if v.maxLen == 0 {
 		v.maxLen = 8192
-	}
-	if v.maxLen < 0 {
-		return nil, fmt.Errorf("jwt.max_token_len: must be > 0, got %d", v.maxLen)
-	}
-	if v.leeway < 0 {
-		return nil, fmt.Errorf("jwt.leeway: must be ≥ 0, got %s", v.leeway)
 	}
 	switch {
 	case len(c.HS256Secret) > 0 && c.RS256Key != nil:

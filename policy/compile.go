@@ -43,7 +43,7 @@ func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte
 	if c.AccessLog.SaltEnv != "" {
 		p.AccessLog.Salt = Secret(getenv(c.AccessLog.SaltEnv))
 	}
-	kc := identityConfig(&c.Identity, nil)
+	kc := p.identity
 	if j := c.Identity.JWT; j.Enabled() {
 		switch {
 		case j.HS256SecretEnv != "":
@@ -99,7 +99,7 @@ func build(c *Config) (*Policy, []error) {
 	p := &Policy{Config: *c, byName: make(map[string]*Limit, len(c.Limits))}
 	p.Server = buildServer(&c.Server, &e)
 	p.Store = buildStore(&c.Store, &e)
-	identityConfig(&c.Identity, &e)
+	p.identity = identityConfig(&c.Identity, &e)
 	p.Headers = buildStyles(c.Headers.Emit, &e)
 	p.AccessLog = buildAccessLog(&c.AccessLog, &e)
 	if c.Admin.TokenEnv != "" && !validEnvName(c.Admin.TokenEnv) {

@@ -1,53 +1,49 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
 
 	"github.com/tollgate/gateway/keys"
 )
 
-// identityConfig checks the [identity] table (when e is not nil) and
-// returns the keys.Config it describes, without secrets.
+// identityConfig parses the [identity] table into the keys.Config it
+// describes, without secrets, and checks it: the rules of the
+// configuration file here (a value that does not parse, a setting that
+// must not be left empty or 0, the JWT secret's source), and every rule on
+// the parsed values once, in keys.Config.Check, whose problems get the
+// "identity." prefix.
 func identityConfig(c *IdentityConfig, e *problems) keys.Config {
-	if e == nil {
-		e = new(problems)
-	}
 	kc := keys.Config{APIKeyHeader: c.APIKeyHeader, APIKeyQuery: c.APIKeyQuery, UserHeader: c.UserHeader,
 		IPv6Prefix: c.IPv6Prefix, MaxValueLen: c.MaxValueLen}
+	// To keys, an empty or zero value means its default; in the file the
+	// defaults are already filled in, so one there was written on purpose.
 	if len(c.Sources) == 0 {
 		e.add("identity.sources", "at least one source is required (api_key, user, ip)")
 	}
+	if c.APIKeyHeader == "" {
+		e.add("identity.api_key_header", "must not be empty")
+	}
+	if c.IPv6Prefix == 0 {
+		e.add("identity.ipv6_prefix", "must be in 1..128, got 0")
+	}
+	if c.MaxValueLen == 0 {
+		e.add("identity.max_value_len", "must be in 1..%d, got 0", keys.MaxValueLen)
+	}
+	var srcAt []int // srcAt[k] is the file's index of kc.Sources[k]
 	for i, s := range c.Sources {
 		src, err := keys.ParseSource(s)
 		if err != nil {
 			e.add(fmt.Sprintf("identity.sources[%d]", i), "%v", err)
 			continue
 		}
-		for _, prev := range kc.Sources {
-			if prev == src {
-				e.add(fmt.Sprintf("identity.sources[%d]", i), "duplicate source %q", s)
-			}
-		}
 		kc.Sources = append(kc.Sources, src)
-	}
-	if !validHeaderName(c.APIKeyHeader) {
-		e.add("identity.api_key_header", "invalid header name %q", c.APIKeyHeader)
-	}
-	if c.UserHeader != "" {
-		if !validHeaderName(c.UserHeader) {
-			e.add("identity.user_header", "invalid header name %q", c.UserHeader)
-		} else if len(c.TrustedProxies) == 0 {
-			e.add("identity.user_header", "set, but trusted_proxies is empty, so it would never be believed")
-		}
+		srcAt = append(srcAt, i)
 	}
 	kc.TrustedProxies = prefixes(c.TrustedProxies, "identity.trusted_proxies", e)
-	if c.IPv6Prefix < 1 || c.IPv6Prefix > 128 {
-		e.add("identity.ipv6_prefix", "must be in 1..128, got %d", c.IPv6Prefix)
-	}
-	if c.MaxValueLen < 1 || c.MaxValueLen > 1<<16 {
-		e.add("identity.max_value_len", "must be in 1..65536, got %d", c.MaxValueLen)
-	}
 	j := &c.JWT
 	if j.Enabled() {
 		kc.JWT = &keys.JWTConfig{Header: j.Header, Claim: j.Claim, Audience: j.Audience, Issuer: j.Issuer}
@@ -57,8 +53,8 @@ func identityConfig(c *IdentityConfig, e *problems) keys.Config {
 		if j.HS256SecretEnv != "" && !validEnvName(j.HS256SecretEnv) {
 			e.add("identity.jwt.hs256_secret_env", "invalid environment variable name %q", j.HS256SecretEnv)
 		}
-		if !validHeaderName(j.Header) {
-			e.add("identity.jwt.header", "invalid header name %q", j.Header)
+		if j.Header == "" {
+			e.add("identity.jwt.header", "must not be empty")
 		}
 		if j.Claim == "" {
 			e.add("identity.jwt.claim", "must not be empty")
@@ -66,6 +62,18 @@ func identityConfig(c *IdentityConfig, e *problems) keys.Config {
 		kc.JWT.Leeway = duration(j.Leeway, "identity.jwt.leeway", false, e)
 	} else if j.Audience != "" || j.Issuer != "" {
 		e.add("identity.jwt", "audience or issuer set, but neither hs256_secret_env nor rs256_public_key_file")
+	}
+	for _, err := range kc.Check() {
+		msg := err.Error()
+		// keys counts the sources that parsed; the file counts them all.
+		if rest, ok := strings.CutPrefix(msg, "sources["); ok {
+			if n, tail, ok := strings.Cut(rest, "]"); ok {
+				if k, err := strconv.Atoi(n); err == nil && k < len(srcAt) {
+					msg = fmt.Sprintf("sources[%d]%s", srcAt[k], tail)
+				}
+			}
+		}
+		*e = append(*e, errors.New("identity."+msg))
 	}
 	return kc
 }

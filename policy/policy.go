@@ -36,6 +36,9 @@ type Policy struct {
 	AccessLog AccessLog
 
 	byName map[string]*Limit
+	// identity is the [identity] table as build parsed and checked it,
+	// without secrets; Compile adds them and builds Identity from it.
+	identity keys.Config
 }
 
 // AccessLog is the compiled [access_log] table.

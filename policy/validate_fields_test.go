@@ -18,7 +18,7 @@ func TestValidateFields(t *testing.T) {
 		// identity
 		{"no source", func(c *Config) { c.Identity.Sources = nil }, []string{`identity.sources: at least one source is required`}},
 		{"unknown source", func(c *Config) { c.Identity.Sources = []string{"api_key", "cookie"} }, []string{`identity.sources[1]: `}},
-		{"duplicate source", func(c *Config) { c.Identity.Sources = []string{"ip", "ip"} }, []string{`identity.sources[1]: duplicate source "ip"`}},
+		{"duplicate source", func(c *Config) { c.Identity.Sources = []string{"ip", "ip"} }, []string{`identity.sources[1]: duplicate source ip`}},
 		{"bad api key header", func(c *Config) { c.Identity.APIKeyHeader = "X Key" }, []string{`identity.api_key_header: invalid header name "X Key"`}},
 		{"bad user header", func(c *Config) {
 			c.Identity.UserHeader, c.Identity.TrustedProxies = "X:User", []string{"10.0.0.0/8"}
@@ -28,7 +28,7 @@ func TestValidateFields(t *testing.T) {
 		{"max value len", func(c *Config) { c.Identity.MaxValueLen = 1<<16 + 1 }, []string{`identity.max_value_len: must be in 1..65536, got 65537`}},
 		{"jwt secret env name", func(c *Config) { c.Identity.JWT.HS256SecretEnv = "1SECRET" }, []string{`identity.jwt.hs256_secret_env: invalid environment variable name "1SECRET"`}},
 		{"jwt secret env punctuation", func(c *Config) { c.Identity.JWT.HS256SecretEnv = "MY-SECRET" }, []string{`identity.jwt.hs256_secret_env: invalid environment variable name "MY-SECRET"`}},
-		{"jwt header", func(c *Config) { c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.Header = "S", "" }, []string{`identity.jwt.header: invalid header name ""`}},
+		{"jwt header", func(c *Config) { c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.Header = "S", "" }, []string{`identity.jwt.header: must not be empty`}},
 		{"jwt claim", func(c *Config) { c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.Claim = "S", "" }, []string{`identity.jwt.claim: must not be empty`}},
 		{"jwt leeway", func(c *Config) { c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.Leeway = "S", "a while" }, []string{`identity.jwt.leeway: invalid duration "a while"`}},
 		{"jwt audience without key", func(c *Config) { c.Identity.JWT.Audience = "api" }, []string{`identity.jwt: audience or issuer set, but neither`}},
