@@ -391,21 +391,14 @@ type pathProblem struct{ path, msg string }
 // type 'int64', got 'string'") as one problem each, sorted by path.
 func decodeErrors(err error) []pathProblem {
 	var out []pathProblem
-	var walk func(error)
-	walk = func(e error) {
-		if j, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, x := range j.Unwrap() {
-				walk(x)
-			}
-			return
-		}
+	for _, e := range flatten(err) {
 		if de, ok := e.(*mapstructure.DecodeError); ok {
 			out = append(out, pathProblem{de.Name(), de.Unwrap().Error()})
-			return
+			continue
 		}
 		if u := errors.Unwrap(e); u != nil {
-			walk(u) // mapstructure's "decoding failed" header around the list
-			return
+			out = append(out, decodeErrors(u)...) // mapstructure's "decoding failed" header around the list
+			continue
 		}
 		for _, l := range strings.Split(e.Error(), "\n") {
 			l = strings.TrimSpace(l)
@@ -419,7 +412,6 @@ func decodeErrors(err error) []pathProblem {
 			out = append(out, p)
 		}
 	}
-	walk(err)
 	if len(out) == 0 {
 		out = append(out, pathProblem{msg: err.Error()})
 	}
