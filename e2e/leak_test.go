@@ -186,6 +186,20 @@ func waitReloaded(t *testing.T, g *gw, body string) {
 	}
 }
 
+// liveHeap returns g's live heap in bytes right after a forced collection
+// (a heap profile with gc=1 runs one).
+func liveHeap(t testing.TB, g *gw) int64 {
+	t.Helper()
+	if _, err := tryDo(&http.Client{Timeout: 10 * time.Second}, "GET", g.adminURL("/debug/pprof/heap?gc=1"), nil, nil); err != nil {
+		t.Fatalf("forced GC: %v", err)
+	}
+	alloc, _, err := (&probe.Client{PID: g.cmd.Process.Pid, Admin: g.Admin}).Heap(context.Background())
+	if err != nil {
+		t.Fatalf("heap: %v", err)
+	}
+	return alloc
+}
+
 // heapSlack is how far the live heap, after a forced GC, may stand above
 // its baseline after 8,000 more requests on the same keys. A leak of 64
 // bytes per request would exceed it; buffers pooled between requests and
