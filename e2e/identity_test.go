@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -157,5 +158,31 @@ func TestGatewayOwnedHeadersStripped(t *testing.T) {
 				t.Errorf("upstream header %s: %q carries a client identity", k, v)
 			}
 		}
+	}
+}
+
+// TestMadeUpAPIKeyDoesNotUnseatUser: with the default source order, a user
+// the trusted proxy vouches for who adds a fresh random X-API-Key to every
+// request is still one client (2 per minute); the API key counts only for
+// requests without a verified user. With the API key first, the random
+// keys gave the user a new budget on every request.
+func TestMadeUpAPIKeyDoesNotUnseatUser(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	g := startGateway(t, "identity_default.toml.tmpl", gwOpts{Data: map[string]any{"Upstream": up.URL}})
+	c := newClient(t, "127.0.0.1")
+	for i, want := range []int{200, 200, 429, 429} {
+		h := map[string]string{"X-User-ID": "alice", "X-API-Key": fmt.Sprintf("random-%d", i)}
+		if r := get(t, c, g.url("/api"), h); r.Status != want {
+			t.Fatalf("request %d as alice with a new API key: got %s, want %d", i+1, r, want)
+		}
+	}
+	// Without a user, the API key is the client: another budget.
+	if r := get(t, c, g.url("/api"), map[string]string{"X-API-Key": "k1"}); r.Status != 200 {
+		t.Fatalf("API key alone: got %s, want 200", r)
+	}
+	code, _, stderr := runGateway(t, nil, "validate", "--config", g.Config)
+	if code != 0 || strings.Contains(stderr, "api_key comes before user") {
+		t.Fatalf("validate of the default order: exit %d, stderr %s", code, stderr)
 	}
 }

@@ -12,7 +12,8 @@ import (
 // field means the default noted beside it.
 type Config struct {
 	// Sources are tried in order; the first that yields a value is the
-	// client. Default: api_key, user, ip. When none yields (ip left out),
+	// client. Default: user, api_key, ip (DefaultSources): a verified
+	// identity comes before one any client can make up. When none yields (ip left out),
 	// the client is the IP all the same: never empty, never shared by every
 	// anonymous client.
 	Sources []Source
@@ -107,6 +108,32 @@ func (c Config) Check() []error {
 	return errs
 }
 
+// DefaultSources is the identity order when none is configured: user
+// (believed only from a trusted proxy's header or a verified JWT), then the
+// API key (any string a client sends), then the client IP. Trust decides the
+// order: with the API key first, a user with a verified identity escapes
+// every per-user limit by adding a made-up X-API-Key.
+func DefaultSources() []Source { return []Source{SourceUser, SourceAPIKey, SourceIP} }
+
+// Warnings names what in c is allowed but lets a client dodge a limit:
+// today, an explicit source order that puts the API key before a user
+// source that is configured (a trusted user header or a JWT), so that a
+// verified user who adds any X-API-Key becomes a fresh client.
+func (c Config) Warnings() []string {
+	if c.UserHeader == "" && c.JWT == nil {
+		return nil
+	}
+	for _, s := range c.Sources {
+		switch s {
+		case SourceUser, SourceIP: // the IP always yields: nothing after it is read
+			return nil
+		case SourceAPIKey:
+			return []string{"identity.sources: api_key comes before user, so a client with a verified user (trusted user header or JWT) escapes its per-user limits by sending any API key; list user first"}
+		}
+	}
+	return nil
+}
+
 // MaxValueLen is the largest Config.MaxValueLen accepted.
 const MaxValueLen = 1 << 16
 
@@ -124,7 +151,7 @@ func NewExtractor(cfg Config) (*Extractor, error) {
 	}
 	e.sources = append([]Source(nil), cfg.Sources...)
 	if len(e.sources) == 0 {
-		e.sources = []Source{SourceAPIKey, SourceUser, SourceIP}
+		e.sources = DefaultSources()
 	}
 	if e.apiHeader == "" {
 		e.apiHeader = DefaultAPIKeyHeader

@@ -72,6 +72,10 @@ func TestIdentifySources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	apiFirst, err := NewExtractor(Config{Sources: []Source{SourceAPIKey, SourceUser, SourceIP}, UserHeader: "X-User", TrustedProxies: testTrusted})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ipFirst, err := NewExtractor(Config{Sources: []Source{SourceIP, SourceAPIKey}})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +107,11 @@ func TestIdentifySources(t *testing.T) {
 		{"api key query too long", def, "203.0.113.1:1", "/?api_key=" + strings.Repeat("%41", 2000), nil, SourceIP, "203.0.113.1", "", true},
 		{"user from trusted proxy", def, "10.0.0.1:1", "/", map[string]string{"X-User": "u1"}, SourceUser, "u1", "", false},
 		{"user from untrusted peer ignored", def, "203.0.113.1:1", "/", map[string]string{"X-User": "u1"}, SourceIP, "203.0.113.1", "", false},
-		{"api key before user", def, "10.0.0.1:1", "/", map[string]string{"X-User": "u1", "X-API-Key": "k"}, SourceAPIKey, "k", "k", false},
+		// The default order puts the verified user first: a made-up API key
+		// must not turn a known user into a fresh client.
+		{"user before api key by default", def, "10.0.0.1:1", "/", map[string]string{"X-User": "u1", "X-API-Key": "k"}, SourceUser, "u1", "k", false},
+		{"api key when the user header comes from an untrusted peer", def, "203.0.113.1:1", "/", map[string]string{"X-User": "u1", "X-API-Key": "k"}, SourceAPIKey, "k", "k", false},
+		{"api key first when configured so", apiFirst, "10.0.0.1:1", "/", map[string]string{"X-User": "u1", "X-API-Key": "k"}, SourceAPIKey, "k", "k", false},
 		{"ip first", ipFirst, "203.0.113.1:1", "/", map[string]string{"X-API-Key": "k"}, SourceIP, "203.0.113.1", "k", false},
 		{"only user, none: ip all the same", userOnly, "203.0.113.1:1", "/", nil, SourceIP, "203.0.113.1", "", false},
 		{"only user, none, unix socket", userOnly, "@", "/", nil, SourceRemoteAddr, "@", "", false},
@@ -357,4 +365,29 @@ func TestKeySlots(t *testing.T) {
 func appendKey(dst []byte, parts []Part, id *Identity, r *http.Request, route string) []byte {
 	var e Extractor
 	return e.AppendKey(dst, parts, id, &Values{Route: route, Method: r.Method, Header: r.Header})
+}
+
+// TestSourceOrderWarnings: an explicit order that lets a made-up API key
+// win over a configured, verified user source is accepted but warned
+// about; every other order is quiet.
+func TestSourceOrderWarnings(t *testing.T) {
+	jwt := &JWTConfig{Header: "Authorization", Claim: "sub"}
+	tests := []struct {
+		name string
+		cfg  Config
+		warn bool
+	}{
+		{"default order, user header", Config{UserHeader: "X-User"}, false},
+		{"api key first, user header", Config{Sources: []Source{SourceAPIKey, SourceUser}, UserHeader: "X-User"}, true},
+		{"api key first, jwt", Config{Sources: []Source{SourceAPIKey, SourceUser, SourceIP}, JWT: jwt}, true},
+		{"api key first, user left out, jwt", Config{Sources: []Source{SourceAPIKey, SourceIP}, JWT: jwt}, true},
+		{"api key first, no user source configured", Config{Sources: []Source{SourceAPIKey, SourceUser}}, false},
+		{"user first", Config{Sources: []Source{SourceUser, SourceAPIKey}, UserHeader: "X-User"}, false},
+		{"ip first", Config{Sources: []Source{SourceIP, SourceAPIKey, SourceUser}, UserHeader: "X-User"}, false},
+	}
+	for _, tt := range tests {
+		if got := len(tt.cfg.Warnings()) > 0; got != tt.warn {
+			t.Errorf("%s: warning %v, want %v (%q)", tt.name, got, tt.warn, tt.cfg.Warnings())
+		}
+	}
 }

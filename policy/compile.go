@@ -100,6 +100,7 @@ func build(c *Config) (*Policy, []error) {
 	p.Server = buildServer(&c.Server, &e)
 	p.Store = buildStore(&c.Store, &e)
 	p.identity = identityConfig(&c.Identity, &e)
+	p.Warnings = append(p.Warnings, p.identity.Warnings()...)
 	p.Headers = buildStyles(c.Headers.Emit, &e)
 	p.AccessLog = buildAccessLog(&c.AccessLog, &e)
 	if c.Admin.TokenEnv != "" && !validEnvName(c.Admin.TokenEnv) {

@@ -158,7 +158,8 @@ const DefaultRedisURL = "redis://127.0.0.1:6379/0"
 // IdentityConfig is the [identity] table.
 type IdentityConfig struct {
 	// Sources are tried in order; the first that yields a value is the
-	// client: any of "api_key", "user", "ip". Default ["api_key", "user", "ip"].
+	// client: any of "api_key", "user", "ip". Default ["user", "api_key", "ip"]: a
+	// verified identity before one a client can make up.
 	Sources []string `mapstructure:"sources" json:"sources"`
 	// APIKeyHeader carries the API key. Default "X-API-Key".
 	APIKeyHeader string `mapstructure:"api_key_header" json:"api_key_header"`
@@ -345,7 +346,7 @@ func Default() Config {
 			Redis:   RedisConfig{Prefix: "tollgate:", LeaseTTL: "30s"},
 		},
 		Identity: IdentityConfig{
-			Sources:      []string{"api_key", "user", "ip"},
+			Sources:      []string{"user", "api_key", "ip"},
 			APIKeyHeader: keys.DefaultAPIKeyHeader,
 			IPv6Prefix:   64,
 			MaxValueLen:  1024,

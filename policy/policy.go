@@ -34,6 +34,9 @@ type Policy struct {
 	AdminToken Secret
 	// AccessLog holds the access-log settings.
 	AccessLog AccessLog
+	// Warnings name settings that are valid but let a client dodge a
+	// limit; validate and the gateway print them at startup and reload.
+	Warnings []string
 
 	byName map[string]*Limit
 	// identity is the [identity] table as build parsed and checked it,

@@ -31,8 +31,15 @@ type Options struct {
 	Local ratelimit.Store
 	// Logger receives structured logs; nil uses slog.Default().
 	Logger *slog.Logger
-	// Now is the clock; nil uses time.Now.
+	// Now is the clock of rate-limit decisions; nil uses time.Now. The
+	// gateway passes a monotonic clock anchored at startup, so that a
+	// stepped wall clock neither refills nor freezes a limit.
 	Now func() time.Time
+	// WallNow is the clock against which a token's exp and nbf are checked;
+	// nil uses time.Now. They are wall-clock instants: judged on Now, a
+	// gateway whose wall clock was corrected after a long uptime (or that
+	// started with a wrong one) would accept tokens that have expired.
+	WallNow func() time.Time
 	// Transport carries upstream requests; nil uses NewTransport().
 	Transport http.RoundTripper
 	// Observer is told the outcome of every request; nil observes nothing.
@@ -50,6 +57,7 @@ type Handler struct {
 	local     ratelimit.Store
 	log       *slog.Logger
 	now       func() time.Time
+	wallNow   func() time.Time
 	transport http.RoundTripper
 	observer  Observer
 	inflight  InFlight
@@ -80,6 +88,7 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 		local:     opts.Local,
 		log:       opts.Logger,
 		now:       opts.Now,
+		wallNow:   opts.WallNow,
 		transport: opts.Transport,
 		observer:  opts.Observer,
 		tracer:    opts.Tracer,
@@ -93,6 +102,9 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 	}
 	if h.now == nil {
 		h.now = time.Now
+	}
+	if h.wallNow == nil {
+		h.wallNow = time.Now
 	}
 	if h.transport == nil {
 		h.transport = NewTransport()

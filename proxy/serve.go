@@ -92,7 +92,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	ev.Route = rt.Name
 
 	if len(rt.Limits) > 0 {
-		id := p.Identity.Identify(r, start)
+		id := p.Identity.Identify(r, h.wallNow())
 		if h.observer != nil {
 			ev.ClientKind, ev.Client, ev.APIKey, ev.IP = id.ClientKind.String(), id.Client, id.APIKey, id.IP
 			ev.IPFallback = id.IPFallback

@@ -52,6 +52,9 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 		log.Error("invalid configuration", "config", f.config, "problems", problems(err))
 		return exitInvalid
 	}
+	for _, w := range p.Warnings {
+		log.Warn(w)
+	}
 	g, err := newGateway(p, f.config, environ, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -370,6 +373,9 @@ func (g *gateway) reload() error {
 		return err
 	}
 	old := g.handler.Policy()
+	for _, w := range p.Warnings {
+		g.log.Warn(w)
+	}
 	if !sameStore(g.storeCfg, p.Store) {
 		g.log.Warn("store settings changed; they take effect on restart (other changes applied now)")
 	}

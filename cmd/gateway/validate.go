@@ -28,6 +28,9 @@ func validateCommand(args, environ []string, stdout, stderr io.Writer) int {
 		printProblems(stderr, f.config, err)
 		return exitInvalid
 	}
+	for _, w := range p.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
 	fmt.Fprintf(stdout, "%s: OK: %d routes, %d limits, store %s\n", f.config, len(p.Routes), len(p.Limits), p.Store.Backend)
 	for _, rt := range p.Routes {
 		target := "respond"
