@@ -72,6 +72,10 @@ func collect(t *testing.T, rd *sdkmetric.ManualReader) (collected, map[string]fl
 				for _, p := range d.DataPoints {
 					out[key(md.Name, p.Attributes)] = float64(p.Value)
 				}
+			case metricdata.Gauge[float64]:
+				for _, p := range d.DataPoints {
+					out[key(md.Name, p.Attributes)] = p.Value
+				}
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {
 					out[key(md.Name, p.Attributes)] = float64(p.Count)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 	"github.com/tollgate/gateway/ratelimit/redisstore"
+	"github.com/tollgate/gateway/telemetry"
 )
 
 // openRedis builds the Redis store for p, with mem as the local fallback,
@@ -84,62 +84,17 @@ func (r *redisRuntime) close() {
 	r.client.Close()
 }
 
-// Metric names of the Redis store's own figures.
-const (
-	metricBreakerState    = "tollgate.store.breaker.state"
-	metricStoreCalls      = "tollgate.store.calls"
-	metricStoreCanceled   = "tollgate.store.canceled"
-	metricDenyCacheHits   = "tollgate.store.deny_cache.hits"
-	metricRefunds         = "tollgate.store.refunds"
-	metricReleasesPending = "tollgate.store.releases.pending"
-	metricReleasesDropped = "tollgate.store.releases.dropped"
-	metricSlotsHeld       = "tollgate.store.slots.held"
-	metricClockSkew       = "tollgate.store.clock.skew"
-)
-
 // register exports the store's Stats and the measured clock skew as
 // observable instruments, read at each scrape.
 func (r *redisRuntime) register(meter metric.Meter) error {
-	var err error
-	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
-		g, e := meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		err = errors.Join(err, e)
-		return g
-	}
-	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
-		c, e := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-		err = errors.Join(err, e)
-		return c
-	}
-	breaker := gauge(metricBreakerState, "", "The Redis store's circuit breaker: 0 closed, 1 open, 2 half-open.")
-	calls := counter(metricStoreCalls, "{call}", "Calls to Redis attempted (denials answered by the deny cache are not calls).")
-	canceled := counter(metricStoreCanceled, "{call}", "Calls abandoned by their caller (a client that went away); not store failures.")
-	hits := counter(metricDenyCacheHits, "{decision}", "Decisions answered by the Redis store's local deny cache.")
-	refunds := counter(metricRefunds, "{refund}", "Cluster refunds of earlier slots after a later slot denied.")
-	pending := gauge(metricReleasesPending, "{release}", "Concurrency releases that could not reach Redis and wait to be retried.")
-	dropped := counter(metricReleasesDropped, "{release}", "Concurrency releases given up (lease ended, or the pending queue was full).")
-	held := gauge(metricSlotsHeld, "{slot}", "Concurrency slots this gateway holds in Redis now.")
-	skew, e := meter.Float64ObservableGauge(metricClockSkew, metric.WithUnit("s"),
-		metric.WithDescription("Redis's clock (TIME) minus this gateway's, measured at startup and every minute."))
-	err = errors.Join(err, e)
-	if err != nil {
-		return err
-	}
-	r.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	reg, err := telemetry.RegisterRedisStats(meter, func() telemetry.RedisStats {
 		st := r.store.Stats()
-		o.ObserveInt64(breaker, int64(st.Breaker))
-		o.ObserveInt64(calls, int64(st.Calls))
-		o.ObserveInt64(canceled, int64(st.Canceled))
-		o.ObserveInt64(hits, int64(st.DenyCacheHits))
-		o.ObserveInt64(refunds, int64(st.Refunds))
-		o.ObserveInt64(pending, int64(st.PendingReleases))
-		o.ObserveInt64(dropped, int64(st.ReleasesDropped))
-		o.ObserveInt64(held, int64(st.HeldSlots))
-		if d, ok := r.monitor.Skew(); ok {
-			o.ObserveFloat64(skew, d.Seconds())
-		}
-		return nil
-	}, breaker, calls, canceled, hits, refunds, pending, dropped, held, skew)
+		skew, known := r.monitor.Skew()
+		return telemetry.RedisStats{Breaker: int64(st.Breaker), Calls: st.Calls, Canceled: st.Canceled,
+			DenyCacheHits: st.DenyCacheHits, Refunds: st.Refunds, PendingReleases: st.PendingReleases,
+			ReleasesDropped: st.ReleasesDropped, HeldSlots: st.HeldSlots, ClockSkew: skew, SkewKnown: known}
+	})
+	r.reg = reg
 	return err
 }
 
