@@ -101,6 +101,38 @@ func freePort(t testing.TB) string {
 	return addr
 }
 
+// freePorts returns n distinct free loopback addresses: all n listeners
+// are open at once before any is closed, so two calls of freePort in a row
+// cannot hand out the same port (the kernel may reuse a closed one at once,
+// and a gateway whose listen and admin_listen are equal refuses to start).
+func freePorts(t testing.TB, n int) []string {
+	t.Helper()
+	addrs := make([]string, n)
+	lns := make([]net.Listener, 0, n)
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		lns = append(lns, ln)
+		addrs[i] = ln.Addr().String()
+	}
+	return addrs
+}
+
+// listenAndAdmin returns two distinct free addresses for a gateway's
+// listen and admin_listen.
+func listenAndAdmin(t testing.TB) (string, string) {
+	t.Helper()
+	ps := freePorts(t, 2)
+	return ps[0], ps[1]
+}
+
 // syncBuffer is a bytes.Buffer safe for the exec copier and readers.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -164,11 +196,12 @@ func startGateway(t testing.TB, tmpl string, opts gwOpts) *gw {
 		for k, v := range opts.Data {
 			g.data[k] = v
 		}
-		g.Listen, g.Admin = freePort(t), freePort(t)
+		ports := freePorts(t, 3)
+		g.Listen, g.Admin = ports[0], ports[1]
 		g.data["Listen"], g.data["Admin"] = g.Listen, g.Admin
 		env := cleanEnv()
 		if opts.ListenFromEnv != "" {
-			g.Listen = freePort(t)
+			g.Listen = ports[2]
 			env = append(env, opts.ListenFromEnv+"="+g.Listen)
 		}
 		env = append(env, opts.Env...)

@@ -98,7 +98,7 @@ func TestRedisACLUserThroughBinary(t *testing.T) {
 
 	data := connData(conn)
 	data["StoreExtra"] = "require_at_startup = true"
-	data["Listen"], data["Admin"] = freePort(t), freePort(t)
+	data["Listen"], data["Admin"] = listenAndAdmin(t)
 	path := filepath.Join(t.TempDir(), "gateway.toml")
 	if err := os.WriteFile(path, renderTemplate(t, "redis_conn.toml.tmpl", data), 0o600); err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestRedisTLSThroughBinary(t *testing.T) {
 	otherCA, _, _ := writeTestPKI(t, t.TempDir())
 	data := connData(conn)
 	data["StoreExtra"] = "require_at_startup = true"
-	data["Listen"], data["Admin"] = freePort(t), freePort(t)
+	data["Listen"], data["Admin"] = listenAndAdmin(t)
 	path := filepath.Join(t.TempDir(), "gateway.toml")
 	if err := os.WriteFile(path, renderTemplate(t, "redis_conn.toml.tmpl", data), 0o600); err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ func TestRedisRequireAtStartupNamesRefusal(t *testing.T) {
 			data := redisData(rr.start(t), nil, "deny", "100ms",
 				limitTOML("l", "5/minute", "fixed_window", "client")+routeTOML("r", "/", "l"))
 			data["StoreExtra"] = "require_at_startup = true"
-			data["Listen"], data["Admin"] = freePort(t), freePort(t)
+			data["Listen"], data["Admin"] = listenAndAdmin(t)
 			path := filepath.Join(t.TempDir(), "gateway.toml")
 			if err := os.WriteFile(path, renderTemplate(t, "redis.toml.tmpl", data), 0o600); err != nil {
 				t.Fatal(err)
