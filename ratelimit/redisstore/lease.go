@@ -42,14 +42,19 @@ type leaseSlot struct {
 type leases struct {
 	holder [8]byte       // random: this Store's part of every member
 	seq    atomic.Uint64 // the last slot id handed out
-	mu     sync.Mutex    // guards held, pending, dropped
+	mu     sync.Mutex    // guards held, pending, retrying
 	held   map[uint64]*leaseSlot
 	// pending are the releases that failed, oldest first, at most
 	// Options.MaxPendingReleases.
 	pending []leaseSlot
-	start   sync.Once
-	stop    chan struct{}
-	done    chan struct{}
+	// retrying counts the pending releases a retry has taken out of the
+	// queue and not yet settled: they are still pending (Stats counts
+	// them), so that the figure does not read 0 while a retry waits on a
+	// Redis that has not answered yet.
+	retrying int
+	start    sync.Once
+	stop     chan struct{}
+	done     chan struct{}
 
 	renewals, lost, retried, dropped atomic.Uint64
 }
@@ -285,6 +290,7 @@ func (s *Store) retryReleases() {
 		}
 	}
 	s.leases.pending = s.leases.pending[:0]
+	s.leases.retrying = len(q)
 	s.leases.mu.Unlock()
 	if len(q) == 0 {
 		return
@@ -292,12 +298,16 @@ func (s *Store) retryReleases() {
 	ctx, cancel := s.background()
 	defer cancel()
 	if s.releaseSlots(ctx, q) == nil {
+		s.leases.mu.Lock()
 		s.leases.retried.Add(uint64(len(q)))
+		s.leases.retrying = 0
+		s.leases.mu.Unlock()
 		return
 	}
 	// Requeue them all, before anything queued meanwhile: a release is
 	// idempotent, so batches that did land may be sent again.
 	s.leases.mu.Lock()
+	s.leases.retrying = 0
 	s.leases.pending = append(q, s.leases.pending...)
 	if over := len(s.leases.pending) - s.opts.MaxPendingReleases; over > 0 {
 		s.leases.pending = s.leases.pending[over:]

@@ -59,6 +59,15 @@ func TestPendingReleaseLands(t *testing.T) {
 	if st := s.Stats(); st.PendingReleases != 2 || st.HeldSlots != 0 {
 		t.Fatalf("while hung: %+v, want 2 pending, 0 held", st)
 	}
+	// A retry that waits on the hung Redis still has them pending: read
+	// over a second (four retry ticks, each call bounded at half a
+	// second), the figure never drops to 0 before they land.
+	for i := 0; i < 20; i++ {
+		time.Sleep(50 * time.Millisecond)
+		if st := s.Stats(); st.PendingReleases != 2 {
+			t.Fatalf("while hung, after %d ms: %+v, want 2 pending (a retry in flight has not landed them)", 50*(i+1), st)
+		}
+	}
 	rs.Resume()
 	waitFor(t, 5*time.Second, "pending releases land", func() bool { return s.Stats().PendingReleases == 0 })
 	if got := used(t, s, h); got != 0 {

@@ -55,7 +55,7 @@ type counters struct {
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
 	s.leases.mu.Lock()
-	held, pending := len(s.leases.held), len(s.leases.pending)
+	held, pending := len(s.leases.held), len(s.leases.pending)+s.leases.retrying
 	s.leases.mu.Unlock()
 	return Stats{
 		Calls:          s.stats.calls.Load(),
