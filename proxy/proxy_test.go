@@ -690,3 +690,28 @@ func TestStoreErrorsLoggedOncePerSecond(t *testing.T) {
 		t.Fatalf("want 2 lines, the second counting 4 failures in between; got:\n%s", buf.String())
 	}
 }
+
+// TestNotFoundEchoBounded: a 404 names the method and path it could not
+// route, each bounded to 256 bytes and "…" however long the client made
+// them (net/http accepts a method token up to the header limit).
+func TestNotFoundEchoBounded(t *testing.T) {
+	p := compile(t, func(c *policy.Config) {
+		c.Routes = []policy.RouteConfig{route("api", "/api", "http://127.0.0.1:1")}
+	})
+	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	method := strings.Repeat("M", 10000)
+	r := httptest.NewRequest("GET", "/elsewhere", nil)
+	r.Method = method
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusNotFound {
+		t.Fatalf("status %d, want 404", w.Code)
+	}
+	want := `no route matches ` + strings.Repeat("M", 256) + `… /elsewhere`
+	if body := w.Body.String(); !strings.Contains(body, want) || len(body) > 1024 {
+		t.Fatalf("body (%d bytes) does not echo the method bounded to 256 bytes:\n%.600s", len(body), body)
+	}
+}

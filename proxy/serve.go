@@ -85,7 +85,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		headers.WriteProblem(w, headers.Problem{
 			Status: http.StatusNotFound,
 			Title:  "Not Found",
-			Detail: "no route matches " + r.Method + " " + headers.Sanitize(path),
+			Detail: "no route matches " + headers.Sanitize(r.Method) + " " + headers.Sanitize(path),
 		})
 		return
 	}
