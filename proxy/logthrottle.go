@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +49,16 @@ func (h *Handler) logShadow(snap *snapshot, hits []ratelimit.Hit, ds []ratelimit
 			h.log.Info("shadow limit would deny", "limit", hits[i].Limit.Name,
 				"retry_after", ds[i].RetryAfter.String(), "also_denied_since_last_line", n)
 		}
+	}
+}
+
+// logUpstreamError logs a failed upstream exchange at most once a second,
+// with the number of failures since the last line: an upstream that is down,
+// or a request a client knows makes it reset, must not write a line per
+// request (the access log and the upstream_error outcome count each one).
+func (h *Handler) logUpstreamError(r *http.Request, err error) {
+	if n, ok := h.upstreamErrLog.allow(h.now()); ok {
+		h.log.Warn("upstream error", "url", r.URL.Redacted(), "err", err, "also_failed_since_last_line", n)
 	}
 }
 

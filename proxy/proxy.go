@@ -66,9 +66,11 @@ type Handler struct {
 	nonBlocking bool
 	// storeErrLog rate-limits the log lines about store failures.
 	storeErrLog logThrottle
-	snap        atomic.Pointer[snapshot]
-	pool        sync.Pool // *request
-	buffers     bufferPool
+	// upstreamErrLog throttles the lines about failed upstream exchanges.
+	upstreamErrLog logThrottle
+	snap           atomic.Pointer[snapshot]
+	pool           sync.Pool // *request
+	buffers        bufferPool
 }
 
 // snapshot is one compiled policy with its reverse proxies.

@@ -715,3 +715,45 @@ func TestNotFoundEchoBounded(t *testing.T) {
 		t.Fatalf("body (%d bytes) does not echo the method bounded to 256 bytes:\n%.600s", len(body), body)
 	}
 }
+
+// TestUpstreamErrorLogThrottled: an upstream that cannot be reached fails
+// every request (502 each), but the log gets one line a second, the next
+// one counting the failures in between.
+func TestUpstreamErrorLogThrottled(t *testing.T) {
+	p := compile(t, func(c *policy.Config) {
+		c.Routes = []policy.RouteConfig{route("api", "/", "http://127.0.0.1:1")}
+	})
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h, err := proxy.New(p, proxy.Options{
+		Store:  memstore.New(memstore.Options{}),
+		Logger: slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil)),
+		Now:    func() time.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
+		if w.Code != http.StatusBadGateway {
+			t.Fatalf("status %d, want 502", w.Code)
+		}
+	}
+	for range 10 {
+		serve() // the first one logs
+		now = now.Add(10 * time.Millisecond)
+	}
+	now = now.Add(time.Second)
+	serve() // a second later: logs again, counting the 9 in between
+	mu.Lock()
+	defer mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d log lines, want 2:\n%s", len(lines), buf.String())
+	}
+	if !strings.Contains(lines[1], `"also_failed_since_last_line":9`) {
+		t.Fatalf("second line does not count the 9 failures in between: %s", lines[1])
+	}
+}

@@ -55,7 +55,7 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		// operators know from nginx; it only reaches logs and metrics.
 		w.WriteHeader(499)
 	default:
-		h.log.Warn("upstream error", "url", r.URL.Redacted(), "err", err)
+		h.logUpstreamError(r, err)
 		headers.WriteProblem(w, headers.Problem{
 			Status: http.StatusBadGateway,
 			Title:  "Bad Gateway",
