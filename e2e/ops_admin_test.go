@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -182,5 +184,32 @@ func TestOpsAdminToken(t *testing.T) {
 		if r.Status != 404 {
 			t.Errorf("public %s %s: %s, want 404", rt.method, rt.path, r)
 		}
+	}
+}
+
+// TestOpsAdminTokenFile: the admin token read from admin.token_file (a
+// Kubernetes Secret mounted as a file, ending in a newline) guards the
+// admin API like token_env: 401 without it or with a wrong one, 200 with
+// it (the newline dropped); the token never shows in the config.
+func TestOpsAdminTokenFile(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	const token = "file-admin-token-93b1"
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, "ops.toml.tmpl", gwOpts{Data: opsData(t, up, "TokenFile", file)})
+	for _, bad := range []string{"", "wrong", token + "x"} {
+		if r := adminDo(t, g, "GET", "/admin/config", bad); r.Status != http.StatusUnauthorized {
+			t.Errorf("GET /admin/config with token %q: %d, want 401", bad, r.Status)
+		}
+	}
+	r := adminDo(t, g, "GET", "/admin/config", token)
+	if r.Status != 200 {
+		t.Fatalf("GET /admin/config with the file's token: %s", r)
+	}
+	if strings.Contains(string(r.Body), token) || !strings.Contains(string(r.Body), file) {
+		t.Errorf("/admin/config must show the file's name, not its secret: %s", r.Body)
 	}
 }

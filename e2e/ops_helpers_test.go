@@ -18,7 +18,7 @@ func opsData(t testing.TB, up *upstream, kv ...any) map[string]any {
 	t.Helper()
 	d := map[string]any{
 		"Upstream": up.URL, "Dead": "http://" + freePort(t), "Body": "v1", "Rate": "3/minute",
-		"Watch": false, "JWTSecretEnv": "", "RedisURL": "", "TokenEnv": "", "AccessLog": "", "Format": "jsonl",
+		"Watch": false, "JWTSecretEnv": "", "RedisURL": "", "TokenEnv": "", "TokenFile": "", "AccessLog": "", "Format": "jsonl",
 		"Extra": "",
 	}
 	for i := 0; i+1 < len(kv); i += 2 {

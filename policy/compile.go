@@ -19,39 +19,25 @@ func (c *Config) Validate() error {
 }
 
 // Compile validates c and compiles it into a Policy, reading secrets from
-// the environment (jwt hs256_secret_env, limits' exempt api_keys_env, the
-// Redis password_env) through getenv and key files (rs256_public_key_file)
-// through readFile. The error joins every problem with its field path.
+// the environment (the `*_env` keys) through getenv and from files (the
+// `*_file` keys, rs256_public_key_file) through readFile. The error joins
+// every problem with its field path.
 func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte, error)) (*Policy, error) {
 	p, errs := build(&c)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	var e problems
-	if c.Store.Backend == "redis" && c.Store.Redis.PasswordEnv != "" {
-		p.Store.Redis.Password = Secret(getenv(c.Store.Redis.PasswordEnv))
-		if p.Store.Redis.Password == "" {
-			e.add("store.redis.password_env", "environment variable %s is empty or unset", c.Store.Redis.PasswordEnv)
-		}
+	if c.Store.Backend == "redis" {
+		p.Store.Redis.Password = Secret(c.Store.Redis.passwordSource().read(getenv, readFile, &e))
 	}
-	if c.Admin.TokenEnv != "" {
-		p.AdminToken = Secret(getenv(c.Admin.TokenEnv))
-		if p.AdminToken == "" {
-			e.add("admin.token_env", "environment variable %s is empty or unset", c.Admin.TokenEnv)
-		}
-	}
-	if c.AccessLog.SaltEnv != "" {
-		p.AccessLog.Salt = Secret(getenv(c.AccessLog.SaltEnv))
-	}
+	p.AdminToken = Secret(c.Admin.tokenSource().read(getenv, readFile, &e))
+	p.AccessLog.Salt = Secret(c.AccessLog.saltSource().read(getenv, readFile, &e))
 	kc := p.identity
 	if j := c.Identity.JWT; j.Enabled() {
-		switch {
-		case j.HS256SecretEnv != "":
-			secret := getenv(j.HS256SecretEnv)
-			if secret == "" {
-				e.add("identity.jwt.hs256_secret_env", "environment variable %s is empty or unset", j.HS256SecretEnv)
-			}
-			kc.JWT.HS256Secret = []byte(secret)
+		switch hs := j.hs256Source(); {
+		case hs.set():
+			kc.JWT.HS256Secret = []byte(hs.read(getenv, readFile, &e))
 		default:
 			pem, err := readFile(j.RS256PublicKeyFile)
 			if err != nil {
@@ -72,11 +58,13 @@ func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte
 		p.Identity = ex
 	}
 	for i, lc := range c.Limits {
-		if lc.Exempt.APIKeysEnv == "" {
+		src := lc.Exempt.apiKeysSource(fmt.Sprintf("limits[%d]", i))
+		if !src.set() {
 			continue
 		}
 		l := p.Limits[i]
-		for _, k := range strings.Split(getenv(lc.Exempt.APIKeysEnv), ",") {
+		list := strings.NewReplacer("\r\n", ",", "\n", ",").Replace(src.read(getenv, readFile, &e))
+		for _, k := range strings.Split(list, ",") {
 			if k = strings.TrimSpace(k); k != "" {
 				if l.exemptKeys == nil {
 					l.exemptKeys = make(map[[32]byte]struct{})
@@ -103,9 +91,7 @@ func build(c *Config) (*Policy, []error) {
 	p.Warnings = append(p.Warnings, p.identity.Warnings()...)
 	p.Headers = buildStyles(c.Headers.Emit, &e)
 	p.AccessLog = buildAccessLog(&c.AccessLog, &e)
-	if c.Admin.TokenEnv != "" && !validEnvName(c.Admin.TokenEnv) {
-		e.add("admin.token_env", "%q is not an environment variable name", c.Admin.TokenEnv)
-	}
+	c.Admin.tokenSource().check(&e)
 
 	for i := range c.Limits {
 		l := buildLimit(&c.Limits[i], fmt.Sprintf("limits[%d]", i), &e)

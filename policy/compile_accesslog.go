@@ -10,9 +10,7 @@ func buildAccessLog(c *AccessLogConfig, e *problems) AccessLog {
 	default:
 		e.add("access_log.format", "unknown format %q (want \"combined\" or \"jsonl\")", c.Format)
 	}
-	if c.SaltEnv != "" && !validEnvName(c.SaltEnv) {
-		e.add("access_log.salt_env", "%q is not an environment variable name", c.SaltEnv)
-	}
+	c.saltSource().check(e)
 	a.FlushInterval = duration(c.FlushInterval, "access_log.flush_interval", true, e)
 	return a
 }

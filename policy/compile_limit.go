@@ -105,9 +105,7 @@ func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
 	}
 	compileCostTrust(l, c, path, e)
 	l.ExemptIPs = prefixes(c.Exempt.IPs, path+".exempt.ips", e)
-	if c.Exempt.APIKeysEnv != "" && !validEnvName(c.Exempt.APIKeysEnv) {
-		e.add(path+".exempt.api_keys_env", "invalid environment variable name %q", c.Exempt.APIKeysEnv)
-	}
+	c.Exempt.apiKeysSource(path).check(e)
 	if len(*e) > n || rl.Algorithm == 0 {
 		return l
 	}

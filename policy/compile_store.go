@@ -114,8 +114,6 @@ func buildStore(c *StoreConfig, e *problems) Store {
 	if r.Prefix == "" {
 		e.add("store.redis.prefix", "must not be empty (keys would share the database's namespace)")
 	}
-	if r.PasswordEnv != "" && !validEnvName(r.PasswordEnv) {
-		e.add("store.redis.password_env", "invalid environment variable name %q", r.PasswordEnv)
-	}
+	r.passwordSource().check(e)
 	return s
 }

@@ -42,6 +42,9 @@ type AdminConfig struct {
 	// TokenEnv names an environment variable holding the bearer token that
 	// /admin/* and /metrics require; "" means no token. Default "".
 	TokenEnv string `mapstructure:"token_env" json:"token_env"`
+	// TokenFile is a file holding the bearer token, instead of TokenEnv
+	// (a Kubernetes Secret mounted as a file). Default "".
+	TokenFile string `mapstructure:"token_file" json:"token_file"`
 }
 
 // AccessLogConfig is the [access_log] table.
@@ -59,6 +62,8 @@ type AccessLogConfig struct {
 	// SaltEnv names an environment variable whose value salts the hashes,
 	// so that hashed IPs cannot be recovered by brute force. Default "".
 	SaltEnv string `mapstructure:"salt_env" json:"salt_env"`
+	// SaltFile is a file holding the salt, instead of SaltEnv. Default "".
+	SaltFile string `mapstructure:"salt_file" json:"salt_file"`
 	// FlushInterval is how often buffered lines are written. Default "1s".
 	FlushInterval string `mapstructure:"flush_interval" json:"flush_interval"`
 }
@@ -137,6 +142,9 @@ type RedisConfig struct {
 	// PasswordEnv names the environment variable holding the password (a
 	// URL may carry its own instead). Default "" (no password).
 	PasswordEnv string `mapstructure:"password_env" json:"password_env"`
+	// PasswordFile is a file holding the password, instead of
+	// PasswordEnv. Default "".
+	PasswordFile string `mapstructure:"password_file" json:"password_file"`
 	// LeaseTTL is the lease of a concurrency slot: its holder renews it
 	// every third of it, and a slot not renewed for a whole lease (its
 	// gateway crashed) is given back. Default "30s".
@@ -193,6 +201,9 @@ type JWTConfig struct {
 	// HS256SecretEnv names the environment variable holding the HMAC key
 	// (at least 32 bytes). Default "".
 	HS256SecretEnv string `mapstructure:"hs256_secret_env" json:"hs256_secret_env"`
+	// HS256SecretFile is a file holding the HMAC key, instead of
+	// HS256SecretEnv. Default "".
+	HS256SecretFile string `mapstructure:"hs256_secret_file" json:"hs256_secret_file"`
 	// RS256PublicKeyFile is a PEM file with the RSA public key. Default "".
 	RS256PublicKeyFile string `mapstructure:"rs256_public_key_file" json:"rs256_public_key_file"`
 	// Audience, when set, must match "aud". Default "".
@@ -204,7 +215,9 @@ type JWTConfig struct {
 }
 
 // Enabled reports whether JWT verification is configured.
-func (j JWTConfig) Enabled() bool { return j.HS256SecretEnv != "" || j.RS256PublicKeyFile != "" }
+func (j JWTConfig) Enabled() bool {
+	return j.HS256SecretEnv != "" || j.HS256SecretFile != "" || j.RS256PublicKeyFile != ""
+}
 
 // HeadersConfig is the [headers] table.
 type HeadersConfig struct {
@@ -276,6 +289,9 @@ type ExemptConfig struct {
 	// APIKeysEnv names an environment variable holding exempt API keys,
 	// comma separated; unset or empty means none. Default "".
 	APIKeysEnv string `mapstructure:"api_keys_env" json:"api_keys_env"`
+	// APIKeysFile is a file holding exempt API keys, comma or newline
+	// separated, instead of APIKeysEnv. Default "".
+	APIKeysFile string `mapstructure:"api_keys_file" json:"api_keys_file"`
 }
 
 // RouteConfig is one [[routes]] entry. DefaultRoute returns its defaults.

@@ -47,12 +47,11 @@ func identityConfig(c *IdentityConfig, e *problems) keys.Config {
 	j := &c.JWT
 	if j.Enabled() {
 		kc.JWT = &keys.JWTConfig{Header: j.Header, Claim: j.Claim, Audience: j.Audience, Issuer: j.Issuer}
-		if j.HS256SecretEnv != "" && j.RS256PublicKeyFile != "" {
-			e.add("identity.jwt", "set only one of hs256_secret_env and rs256_public_key_file")
+		hs := j.hs256Source()
+		if hs.set() && j.RS256PublicKeyFile != "" {
+			e.add("identity.jwt", "set only one of hs256_secret_env, hs256_secret_file and rs256_public_key_file")
 		}
-		if j.HS256SecretEnv != "" && !validEnvName(j.HS256SecretEnv) {
-			e.add("identity.jwt.hs256_secret_env", "invalid environment variable name %q", j.HS256SecretEnv)
-		}
+		hs.check(e)
 		if j.Header == "" {
 			e.add("identity.jwt.header", "must not be empty")
 		}
@@ -61,7 +60,7 @@ func identityConfig(c *IdentityConfig, e *problems) keys.Config {
 		}
 		kc.JWT.Leeway = duration(j.Leeway, "identity.jwt.leeway", false, e)
 	} else if j.Audience != "" || j.Issuer != "" {
-		e.add("identity.jwt", "audience or issuer set, but neither hs256_secret_env nor rs256_public_key_file")
+		e.add("identity.jwt", "audience or issuer set, but none of hs256_secret_env, hs256_secret_file and rs256_public_key_file")
 	}
 	for _, err := range kc.Check() {
 		msg := err.Error()

@@ -96,7 +96,7 @@ func TestValidate(t *testing.T) {
 		{"path prefix relative", func(c *Config) { c.Routes[1].PathPrefix = "demo" }, []string{`routes[1].path_prefix: must start with '/', got "demo"`}},
 		{"host with port", func(c *Config) { c.Routes[1].Host = "example.com:8080" }, []string{`routes[1].host: invalid host "example.com:8080"`}},
 		{"user header without trusted proxies", func(c *Config) { c.Identity.UserHeader = "X-User-ID" }, []string{`identity.user_header: set, but trusted_proxies is empty`}},
-		{"jwt both keys", func(c *Config) { c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.RS256PublicKeyFile = "S", "k.pem" }, []string{`identity.jwt: set only one of hs256_secret_env and rs256_public_key_file`}},
+		{"jwt both keys", func(c *Config) { c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.RS256PublicKeyFile = "S", "k.pem" }, []string{`identity.jwt: set only one of hs256_secret_env, hs256_secret_file and rs256_public_key_file`}},
 		{"server addresses", func(c *Config) { c.Server.Listen = "8080"; c.Server.MaxHeaderBytes = 0 }, []string{`server.listen: want host:port, got "8080"`, `server.max_header_bytes: must be in 1024..16777216, got 0`}},
 	}
 	for _, tt := range tests {

@@ -31,7 +31,7 @@ func TestValidateFields(t *testing.T) {
 		{"jwt header", func(c *Config) { c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.Header = "S", "" }, []string{`identity.jwt.header: must not be empty`}},
 		{"jwt claim", func(c *Config) { c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.Claim = "S", "" }, []string{`identity.jwt.claim: must not be empty`}},
 		{"jwt leeway", func(c *Config) { c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.Leeway = "S", "a while" }, []string{`identity.jwt.leeway: invalid duration "a while"`}},
-		{"jwt audience without key", func(c *Config) { c.Identity.JWT.Audience = "api" }, []string{`identity.jwt: audience or issuer set, but neither`}},
+		{"jwt audience without key", func(c *Config) { c.Identity.JWT.Audience = "api" }, []string{`identity.jwt: audience or issuer set, but none of`}},
 		// limits
 		{"invalid limit name", func(c *Config) { c.Limits[1].Name = "per client"; c.Routes[0].Limits = nil }, []string{`limits[1].name: invalid name "per client"`}},
 		{"negative max_in_flight", func(c *Config) { c.Limits[0].MaxInFlight = -1 }, []string{`limits[0].max_in_flight: must be positive, got -1`}},
@@ -44,7 +44,7 @@ func TestValidateFields(t *testing.T) {
 		{"precision", func(c *Config) { c.Limits[0].Precision = "soon" }, []string{`limits[0].precision: invalid duration "soon"`}},
 		// access log
 		{"access log format", func(c *Config) { c.AccessLog.Path, c.AccessLog.Format = "stdout", "apache" }, []string{`access_log.format: unknown format "apache" (want "combined" or "jsonl")`}},
-		{"access log salt env", func(c *Config) { c.AccessLog.Path, c.AccessLog.SaltEnv = "stdout", "salt env" }, []string{`access_log.salt_env: "salt env" is not an environment variable name`}},
+		{"access log salt env", func(c *Config) { c.AccessLog.Path, c.AccessLog.SaltEnv = "stdout", "salt env" }, []string{`access_log.salt_env: invalid environment variable name "salt env"`}},
 		{"access log flush", func(c *Config) { c.AccessLog.Path, c.AccessLog.FlushInterval = "stdout", "0s" }, []string{`access_log.flush_interval: must be positive, got 0s`}},
 		// routes
 		{"empty route name", func(c *Config) { c.Routes[1].Name = "" }, []string{`routes[1].name: is required`}},
