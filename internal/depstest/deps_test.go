@@ -83,6 +83,9 @@ var rules = map[string]rule{
 	"cmd/accuracy": {allow: []string{"accuracy", "ratelimit"}},
 	// Load generator driving gateway processes over HTTP.
 	"bench/cmd/peerbench": {},
+	// The floor of the gateway's stack, measured beside it: standard
+	// library only.
+	"bench/floor": {},
 	// Soak and key-rotation load programs, and their out-of-process probe
 	// (/proc and the admin listener).
 	"bench/soak":       {allow: []string{"bench/soak/probe", "internal/testupstream"}},

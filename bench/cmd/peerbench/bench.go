@@ -12,10 +12,11 @@ import (
 	"time"
 )
 
-// target is one server under test: a gateway process in one mode, or one
-// server block of the nginx peer.
+// target is one server under test: a gateway process in one mode, a
+// floor process (bench/floor) in one mode, or one server block of the
+// nginx peer.
 type target struct {
-	peer   string // "tollgate" or "nginx"
+	peer   string // "tollgate", "floor" or "nginx"
 	m      mode
 	url    string
 	script string // wrk Lua script rotating keys, "" for the hot key
@@ -56,6 +57,7 @@ type env struct {
 	tmp      string
 	ps       *procs
 	gateway  string // built binary
+	floor    string // built bench/floor binary
 	upAddr   string
 	upProc   *proc
 	redis    *proc
@@ -72,6 +74,13 @@ func bench(ctx context.Context, o *options, modes []mode, tmp string, ps *procs)
 	build.Dir = o.root
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build ./cmd/gateway: %w\n%s", err, out)
+	}
+	fmt.Fprintln(os.Stderr, "peerbench: building ./bench/floor")
+	e.floor = filepath.Join(tmp, "floor")
+	build = exec.CommandContext(ctx, "go", "build", "-o", e.floor, "./bench/floor")
+	build.Dir = o.root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build ./bench/floor: %w\n%s", err, out)
 	}
 	if err := e.startUpstream(); err != nil {
 		return nil, err
@@ -107,6 +116,11 @@ func bench(ctx context.Context, o *options, modes []mode, tmp string, ps *procs)
 		}
 		targets = append(targets, t)
 		if !m.redis {
+			f, err := e.startFloor(m, false)
+			if err != nil {
+				return nil, err
+			}
+			targets = append(targets, f)
 			port, err := freePort()
 			if err != nil {
 				return nil, err
@@ -121,10 +135,14 @@ func bench(ctx context.Context, o *options, modes []mode, tmp string, ps *procs)
 			return nil, err
 		}
 		pid := ng.cmd.Process.Pid
-		// Interleave: each nginx mode right after the gateway's same mode.
+		// Interleave: each nginx mode right after the same mode of the
+		// gateway and the floor.
 		var mixed []*target
 		for _, t := range targets {
 			mixed = append(mixed, t)
+			if t.peer != "floor" {
+				continue
+			}
 			for _, s := range nginxServers {
 				if m := nginxTargets[s.port]; m.name == t.m.name {
 					mixed = append(mixed, &target{peer: "nginx", m: m, script: t.script,
@@ -268,6 +286,46 @@ func (e *env) startGateway(m mode, redisAddr, storeTimeout string, cg bool) (*ta
 		cpu: func() time.Duration { d, _ := cpuTime(pid); return d }}, nil
 }
 
+// startFloor starts bench/floor in mode m (the limit of gatewayTOML as
+// a fixed window per API key); under callgrind when cg is set.
+func (e *env) startFloor(m mode, cg bool) (*target, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	name := "floor-" + m.name
+	if cg {
+		name = "cg-" + name
+	}
+	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	bin, args := e.floor, []string{"-listen", listen, "-upstream", "http://" + e.upAddr}
+	switch m.limit {
+	case "allow":
+		args = append(args, "-rate", strconv.Itoa(floorAllowRate), "-per", "1s")
+	case "deny":
+		args = append(args, "-rate", "1", "-per", "1h")
+	}
+	var envv []string
+	wait := 10 * time.Second
+	if cg {
+		envv = []string{"GODEBUG=asyncpreemptoff=1"}
+		args = append([]string{"--tool=callgrind", "--callgrind-out-file=" + filepath.Join(e.tmp, name+".cg"), bin}, args...)
+		bin, wait = "valgrind", 60*time.Second
+	}
+	p, err := e.ps.start(e.tmp, name, envv, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	// The probe sends no API key: it counts against the loopback
+	// address, not against the hot key.
+	if err := waitHTTP(p, listen, "/", wait); err != nil {
+		return nil, err
+	}
+	pid := p.cmd.Process.Pid
+	return &target{peer: "floor", m: m, url: "http://" + listen + "/",
+		cpu: func() time.Duration { d, _ := cpuTime(pid); return d }}, nil
+}
+
 // startNginx starts nginx with one server block per entry of servers;
 // single-process (master_process off) when cg is set, under callgrind.
 func (e *env) startNginx(name string, servers []nginxServer, workers int, cg bool) (*proc, error) {
@@ -334,9 +392,17 @@ func (e *env) callgrindAll(ctx context.Context, res *results, nginxServers []ngi
 	for _, tr := range res.targets {
 		var p *proc
 		url := ""
-		if tr.t.peer == "nginx" {
+		switch tr.t.peer {
+		case "nginx":
 			p, url = ng, fmt.Sprintf("http://127.0.0.1:%d/", ngPorts[tr.t.m.name])
-		} else {
+		case "floor":
+			t, err := e.startFloor(tr.t.m, true)
+			if err != nil {
+				return err
+			}
+			url = t.url
+			p = e.ps.list[len(e.ps.list)-1]
+		default:
 			// A generous store budget: under valgrind the gateway runs
 			// ~50x slower and a 50ms deadline would measure on_error.
 			t, err := e.startGateway(tr.t.m, e.redisAdr, "5s", true)

@@ -37,6 +37,7 @@ const (
 	nginxAllowRate = "1000000r/s"
 	nginxAllowBurs = 1000000
 	nginxDenyRate  = "1r/m"
+	floorAllowRate = 1000000000 // per second
 )
 
 // gatewayTOML is the configuration of one gateway process.

@@ -71,13 +71,15 @@ func report(o *options, res *results, args []string) string {
 	b.WriteString(ratios(res))
 	b.WriteString(`
 Columns: **CPU µs/req** is the user+system CPU time of the target's processes
-(the gateway; nginx's master and workers) from /proc/<pid>/stat over all
+(the gateway; the floor, bench/floor: net/http's server and
+ReverseProxy with a map-under-mutex limiter, no metrics; nginx's master
+and workers) from /proc/<pid>/stat over all
 rounds, divided by the requests wrk completed; **upstream** and **Redis** are
 the same for the upstream process and redis-server (one decision per
 request). **Redis instr/decision** is redis-server's user-space instructions
 per request under callgrind, behind a native gateway in the same mode. **instr/req** is user-space instructions per request counted by
 valgrind callgrind on a separate instance of the target (nginx with
-master_process off; the gateway with GODEBUG=asyncpreemptoff=1 and a 5s
+master_process off; the gateway and the floor with GODEBUG=asyncpreemptoff=1 and a 5s
 store budget), counters zeroed after a warm-up and dumped after one wrk
 run of the same shape; kernel instructions (the socket syscalls, a large
 share of a proxy's cost) are not in it, so compare these between targets,
@@ -134,6 +136,16 @@ func ratios(res *results) string {
 	for _, m := range allModes {
 		if !m.redis {
 			row("tollgate / nginx, "+m.name, find("tollgate", m.name), find("nginx", m.name))
+		}
+	}
+	for _, m := range allModes {
+		if !m.redis {
+			row("tollgate / floor, "+m.name, find("tollgate", m.name), find("floor", m.name))
+		}
+	}
+	for _, m := range allModes {
+		if !m.redis {
+			row("floor / nginx, "+m.name, find("floor", m.name), find("nginx", m.name))
 		}
 	}
 	for _, m := range allModes {

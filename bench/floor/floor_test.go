@@ -1,0 +1,162 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/internal/testupstream"
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/proxy"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+)
+
+// TestTransportMatchesTollgate keeps the floor's upstream transport the
+// one Tollgate uses: a floor with other pooling or timeouts would measure
+// another stack.
+func TestTransportMatchesTollgate(t *testing.T) {
+	a, b := newTransport(), proxy.NewTransport()
+	type fields struct {
+		proxy                                           bool
+		maxIdle, maxIdlePerHost, maxPerHost             int
+		idle, tlsHandshake, expectContinue, respHeaders time.Duration
+		h2, noKeepAlive, noCompression                  bool
+		readBuf, writeBuf                               int
+	}
+	get := func(t *http.Transport) fields {
+		return fields{t.Proxy != nil, t.MaxIdleConns, t.MaxIdleConnsPerHost, t.MaxConnsPerHost,
+			t.IdleConnTimeout, t.TLSHandshakeTimeout, t.ExpectContinueTimeout, t.ResponseHeaderTimeout,
+			t.ForceAttemptHTTP2, t.DisableKeepAlives, t.DisableCompression, t.ReadBufferSize, t.WriteBufferSize}
+	}
+	if fa, fb := get(a), get(b); fa != fb {
+		t.Errorf("floor transport %+v, Tollgate's %+v", fa, fb)
+	}
+}
+
+// tollgate is Tollgate's handler in the peer benchmark's configuration:
+// identity from X-API-Key or the IP, one per-client sliding-window-counter
+// limit, ietf headers.
+func tollgate(t *testing.T, upstream, rate string) http.Handler {
+	t.Helper()
+	c := policy.Default()
+	c.Identity.Sources = []string{"api_key", "ip"}
+	l := policy.DefaultLimit()
+	l.Name, l.Rates, l.Algorithm = "per-client", []string{rate}, "sliding_window_counter"
+	c.Limits = []policy.LimitConfig{l}
+	c.Gateway.Limits = []string{"per-client"}
+	rt := policy.DefaultRoute()
+	rt.Name, rt.Upstream = "upstream", upstream
+	c.Routes = []policy.RouteConfig{rt}
+	p, err := policy.Compile(c, func(string) string { return "" }, func(string) ([]byte, error) {
+		return nil, errors.New("no files here")
+	})
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { store.Close() })
+	h, err := proxy.New(p, proxy.Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// digits stands for every number in a header value or body: the two
+// programs count on different clocks and windows.
+var digits = regexp.MustCompile(`[0-9]+`)
+
+type answer struct {
+	status int
+	header map[string]string
+	body   string
+}
+
+func get(t *testing.T, h http.Handler) answer {
+	t.Helper()
+	r := httptest.NewRequest("GET", "http://gateway/x", nil)
+	r.Header.Set("X-API-Key", "k1")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	res := w.Result()
+	body, _ := io.ReadAll(res.Body)
+	a := answer{status: res.StatusCode, header: map[string]string{}, body: digits.ReplaceAllString(string(body), "N")}
+	for k, v := range res.Header {
+		if k == "Date" {
+			continue
+		}
+		a.header[k] = digits.ReplaceAllString(strings.Join(v, ","), "N")
+	}
+	return a
+}
+
+// TestAnswersMatchTollgate sends the same two requests to the floor and to
+// Tollgate, both under a limit of one request per hour: the allowed
+// answer and the 429 must carry the same headers and a body of the same
+// shape, so that the benchmark compares the same work on the wire.
+func TestAnswersMatchTollgate(t *testing.T) {
+	up := testupstream.Fixed(t, []byte("ok\n"))
+	tg := tollgate(t, up.URL, "1/hour")
+	fl, err := newHandler(up.URL, "per-client", 1, time.Hour, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, what := range []string{"allowed", "denied"} {
+		a, b := get(t, fl), get(t, tg)
+		if want := []int{200, 429}[i]; a.status != want || b.status != want {
+			t.Fatalf("%s: floor %d, tollgate %d, want %d", what, a.status, b.status, want)
+		}
+		ka, kb := keys(a.header), keys(b.header)
+		if !slices.Equal(ka, kb) {
+			t.Errorf("%s: floor headers %v, tollgate %v", what, ka, kb)
+		}
+		for _, k := range kb {
+			if a.header[k] != b.header[k] {
+				t.Errorf("%s: %s: floor %q, tollgate %q", what, k, a.header[k], b.header[k])
+			}
+		}
+		if a.body != b.body {
+			t.Errorf("%s: floor body %q, tollgate %q", what, a.body, b.body)
+		}
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestLimiter checks the fixed window against a hand-computed sequence.
+func TestLimiter(t *testing.T) {
+	l := &limiter{rate: 2, per: time.Second, windows: map[string]*window{}}
+	t0 := time.Unix(1000, 0)
+	steps := []struct {
+		key       string
+		at        time.Duration
+		ok        bool
+		remaining int64
+		reset     time.Duration
+	}{
+		{"a", 0, true, 1, time.Second},
+		{"a", 100 * time.Millisecond, true, 0, 900 * time.Millisecond},
+		{"a", 999 * time.Millisecond, false, 0, time.Millisecond},
+		{"b", 999 * time.Millisecond, true, 1, time.Second},
+		{"a", time.Second, true, 1, time.Second},
+	}
+	for i, s := range steps {
+		rem, reset, ok := l.take(s.key, t0.Add(s.at))
+		if ok != s.ok || rem != s.remaining || reset != s.reset {
+			t.Errorf("step %d: got (%d, %s, %v), want (%d, %s, %v)", i, rem, reset, ok, s.remaining, s.reset, s.ok)
+		}
+	}
+}
