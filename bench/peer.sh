@@ -1,5 +1,6 @@
 #!/bin/sh
-# Peer benchmark of issue 7: Tollgate beside nginx on loopback, driven by wrk.
+# Peer benchmark: Tollgate beside the floor of its stack (bench/floor) and
+# nginx on loopback, driven by wrk.
 #
 #   bench/peer.sh                      full run (~5-6 minutes), table written into BENCHMARKS.md
 #   bench/peer.sh -write '' -rounds 1  quick look, print only

@@ -17,7 +17,7 @@ type mode struct {
 	redis bool
 }
 
-// allModes are the modes of issue 7, in table order.
+// allModes are the benchmark's modes, in table order.
 var allModes = []mode{
 	{name: "plain"},
 	{name: "allow-1key", limit: "allow"},

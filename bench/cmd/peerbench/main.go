@@ -1,4 +1,5 @@
-// Command peerbench puts Tollgate beside nginx on loopback and measures
+// Command peerbench puts Tollgate beside the floor of its stack
+// (bench/floor) and nginx on loopback and measures
 // both under the same wrk load: req/s, latency, and the figures to compare
 // on, CPU time per request of each process (from /proc) and user-space
 // instructions per request (valgrind callgrind, when installed; `perf stat`
