@@ -1,0 +1,35 @@
+package schema
+
+import (
+	"reflect"
+
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// GatewayFile is the name of gateway.toml's schema in this directory.
+const GatewayFile = "gateway.schema.json"
+
+// Gateway returns the schema of gateway.toml, with descriptions from the
+// doc comments of package policy's sources in policyDir.
+func Gateway(policyDir string) ([]byte, error) {
+	docs, err := DocsFromSource(policyDir)
+	if err != nil {
+		return nil, err
+	}
+	var algs []string
+	for _, a := range ratelimit.Algorithms() {
+		algs = append(algs, a.String())
+	}
+	return Generate(reflect.TypeFor[policy.Config](), Options{
+		ID:    "https://tollgate.dev/schema/" + GatewayFile,
+		Title: "Tollgate gateway configuration (gateway.toml)",
+		Docs:  docs,
+		Enums: map[string][]string{
+			"limits[].algorithm": algs,
+			"store.backend":      policy.BackendNames(),
+			"store.on_error":     policy.OnErrorNames(),
+			"access_log.format":  policy.LogFormatNames(),
+		},
+	})
+}
