@@ -19,7 +19,7 @@ type callArgs struct {
 
 var argPool = sync.Pool{New: func() any { return new(callArgs) }}
 
-// appendF64 appends v as a little-endian double (decide.lua reads '<d').
+// appendF64 appends v as a little-endian double (the decide script reads '<d').
 func appendF64(b []byte, v float64) []byte {
 	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
 }
@@ -30,8 +30,8 @@ type packedLimit struct {
 	args string
 }
 
-// limitArg returns the packed parameters of l (decide.lua's ARGV[1+h]):
-// algorithm, shadow, windows, then L, W, capacity, P, N per window. They
+// limitArg returns the packed parameters of l (the decide script's
+// ARGV[1+h], lua/common.lua): algorithm, shadow, windows, then L, W, capacity, P, N per window. They
 // are built once per limit and cached under its ID; the cached value is
 // used only for the very limit it was built from, because a reload that
 // changes a limit's counts keeps its ID (the counters carry over) but not
@@ -57,7 +57,7 @@ func (s *Store) limitArg(l *ratelimit.Limit) string {
 	return v
 }
 
-// header packs decide.lua's ARGV[1].
+// header packs the decide script's ARGV[1] (lua/common.lua).
 func (s *Store) header(b []byte, mode int, now time.Time, wantOld bool, costs func(yield func(int64) bool), n int) []byte {
 	useTime, t := 1.0, 0.0
 	if s.opts.Clock == ClockLocal {

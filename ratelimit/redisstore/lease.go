@@ -18,9 +18,9 @@ import (
 //go:embed renew.lua
 var renewSrc string
 
-// Concurrency slots on Redis carry leases (decide.lua, "concurrency
-// leases"): every slot is a member of its key's sorted set, scored with the
-// instant its lease ends on the Redis server's clock. This file is the
+// Concurrency slots on Redis carry leases (lua/concurrency.lua): every
+// slot is a member of its key's sorted set, scored with the instant its
+// lease ends on the Redis server's clock. This file is the
 // holder's side: the slots this Store holds, renewed in one batch every
 // third of a lease, and the releases that could not reach Redis, retried
 // until they land or their lease has ended (whichever comes first; after
@@ -69,7 +69,7 @@ func (l *leases) init() {
 }
 
 // member returns the sorted-set member of slot seq of cost units: the cost
-// (decide.lua reads it back when the lease ends), this Store's holder id
+// (lua/concurrency.lua reads it back when the lease ends), this Store's holder id
 // and the slot id.
 func (s *Store) member(cost int64, seq uint64) string {
 	var b [24]byte

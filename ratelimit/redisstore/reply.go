@@ -9,7 +9,7 @@ import (
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// replyReader reads decide.lua's packed reply: little-endian doubles, each
+// replyReader reads the decide script's packed reply: little-endian doubles, each
 // an integer.
 type replyReader struct {
 	b   string
@@ -30,7 +30,7 @@ func (r *replyReader) next() int64 {
 	return int64(v)
 }
 
-// parseReply turns decide.lua's reply into Decisions, choosing the reported
+// parseReply turns the decide script's reply into Decisions, choosing the reported
 // window exactly as window.Check and window.Report do.
 func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld bool) (bool, taken, error) {
 	var packed string

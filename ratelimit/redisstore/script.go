@@ -13,13 +13,10 @@ import (
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-//go:embed decide.lua
-var decideSrc string
-
 //go:embed release.lua
 var releaseSrc string
 
-// Script modes (ARGV[2] of decide.lua).
+// Script modes (the header's mode, lua/common.lua).
 const (
 	modeDecide = 0
 	modeCheck  = 1
@@ -52,7 +49,7 @@ type refund struct {
 	inverse bool
 }
 
-// run executes decide.lua for hits in one round trip and fills out. With
+// run executes the decide script for hits in one round trip and fills out. With
 // rf non-nil (mode modeRefund) it first gives back what rf took. It
 // returns what it counted when mode is modeDecide on a cluster. slots are
 // the slot ids of the concurrency hits (lease.go; nil when there is none).

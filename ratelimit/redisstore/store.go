@@ -1,11 +1,12 @@
 // Package redisstore is a ratelimit.Store whose counters live in Redis
 // (standalone, Sentinel or Cluster), so that a fleet of gateways shares them.
 //
-// Every algorithm runs inside one Lua script (decide.lua, embedded) that
-// mirrors the Go window math of package ratelimit bit for bit: integer ticks
-// (µs), doubles in the order ARCHITECTURE.md writes them, doubles stored
-// bit-exact as packed little-endian IEEE 754 values. All hits of one request are decided by one EVALSHA on standalone and
-// Sentinel: the script checks every hit first and counts only if every
+// Every algorithm runs inside one Lua script (assembled from lua/, one
+// piece per algorithm family, embedded) that mirrors the Go window math of
+// package ratelimit bit for bit: integer ticks (µs), doubles in the order
+// ARCHITECTURE.md writes them, doubles stored bit-exact as packed
+// little-endian IEEE 754 values. All hits of one request are decided by
+// one EVALSHA on standalone and Sentinel: the script checks every hit first and counts only if every
 // enforced hit allows. Every key is passed in KEYS, and every key carries a
 // TTL just longer than the state it holds (concurrency keys hold one
 // leased member per slot, renewed by the Store that holds it: lease.go).
@@ -190,14 +191,14 @@ func (s *Store) Key(l *ratelimit.Limit, k string) string {
 }
 
 // concFormat names the layout of a concurrency key (a sorted set of
-// leased slots, see decide.lua): a key of another layout under the same
+// leased slots, see lua/concurrency.lua): a key of another layout under the same
 // name would be read as corrupt by one of two gateway versions.
 const concFormat = "z1"
 
 // stateFormat names the layout of the values the scripts store. It is part
 // of every key, so that gateways of different versions sharing one Redis
 // during a rolling upgrade keep separate counters instead of reading each
-// other's values as corrupt. Change it whenever decide.lua's layout changes.
+// other's values as corrupt. Change it whenever a stored layout in lua/ changes.
 const stateFormat = "f3"
 
 // call runs f under the store's timeout and the circuit breaker, and wraps

@@ -1,0 +1,94 @@
+-- Tollgate: decide every hit of one request at once (ARCHITECTURE.md
+-- "Algorithm math", mirrored from the Go window types bit for bit: integer
+-- ticks in µs, doubles in the order written).
+--
+-- The script is assembled from the pieces in this directory, concatenated
+-- into one chunk: common.lua (this file) first, then every other piece in
+-- name order, driver.lua last. A piece sees the locals of the pieces
+-- before it. An algorithm's piece registers a constructor in DEF under its
+-- number (ratelimit.Algorithm) returning the algorithm's handler table:
+--
+--   init(p)                       fresh state of one window
+--   allow(s, p, cost)             ok, retry ticks (0 when ok)
+--   take(s, p, cost)              count cost in s
+--   remaining(s, p)               units left, clamped to [0, capacity]
+--   expiry(s, p)                  instant s is fresh again; nil = forever
+--                                 while held (a lease), false = fresh now
+--   nfields(p)                    doubles of one window's packed state
+--   giveback(s, o, a, p, c, took, at)  undo a count (refunds, below)
+--   decode(raw, ps), encode(states, ps)  optional: a state that is not
+--                                 nfields doubles per window
+--   lease, read, write, hold, release  concurrency only (sorted set)
+--
+-- The driver builds a handler table only for the algorithms a call uses:
+-- Redis runs this whole chunk on every call, and in its Lua every closure,
+-- table, C function call (math.*, tonumber, tostring) and ARGV string
+-- costs hundreds of instructions. So numbers travel as little-endian
+-- doubles packed with struct (no decimal parsing or formatting), and the
+-- reply is one packed string.
+--
+-- KEYS[h]   state of hit h (one key per hit; every window of the limit in it)
+-- ARGV[1]   header, doubles: now (ticks), use TIME (0/1), mode, want-old
+--           (0/1), lease TTL ms, TTL margin ms, H; then the cost of each hit
+--           mode: 0 decide (count only if every enforced hit allows),
+--                 1 check only (never count),
+--                 2 refund: give back what an earlier mode-0 call counted
+--                   (ARCHITECTURE.md "Cluster refunds"), then check only
+-- ARGV[1+h] the limit of hit h, doubles: algorithm, shadow (0/1), windows n,
+--           then per window L, W, capacity, P, N (built once per limit)
+-- refund mode then appends 1 string of doubles: the instant the mode-0 call
+--           counted at (its reply's now) and the refund's instant (ignored
+--           with TIME, which is read instead); then per hit 4 strings from
+--           the mode-0 call: counted (0/1), value written, old-exists (0/1),
+--           value read
+-- then, when any hit is a concurrency hit, 1 string per hit: the member
+--           (holder slot id) a concurrency hit takes or gives back, '' for
+--           other hits
+--
+-- State: the doubles of every window, packed '<d' (bit-exact); the sliding
+-- log keeps its packed binary log per window behind a 4-byte length.
+-- Concurrency keeps a sorted set instead (concurrency.lua).
+--
+-- Reply: one string of doubles: allowed, now, per hit: counted, never
+-- (first window whose capacity the cost exceeds, or 0), old-exists (0/1),
+-- per window: ok, retry, remaining, reset. With want-old the reply is
+-- { that string, per hit: old, new }.
+-- A key of the wrong type or holding garbage raises a script error: the call
+-- fails (a store error) and nothing is written.
+--
+-- Algorithms: 1 fixed_window, 2 fixed_window_elastic, 3 sliding_window_log,
+-- 4 sliding_window_counter, 5 token_bucket, 6 gcra, 7 concurrency.
+-- params p = { L, W, capacity, P, N } (one window of a limit).
+
+local LIMIT = 2305843009213693951 -- math.MaxInt64 / 4, as ceilTicks saturates
+local floor = math.floor
+local unpack, spack, sunpack = unpack, struct.pack, struct.unpack
+
+-- The call's header values, set by the driver before anything reads them.
+local now, usetime, mode, wantold, lease, margin, nhits
+local leasenow -- TIME in ticks, read at most once per call (concurrency)
+
+-- DEF[algorithm] builds that algorithm's handler table; ALG caches it.
+local DEF, ALG = {}, {}
+
+-- floor(a / b) exactly for integers a, b > 0 below 2^53.
+local function floordiv(a, b)
+  local r = a % b
+  if r < 0 then r = r + b elseif r >= b then r = r - b end
+  return (a - r) / b
+end
+
+-- ceil(x) for x >= 0, saturating like Go's ceilTicks.
+local function ceilticks(x)
+  if not (x < LIMIT) then return LIMIT end
+  if x < 0 then return 0 end
+  local f = x % 1
+  if f > 0 then return x - f + 1 end
+  return x
+end
+
+local function clamp(v, lo, hi)
+  if v < lo then v = lo end
+  if hi < v then v = hi end
+  return v
+end

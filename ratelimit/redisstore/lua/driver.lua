@@ -1,0 +1,306 @@
+---------------------------------------------------------------- state I/O
+
+local function decode(A, raw, ps)
+  local states = {}
+  if raw == nil then
+    for w = 1, #ps do states[w] = A.init(ps[w]) end
+    return states
+  end
+  if A.decode then return A.decode(raw, ps) end
+  local pos = 1
+  local need = 0
+  for w = 1, #ps do need = need + A.nfields(ps[w]) end
+  if #raw ~= need * 8 then error('tollgate: corrupt counter state') end
+  for w = 1, #ps do
+    local nf = A.nfields(ps[w])
+    local s
+    if nf == 1 then
+      s = { sunpack('<d', raw, pos) }
+    elseif nf == 2 then
+      s = { sunpack('<dd', raw, pos) }
+    else
+      s = { sunpack('<' .. string.rep('d', nf), raw, pos) }
+    end
+    pos = s[nf + 1]
+    s[nf + 1] = nil
+    for k = 1, nf do
+      local v = s[k]
+      if v ~= v or v == 1 / 0 or v == -1 / 0 then error('tollgate: corrupt counter state') end
+    end
+    states[w] = s
+  end
+  return states
+end
+
+local function encode(A, states, ps)
+  if A.encode then return A.encode(states, ps) end
+  local out = ''
+  for w = 1, #states do
+    local s, nf = states[w], A.nfields(ps[w])
+    if nf == 1 then
+      out = out .. spack('<d', s[1])
+    elseif nf == 2 then
+      out = out .. spack('<dd', s[1], s[2])
+    else
+      out = out .. spack('<' .. string.rep('d', nf), unpack(s, 1, nf))
+    end
+  end
+  return out
+end
+
+-- TTL in ms: until the latest window expiry, plus margin; nil = lease;
+-- false = the state is fresh (delete the key).
+local function ttl(A, states, ps)
+  local exp
+  for w = 1, #states do
+    local e = A.expiry(states[w], ps[w])
+    if e == nil then return nil end
+    if e and (not exp or e > exp) then exp = e end
+  end
+  if not exp or exp <= now then return false end
+  return ceilticks((exp - now) / 1000) + margin
+end
+
+local function reset(A, s, p)
+  local r = A.remaining(s, p)
+  if r >= p[3] then return 0 end
+  local ok, ra = A.allow(s, p, r + 1)
+  if ok then return 0 end
+  return ra
+end
+
+-- store writes states to key k with a TTL just past their expiry (KEEPTTL
+-- for a held lease), or deletes k when they are fresh.
+local function store(k, A, states, ps, v)
+  local t = ttl(A, states, ps)
+  if t == false then
+    redis.call('DEL', k)
+  elseif t == nil then
+    redis.call('SET', k, v or encode(A, states, ps), 'KEEPTTL')
+  else
+    redis.call('SET', k, v or encode(A, states, ps), 'PX', t)
+  end
+end
+
+-- handler returns the handler table of algorithm alg, built on first use.
+local function handler(alg)
+  local A = ALG[alg]
+  if A then return A end
+  local def = DEF[alg]
+  if not def then error('tollgate: unknown algorithm ' .. alg) end
+  A = def()
+  ALG[alg] = A
+  return A
+end
+
+---------------------------------------------------------------- main
+
+local function decide(KEYS, ARGV)
+  local hdr = ARGV[1]
+  local hpos
+  now, usetime, mode, wantold, lease, margin, nhits, hpos = sunpack('<ddddddd', hdr)
+  leasenow = nil
+  -- the first member argument (after the limits and a refund's arguments)
+  local mbase = 2 + nhits
+  if mode == 2 then mbase = mbase + 1 + 4 * nhits end
+  if usetime == 1 then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+
+  -- Per hit h, at b = (h-1)*12 in HIT: 1 handler table, 2 shadow, 3 cost,
+  -- 4 params per window, 5 value read (nil if none), 6 states per window,
+  -- 7 earlier hit on the same key, 8 ok, 9 never, 10 offset of its windows'
+  -- (ok, retry) pairs in WR, 11 dirty, 12 value written. Flat tables: every
+  -- table costs an allocation.
+  local HIT, WR = {}, {}
+  for h = 1, nhits do
+    local b = (h - 1) * 12
+    local cost
+    cost, hpos = sunpack('<d', hdr, hpos)
+    local pa = ARGV[1 + h]
+    local alg, shadow, nw, L, W, Cap, P, N, pos = sunpack('<dddddddd', pa)
+    local ps = { { L, W, Cap, P, N } }
+    for w = 2, nw do
+      L, W, Cap, P, N, pos = sunpack('<ddddd', pa, pos)
+      ps[w] = { L, W, Cap, P, N }
+    end
+    HIT[b + 1], HIT[b + 2], HIT[b + 3], HIT[b + 4] = handler(alg), shadow == 1, cost, ps
+  end
+
+  -- Refund: per key, the units every counted hit on it took, given back.
+  if mode == 2 then
+    local took, at = sunpack('<dd', ARGV[2 + nhits])
+    if usetime == 1 then at = now end
+    local check, a0, total = now, 3 + nhits, {}
+    -- A concurrency slot is given back by its member: exact, whatever
+    -- happened to the key since.
+    for h = 1, nhits do
+      local A = HIT[(h - 1) * 12 + 1]
+      if A.lease and ARGV[a0 + 4 * (h - 1)] == '1' then
+        A.release(KEYS[h], ARGV[mbase + h - 1])
+      end
+    end
+    for h = 1, nhits do
+      local first = h
+      for j = 1, h - 1 do
+        if KEYS[j] == KEYS[h] then first = j break end
+      end
+      if ARGV[a0 + 4 * (h - 1)] == '1' and not HIT[(h - 1) * 12 + 1].lease then
+        total[first] = (total[first] or 0) + HIT[(h - 1) * 12 + 3]
+      end
+    end
+    for h = 1, nhits do
+      local c = total[h]
+      local cur = c and redis.call('GET', KEYS[h])
+      if cur then
+        local a, b = a0 + 4 * (h - 1), (h - 1) * 12
+        local A, ps = HIT[b + 1], HIT[b + 4]
+        local old
+        if ARGV[a + 2] == '1' then old = ARGV[a + 3] end
+        if cur == ARGV[a + 1] then
+          -- Unchanged since the count: its previous value is the exact inverse.
+          if old == nil then
+            redis.call('DEL', KEYS[h])
+          else
+            store(KEYS[h], A, decode(A, old, ps), ps, old)
+          end
+        else
+          now = took
+          local before, after = decode(A, old, ps), decode(A, old, ps)
+          for w = 1, #ps do A.take(after[w], ps[w], c) end
+          now = check
+          local states = decode(A, cur, ps)
+          for w = 1, #ps do A.giveback(states[w], before[w], after[w], ps[w], c, took, at) end
+          store(KEYS[h], A, states, ps)
+        end
+      end
+    end
+  end
+
+  -- Pass 1: check every hit. Hits on the same key share one state; a later
+  -- one is checked at its cost plus the costs the earlier ones would take.
+  local allowed = true
+  for h = 1, nhits do
+    local b = (h - 1) * 12
+    local A, ps, cost = HIT[b + 1], HIT[b + 4], HIT[b + 3]
+    local first
+    for j = 1, h - 1 do
+      if KEYS[j] == KEYS[h] then first = j break end
+    end
+    local states
+    if first then
+      local fb = (first - 1) * 12
+      HIT[b + 5], states, HIT[b + 7] = HIT[fb + 5], HIT[fb + 6], first
+      for j = first, h - 1 do
+        local jb = (j - 1) * 12
+        if KEYS[j] == KEYS[h] and (not HIT[jb + 2] or HIT[jb + 8]) then cost = cost + HIT[jb + 3] end
+      end
+    elseif A.lease then
+      states = { { A.read(KEYS[h], mode == 0) } }
+    else
+      local raw = redis.call('GET', KEYS[h])
+      if raw == false then raw = nil end
+      HIT[b + 5] = raw
+      states = decode(A, raw, ps)
+    end
+    HIT[b + 6] = states
+    local ok, never = true, 0
+    for w = #ps, 1, -1 do
+      if cost > ps[w][3] then never = w end
+    end
+    local wi = #WR
+    HIT[b + 10] = wi
+    if never > 0 then
+      ok = false
+    else
+      for w = 1, #ps do
+        local o, ra = A.allow(states[w], ps[w], cost)
+        WR[wi + 2 * w - 1], WR[wi + 2 * w] = o, ra
+        if not o then ok = false end
+      end
+    end
+    HIT[b + 8], HIT[b + 9] = ok, never
+    if not ok and not HIT[b + 2] then allowed = false end
+  end
+
+  -- Pass 2: count, only if every enforced hit allows, and report each hit
+  -- right after its own count.
+  local out = { allowed and 1 or 0, now }
+  local n = 2
+  for h = 1, nhits do
+    local b = (h - 1) * 12
+    local A, ps, states, first = HIT[b + 1], HIT[b + 4], HIT[b + 6], HIT[b + 7]
+    local counted = mode == 0 and allowed and HIT[b + 8]
+    if counted then
+      for w = 1, #ps do A.take(states[w], ps[w], HIT[b + 3]) end
+      HIT[((first or h) - 1) * 12 + 11] = true
+      if A.lease then A.hold(KEYS[h], ARGV[mbase + h - 1]) end
+    end
+    out[n + 1] = counted and 1 or 0
+    out[n + 2] = HIT[b + 9]
+    out[n + 3] = (not first and HIT[b + 5]) and 1 or 0
+    n = n + 3
+    local wi, never = HIT[b + 10], HIT[b + 9] > 0
+    for w = 1, #ps do
+      local s, p = states[w], ps[w]
+      if never then
+        out[n + 1], out[n + 2] = 0, 0
+      else
+        out[n + 1], out[n + 2] = WR[wi + 2 * w - 1] and 1 or 0, WR[wi + 2 * w]
+      end
+      out[n + 3] = A.remaining(s, p)
+      out[n + 4] = reset(A, s, p)
+      n = n + 4
+    end
+  end
+
+  -- Write every changed key once, with a TTL just past its state's expiry;
+  -- heal an unchanged key that lost its TTL (nothing here may live forever).
+  for h = 1, nhits do
+    local b = (h - 1) * 12
+    local raw = HIT[b + 5]
+    HIT[b + 12] = raw
+    if not HIT[b + 7] then
+      local A, ps, states = HIT[b + 1], HIT[b + 4], HIT[b + 6]
+      if A.lease then
+        if HIT[b + 11] then
+          -- The key outlives every lease in it; each lease ends by itself.
+          A.write(KEYS[h], states[1][1])
+          redis.call('PEXPIRE', KEYS[h], lease + margin)
+        end
+      elseif HIT[b + 11] then
+        local t = ttl(A, states, ps)
+        if t == false then
+          redis.call('DEL', KEYS[h])
+          HIT[b + 12] = nil
+        else
+          local v = encode(A, states, ps)
+          HIT[b + 12] = v
+          redis.call('SET', KEYS[h], v, 'PX', t or lease)
+        end
+      elseif raw ~= nil and redis.call('PTTL', KEYS[h]) == -1 then
+        local t = ttl(A, states, ps)
+        if t == false then redis.call('DEL', KEYS[h]) else redis.call('PEXPIRE', KEYS[h], t or lease) end
+      end
+    end
+  end
+
+  local reply
+  if n == 9 then -- one hit, one window
+    reply = spack('<ddddddddd', unpack(out, 1, 9))
+  else
+    reply = spack('<' .. string.rep('d', n), unpack(out, 1, n))
+  end
+  if wantold == 0 then return reply end
+  local full = { reply }
+  for h = 1, nhits do
+    local b = (h - 1) * 12
+    if HIT[b + 7] then
+      full[2 * h], full[2 * h + 1] = '', ''
+    else
+      full[2 * h], full[2 * h + 1] = HIT[b + 5] or '', HIT[b + 12] or ''
+    end
+  end
+  return full
+end

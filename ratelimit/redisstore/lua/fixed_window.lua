@@ -1,0 +1,66 @@
+---------------------------------------------------------------- fixed windows
+-- fixed_window: s = { window start, count }.
+DEF[1] = function()
+  -- the window start and count in effect at now.
+  local function at(s, p)
+    local start = floordiv(now, p[2]) * p[2]
+    if start > s[1] then return start, 0 end
+    return s[1], s[2]
+  end
+  return {
+    init = function(p) return { floordiv(now, p[2]) * p[2], 0 } end,
+    allow = function(s, p, cost)
+      local start, count = at(s, p)
+      if count + cost <= p[1] then return true, 0 end
+      return false, start + p[2] - now
+    end,
+    take = function(s, p, cost)
+      local start, count = at(s, p)
+      s[1], s[2] = start, count + cost
+    end,
+    remaining = function(s, p)
+      local _, count = at(s, p)
+      return clamp(p[1] - count, 0, p[3])
+    end,
+    expiry = function(s, p) return s[1] + p[2] end,
+    nfields = function() return 2 end,
+    giveback = function(s, o, a, p, c)
+      if s[1] == a[1] then s[2] = s[2] - c end
+      if s[2] < 0 then s[2] = 0 end
+    end,
+  }
+end
+
+-- fixed_window_elastic: s = { end of the box, count }.
+DEF[2] = function()
+  return {
+    init = function() return { now, 0 } end,
+    allow = function(s, p, cost)
+      local count = s[2]
+      if now >= s[1] then count = 0 end
+      if count + cost <= p[1] then return true, 0 end
+      return false, s[1] - now
+    end,
+    take = function(s, p, cost)
+      local count = s[2]
+      if now >= s[1] then count = 0 end
+      s[2] = count + cost
+      if s[1] < now + p[2] then s[1] = now + p[2] end
+    end,
+    remaining = function(s, p)
+      local count = s[2]
+      if now >= s[1] then count = 0 end
+      return clamp(p[1] - count, 0, p[3])
+    end,
+    expiry = function(s) return s[1] end,
+    nfields = function() return 2 end,
+    giveback = function(s, o, a, p, c)
+      if s[1] == a[1] and s[2] == a[2] then
+        s[1], s[2] = o[1], a[2] - c
+      elseif s[1] < a[1] + p[2] then -- not a new box since
+        s[2] = s[2] - c
+        if s[2] < 0 then s[2] = 0 end
+      end
+    end,
+  }
+end

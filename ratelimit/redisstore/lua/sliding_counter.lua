@@ -1,0 +1,85 @@
+---------------------------------------------------------------- sliding_window_counter
+-- s = { newest, counts[0..N] } (ring, bucket j at j mod (N+1)).
+DEF[4] = function()
+  local function cbucket(s, p, j)
+    if j > s[1] or j < s[1] - p[5] then return 0 end
+    return s[2 + (j - floordiv(j, p[5] + 1) * (p[5] + 1))]
+  end
+  local function cindex(s, p)
+    local i = floordiv(now, p[4])
+    if i < s[1] then return s[1], 0 end
+    return i, now - i * p[4]
+  end
+  local function csums(s, p, i)
+    local full = 0
+    for j = i - p[5] + 1, i do full = full + cbucket(s, p, j) end
+    return full, cbucket(s, p, i - p[5])
+  end
+  local function cest(p, full, partial, e)
+    return full + partial * (p[4] - e) / p[4]
+  end
+  return {
+    init = function(p)
+      local s = { floordiv(now, p[4]) }
+      for k = 2, p[5] + 2 do s[k] = 0 end
+      return s
+    end,
+    allow = function(s, p, cost)
+      local i, e = cindex(s, p)
+      local full, partial = csums(s, p, i)
+      if cest(p, full, partial, e) + cost <= p[1] then return true, 0 end
+      local P, N = p[4], p[5]
+      for j = i, i + N + 1 do
+        local start = 0
+        if j == i then
+          start = e
+        else
+          full = full + cbucket(s, p, j) - cbucket(s, p, j - N)
+          partial = cbucket(s, p, j - N)
+        end
+        if full + cost <= p[1] then
+          local g = start
+          if partial > 0 then
+            local x = p[1] - cost - full
+            g = clamp(ceilticks(P - x * P / partial), start, P - 1)
+          end
+          while g < P and not (cest(p, full, partial, g) + cost <= p[1]) do g = g + 1 end
+          if g < P then
+            while g > start and cest(p, full, partial, g - 1) + cost <= p[1] do g = g - 1 end
+            return false, j * P + g - now
+          end
+        end
+      end
+      return false, (i + N + 1) * P - now
+    end,
+    take = function(s, p, cost)
+      local i = cindex(s, p)
+      local m = p[5] + 1
+      if i > s[1] then
+        if i - s[1] > p[5] then
+          for k = 2, m + 1 do s[k] = 0 end
+        else
+          for j = s[1] + 1, i do s[2 + (j - floordiv(j, m) * m)] = 0 end
+        end
+        s[1] = i
+      end
+      local k = 2 + (i - floordiv(i, m) * m)
+      s[k] = s[k] + cost
+    end,
+    remaining = function(s, p)
+      local i, e = cindex(s, p)
+      local full, partial = csums(s, p, i)
+      return clamp(p[1] - ceilticks(cest(p, full, partial, e)), 0, p[3])
+    end,
+    expiry = function(s, p) return (s[1] + p[5] + 1) * p[4] end,
+    nfields = function(p) return p[5] + 2 end,
+    giveback = function(s, o, a, p, c)
+      local i, N = a[1], p[5]
+      if i <= s[1] and i >= s[1] - N then
+        local k = 2 + (i - floordiv(i, N + 1) * (N + 1))
+        s[k] = s[k] - c
+        if s[k] < 0 then s[k] = 0 end
+      end
+    end,
+  }
+end

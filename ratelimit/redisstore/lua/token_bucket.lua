@@ -1,0 +1,45 @@
+---------------------------------------------------------------- token_bucket
+-- s = { tokens, last refill instant }.
+DEF[5] = function()
+  local function tblevel(s, p, t)
+    local elapsed = t - s[2]
+    if elapsed < 0 then elapsed = 0 end
+    local v = s[1] + elapsed * p[1] / p[2]
+    if v < p[3] then return v end
+    return p[3]
+  end
+  return {
+    init = function(p) return { p[3], now } end,
+    allow = function(s, p, cost)
+      local t = tblevel(s, p, now)
+      if t >= cost then return true, 0 end
+      local d = s[2] - now
+      if d < 0 then d = 0 end
+      d = d + ceilticks((cost - t) * p[2] / p[1])
+      if d < 1 then d = 1 end
+      local guard = 0 -- rounding can make an edge cost unreachable: stay bounded
+      while tblevel(s, p, now + d) < cost and guard < 100000 do d, guard = d + 1, guard + 1 end
+      while d > 1 and tblevel(s, p, now + d - 1) >= cost do d = d - 1 end
+      return false, d
+    end,
+    take = function(s, p, cost)
+      s[1] = tblevel(s, p, now) - cost
+      if s[2] < now then s[2] = now end
+    end,
+    remaining = function(s, p)
+      return clamp(floor(tblevel(s, p, now)), 0, p[3])
+    end,
+    expiry = function(s, p) return s[2] + ceilticks((p[3] - s[1]) * p[2] / p[1]) + 1 end,
+    nfields = function() return 2 end,
+    giveback = function(s, o, a, p, c, took, at)
+      -- Nothing to give back once the bucket would have refilled to B by at
+      -- even with the count (its c tokens would all have overflowed).
+      local el = at - a[2]
+      if el < 0 then el = 0 end
+      if tblevel(o, p, took) + el * p[1] / p[2] - p[3] < c then
+        s[1] = s[1] + c
+        if s[1] > p[3] then s[1] = p[3] end
+      end
+    end,
+  }
+end
