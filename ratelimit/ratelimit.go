@@ -112,6 +112,11 @@ type Limit struct {
 	Precision time.Duration
 	// MaxInFlight is the Concurrency capacity.
 	MaxInFlight int64
+	// MaxDelay, when positive, makes a TokenBucket or GCRA limit with one
+	// rate delay instead of deny: a hit that would be admitted within
+	// MaxDelay reserves its slot now (see Decision.Delay). It is not part
+	// of ID: the state is the same.
+	MaxDelay time.Duration
 	// Shadow marks a limit that counts and reports but never denies.
 	Shadow bool
 	// Scope is what else tells this limit's counters apart from another
@@ -158,6 +163,9 @@ func (l *Limit) Finish() error {
 func (l *Limit) Validate() error {
 	if l.Algorithm == 0 || int(l.Algorithm) >= len(algorithmNames) {
 		return fmt.Errorf("unknown algorithm %d", l.Algorithm)
+	}
+	if err := l.validateDelay(); err != nil {
+		return err
 	}
 	if l.Algorithm == Concurrency {
 		if len(l.Rates) != 0 {
@@ -233,6 +241,9 @@ type Hit struct {
 	Key string
 	// Cost is the number of units the request needs, ≥ 1.
 	Cost int64
+	// Mode says how the store treats the hit; the zero value counts it
+	// like any hit.
+	Mode HitMode
 }
 
 // Check reports why a store cannot decide h: a nil or unfinished limit, or
@@ -283,6 +294,13 @@ type Decision struct {
 	// release never gives back units to a counter reset since. 0 for other
 	// hits.
 	Lease uint64
+	// Delay is, for an allowed hit of a limit with MaxDelay, how long the
+	// request must wait for the slot it reserved (0: admitted now).
+	Delay time.Duration
+	// Mark identifies a delayed hit's reservation for Canceler.Cancel: the
+	// state's time mark the reservation wrote (the bucket's instant for
+	// TokenBucket, the theoretical arrival time for GCRA, in ticks).
+	Mark float64
 }
 
 // Store decides hits against counters it owns. Implementations must be safe

@@ -309,7 +309,12 @@ func (s *Store) Decide(_ context.Context, now time.Time, hits []ratelimit.Hit, o
 				}
 			}
 		}
+		if h.Mode == ratelimit.HitTake {
+			out[i] = ratelimit.Decision{Allowed: true}
+			continue
+		}
 		sh.t.apply(&slots[sl.first].st, opCheck, h.Limit, &args{now: t, cost: cost, d: &out[i]})
+		window.Reserve(h.Limit, &out[i])
 		if !out[i].Allowed && !h.Limit.Shadow {
 			allowed = false
 		}
@@ -322,8 +327,8 @@ func (s *Store) Decide(_ context.Context, now time.Time, hits []ratelimit.Hit, o
 		d := &out[i]
 		st := &slots[slots[i].first].st
 		t2 := &s.shards[slots[i].shard].t
-		if allowed && (!h.Limit.Shadow || d.Allowed) {
-			t2.apply(st, opTake, h.Limit, &args{now: t, cost: h.Cost})
+		if allowed && (!h.Limit.Shadow || d.Allowed) && h.Mode != ratelimit.HitPeek {
+			take(t2, st, h.Limit, t, h.Cost, d)
 			d.Counted, counted = true, true
 			if st.k == kConc {
 				d.Lease = s.incarnation(t2.at(st.idx))
@@ -383,12 +388,17 @@ func (s *Store) decideOne(h ratelimit.Hit, t int64, d *ratelimit.Decision) bool 
 	sh.mu.Lock()
 	st, old, isNew := sh.lookup(h.Limit, h.Key, uint32(hv), t)
 	a := args{now: t, cost: h.Cost, d: d}
-	sh.t.apply(&st, opCheck, h.Limit, &a)
+	if h.Mode == ratelimit.HitTake {
+		*d = ratelimit.Decision{Allowed: true}
+	} else {
+		sh.t.apply(&st, opCheck, h.Limit, &a)
+		window.Reserve(h.Limit, d)
+	}
 	// A shadow limit never denies the request, and counts only what it
 	// allowed itself.
-	allowed, counted := d.Allowed || h.Limit.Shadow, d.Allowed
+	allowed, counted := d.Allowed || h.Limit.Shadow, d.Allowed && h.Mode != ratelimit.HitPeek
 	if counted {
-		sh.t.apply(&st, opTake, h.Limit, &a)
+		take(&sh.t, &st, h.Limit, t, h.Cost, d)
 		d.Counted = true
 		if st.k == kConc {
 			d.Lease = s.incarnation(sh.t.at(st.idx))

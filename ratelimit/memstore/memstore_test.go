@@ -13,3 +13,9 @@ func TestConformance(t *testing.T) {
 		return memstore.New(memstore.Options{MaxKeys: 1000, Shards: 4})
 	})
 }
+
+func TestModes(t *testing.T) {
+	storetest.RunModes(t, func(*testing.T) ratelimit.Store {
+		return memstore.New(memstore.Options{})
+	})
+}

@@ -70,11 +70,14 @@ const (
 	opReport
 	opUsage
 	opExpiry
+	opMark   // a.d.Mark = the state's time mark (delayable states)
+	opCancel // give back a reservation of a.cost that left a.mark
 )
 
 // args are an operation's inputs and outputs.
 type args struct {
 	now, cost int64
+	mark      float64
 	d         *ratelimit.Decision
 	out       []ratelimit.WindowUsage
 }
@@ -94,6 +97,15 @@ func apply[S any, P window.StatePtr[S]](o op, l *ratelimit.Limit, ws []S, a *arg
 		window.Usage[S, P](l, ws, a.now, a.out)
 	case opExpiry:
 		return window.Expiry[S, P](l, ws)
+	case opMark, opCancel:
+		// Only delayable limits (one rate, an inline state) reserve.
+		if r, ok := any(P(&ws[0])).(window.Reserver); ok {
+			if o == opMark {
+				a.d.Mark = r.Mark()
+			} else {
+				r.Cancel(l.ParamsOf(0), a.now, a.cost, a.mark)
+			}
+		}
 	}
 	return 0
 }
