@@ -64,7 +64,7 @@ func (c Config) Check() []error {
 	var errs []error
 	seen := map[Source]bool{}
 	for i, s := range c.Sources {
-		if s < SourceAPIKey || s > SourceIP {
+		if s < SourceAPIKey || s > SourceMTLS || s == SourceRemoteAddr {
 			errs = append(errs, fmt.Errorf("sources[%d]: invalid source %s", i, s))
 		} else if seen[s] {
 			errs = append(errs, fmt.Errorf("sources[%d]: duplicate source %s", i, s))
@@ -125,7 +125,7 @@ func (c Config) Warnings() []string {
 	}
 	for _, s := range c.Sources {
 		switch s {
-		case SourceUser, SourceIP: // the IP always yields: nothing after it is read
+		case SourceUser, SourceMTLS, SourceIP: // verified first; the IP always yields: nothing after it is read
 			return nil
 		case SourceAPIKey:
 			return []string{"identity.sources: api_key comes before user, so a client with a verified user (trusted user header or JWT) escapes its per-user limits by sending any API key; list user first"}

@@ -27,6 +27,10 @@ type Identity struct {
 	APIKey string
 	// User is the user, "" if none.
 	User string
+	// MTLS is the subject (RFC 2253 text) of the client certificate the
+	// TLS listener verified, "" without one. A certificate the client
+	// sent but nobody verified never counts.
+	MTLS string
 	// Peer is the request's RemoteAddr text; keys use it (under its own
 	// kind) only when IP is invalid.
 	Peer string
@@ -47,12 +51,15 @@ func (e *Extractor) Identify(r *http.Request, now time.Time) Identity {
 	id.IP, id.IPFallback = clientIP(peer, r.Header[xffHeader], e.trusted)
 	id.APIKey = e.apiKey(r, &id)
 	id.User = e.user(r, peer, now, &id)
+	id.MTLS = VerifiedSubject(r)
 	for _, s := range e.sources {
 		switch s {
 		case SourceAPIKey:
 			id.Client = id.APIKey
 		case SourceUser:
 			id.Client = id.User
+		case SourceMTLS:
+			id.Client = id.MTLS
 		case SourceIP:
 			if id.IP.IsValid() {
 				id.Client = id.IP.String()
@@ -75,4 +82,16 @@ func (e *Extractor) Identify(r *http.Request, now time.Time) Identity {
 		id.Client, id.ClientKind = r.RemoteAddr, SourceRemoteAddr
 	}
 	return id
+}
+
+// VerifiedSubject returns the subject of the client certificate that r's
+// TLS handshake verified against the configured client CAs, "" when the
+// connection is not TLS or no certificate was verified. Only a verified
+// chain counts: with client_auth = "optional" a client may send any
+// certificate it likes, and Go verifies it only against the client CAs.
+func VerifiedSubject(r *http.Request) string {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return ""
+	}
+	return r.TLS.VerifiedChains[0][0].Subject.String()
 }

@@ -31,6 +31,8 @@ const (
 	PartMethod
 	// PartHeader is the first value of a request header.
 	PartHeader
+	// PartMTLS is the verified client certificate's subject.
+	PartMTLS
 )
 
 var partNames = [...]string{
@@ -41,6 +43,7 @@ var partNames = [...]string{
 	PartRoute:  "route",
 	PartMethod: "method",
 	PartHeader: "header",
+	PartMTLS:   "mtls",
 }
 
 // String returns the configuration name of k, e.g. "api_key".
@@ -74,7 +77,7 @@ func ParsePart(s string) (Part, error) {
 			return Part{Kind: PartKind(k)}, nil
 		}
 	}
-	return Part{}, fmt.Errorf("unknown key part %q (want client, ip, api_key, user, route, method or header:<Name>)", s)
+	return Part{}, fmt.Errorf("unknown key part %q (want client, ip, api_key, user, mtls, route, method or header:<Name>)", s)
 }
 
 // String returns the configuration text of p, e.g. "header:X-Tenant".
@@ -99,6 +102,7 @@ const (
 	valHeader  // header name, then its value under valHeaderV
 	valHeaderV //
 	valMissing // the literal "-" for a part absent on this request
+	valMTLS    // a verified client certificate's subject
 )
 
 // MissingValue is the literal value of a key part that a request
@@ -197,6 +201,8 @@ func (e *Extractor) appendPart(buf []byte, p Part, id *Identity, v *Values) []by
 		return appendString(buf, valAPIKey, id.APIKey)
 	case PartUser:
 		return appendString(buf, valUser, id.User)
+	case PartMTLS:
+		return appendString(buf, valMTLS, id.MTLS)
 	case PartRoute:
 		return appendString(buf, valRoute, v.Route)
 	case PartMethod:
@@ -223,6 +229,8 @@ func (e *Extractor) appendClient(buf []byte, id *Identity) []byte {
 		return appendString(buf, valAPIKey, id.Client)
 	case SourceUser:
 		return appendString(buf, valUser, id.Client)
+	case SourceMTLS:
+		return appendString(buf, valMTLS, id.Client)
 	case SourceIP, SourceRemoteAddr:
 		return e.appendIP(buf, id)
 	}

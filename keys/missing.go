@@ -19,6 +19,10 @@ func Missing(parts []Part, id *Identity, h http.Header) bool {
 			if id.User == "" {
 				return true
 			}
+		case PartMTLS:
+			if id.MTLS == "" {
+				return true
+			}
 		case PartHeader:
 			if h.Get(p.Header) == "" {
 				return true
@@ -38,6 +42,8 @@ func MissingNames(parts []Part) string {
 			names = append(names, "an API key")
 		case PartUser:
 			names = append(names, "an authenticated user")
+		case PartMTLS:
+			names = append(names, "a verified client certificate")
 		case PartHeader:
 			names = append(names, "header "+p.Header)
 		}

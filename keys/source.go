@@ -29,6 +29,10 @@ const (
 	// taken from the literal RemoteAddr text when no IP could be parsed from
 	// it (for example a Unix socket listener), so that a key is never empty.
 	SourceRemoteAddr
+	// SourceMTLS is the subject of the client certificate the TLS listener
+	// verified (server.tls.client_ca_file): an identity no header can
+	// forge.
+	SourceMTLS
 )
 
 var sourceNames = [...]string{
@@ -36,6 +40,7 @@ var sourceNames = [...]string{
 	SourceUser:       "user",
 	SourceIP:         "ip",
 	SourceRemoteAddr: "remote_addr",
+	SourceMTLS:       "mtls",
 }
 
 // String returns the configuration name of s, e.g. "api_key".
@@ -46,7 +51,7 @@ func (s Source) String() string {
 	return sourceNames[s]
 }
 
-// ParseSource maps a configuration name ("api_key", "user" or "ip") to its
+// ParseSource maps a configuration name ("api_key", "user", "ip" or "mtls") to its
 // Source.
 func ParseSource(s string) (Source, error) {
 	switch s {
@@ -56,6 +61,8 @@ func ParseSource(s string) (Source, error) {
 		return SourceUser, nil
 	case "ip":
 		return SourceIP, nil
+	case "mtls":
+		return SourceMTLS, nil
 	}
-	return 0, fmt.Errorf("unknown identity source %q (want api_key, user or ip)", s)
+	return 0, fmt.Errorf("unknown identity source %q (want api_key, user, ip or mtls)", s)
 }

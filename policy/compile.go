@@ -20,7 +20,8 @@ func (c *Config) Validate() error {
 
 // Compile validates c and compiles it into a Policy, reading secrets from
 // the environment (the `*_env` keys) through getenv and from files (the
-// `*_file` keys, rs256_public_key_file) through readFile. The error joins
+// `*_file` keys, rs256_public_key_file, server.tls's certificates, keys and
+// client CAs) through readFile. The error joins
 // every problem with its field path.
 func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte, error)) (*Policy, error) {
 	p, errs := build(&c)
@@ -32,6 +33,9 @@ func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte
 		p.Store.Redis.Password = Secret(c.Store.Redis.passwordSource().read(getenv, readFile, &e))
 	}
 	p.AdminToken = Secret(c.Admin.tokenSource().read(getenv, readFile, &e))
+	if p.Server.TLS != nil {
+		checkTLSFiles(&c.Server.TLS, p.Server.TLS, readFile, &e)
+	}
 	p.AccessLog.Salt = Secret(c.AccessLog.saltSource().read(getenv, readFile, &e))
 	kc := p.identity
 	if j := c.Identity.JWT; j.Enabled() {
@@ -86,6 +90,7 @@ func build(c *Config) (*Policy, []error) {
 	var e problems
 	p := &Policy{Config: *c, byName: make(map[string]*Limit, len(c.Limits))}
 	p.Server = buildServer(&c.Server, &e)
+	checkMTLS(c, p.Server, &e)
 	p.Store = buildStore(&c.Store, &e)
 	p.identity = identityConfig(&c.Identity, &e)
 	p.Warnings = append(p.Warnings, p.identity.Warnings()...)

@@ -56,13 +56,16 @@ func buildRoute(c *RouteConfig, path string, e *problems) *Route {
 		switch {
 		case err != nil:
 			e.add(path+".upstream", "invalid URL %q (want http://host:port or https://...)", c.Upstream)
-		case u.Scheme != "http" && u.Scheme != "https":
-			e.add(path+".upstream", "scheme must be http or https, got %q (want http://host:port or https://...)", c.Upstream)
+		case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "h2c":
+			e.add(path+".upstream", "scheme must be http or https, got %q (want http://host:port or https://..., or h2c://host:port for cleartext HTTP/2)", c.Upstream)
 		case u.Host == "":
 			e.add(path+".upstream", "missing host in %q", c.Upstream)
 		case u.RawQuery != "" || u.Fragment != "":
 			e.add(path+".upstream", "must not have a query or fragment, got %q", c.Upstream)
 		default:
+			if u.Scheme == "h2c" {
+				u.Scheme, rt.H2C = "http", true
+			}
 			rt.Upstream = u
 		}
 	default:

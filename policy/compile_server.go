@@ -5,7 +5,8 @@ import (
 )
 
 func buildServer(c *ServerConfig, e *problems) Server {
-	s := Server{Listen: c.Listen, AdminListen: c.AdminListen, MaxHeaderBytes: c.MaxHeaderBytes, WatchConfig: c.WatchConfig}
+	s := Server{Listen: c.Listen, AdminListen: c.AdminListen, MaxHeaderBytes: c.MaxHeaderBytes, WatchConfig: c.WatchConfig,
+		H2C: c.H2C, HTTP2MaxConcurrentStreams: c.HTTP2MaxConcurrentStreams}
 	checkAddr(c.Listen, "server.listen", false, e)
 	checkAddr(c.AdminListen, "server.admin_listen", true, e)
 	s.ReadHeaderTimeout = duration(c.ReadHeaderTimeout, "server.read_header_timeout", true, e)
@@ -16,6 +17,15 @@ func buildServer(c *ServerConfig, e *problems) Server {
 	}
 	if c.Listen != "" && c.Listen == c.AdminListen {
 		e.add("server.admin_listen", "must differ from server.listen (%s)", c.Listen)
+	}
+	if c.HTTP2MaxConcurrentStreams < 1 || c.HTTP2MaxConcurrentStreams > 1000 {
+		e.add("server.http2_max_concurrent_streams", "must be in 1..1000, got %d", c.HTTP2MaxConcurrentStreams)
+	}
+	if c.TLS.Enabled() {
+		s.TLS = buildTLS(&c.TLS, e)
+		if c.H2C {
+			e.add("server.h2c", "is for a cleartext listener; with server.tls, HTTP/2 is negotiated by ALPN")
+		}
 	}
 	return s
 }

@@ -87,6 +87,51 @@ type ServerConfig struct {
 	// file's directory is watched, so rename-writes and symlink swaps are
 	// seen; changes are debounced). Read at startup. Default false.
 	WatchConfig bool `mapstructure:"watch_config" json:"watch_config"`
+	// TLS makes the public listener speak TLS (1.2 and later, HTTP/2 by
+	// ALPN). Unset (the default), it speaks cleartext.
+	TLS TLSConfig `mapstructure:"tls" json:"tls"`
+	// H2C serves HTTP/2 with prior knowledge beside HTTP/1.1 on a
+	// cleartext listener, for a load balancer that speaks HTTP/2 to its
+	// backends. Read at startup. Default false.
+	H2C bool `mapstructure:"h2c" json:"h2c"`
+	// HTTP2MaxConcurrentStreams bounds the streams one HTTP/2 connection
+	// may have open at once (1..1000). Read at startup. Default 100.
+	HTTP2MaxConcurrentStreams int `mapstructure:"http2_max_concurrent_streams" json:"http2_max_concurrent_streams"`
+}
+
+// TLSConfig is `tls = { cert_file, key_file, certificates, client_ca_file,
+// client_auth }`. The certificate and key files are PEM; every file is
+// read again on reload and when it changes on disk.
+type TLSConfig struct {
+	// CertFile is the certificate chain (leaf first). Default "".
+	CertFile string `mapstructure:"cert_file" json:"cert_file"`
+	// KeyFile is CertFile's private key. Default "".
+	KeyFile string `mapstructure:"key_file" json:"key_file"`
+	// Certificates are more certificate/key pairs; the one whose names
+	// match the client's SNI is served, CertFile (or the first pair) when
+	// none does. Default none.
+	Certificates []CertificateConfig `mapstructure:"certificates" json:"certificates"`
+	// ClientCAFile is a PEM bundle of the CAs that sign client
+	// certificates; set, the listener asks for one (mutual TLS) and the
+	// verified subject is the identity source "mtls". Default "".
+	ClientCAFile string `mapstructure:"client_ca_file" json:"client_ca_file"`
+	// ClientAuth is "require" (a handshake without a valid client
+	// certificate fails) or "optional" (one is verified when sent).
+	// Default "" ("require" when ClientCAFile is set).
+	ClientAuth string `mapstructure:"client_auth" json:"client_auth"`
+}
+
+// Enabled reports whether any TLS setting is present.
+func (t *TLSConfig) Enabled() bool {
+	return t.CertFile != "" || t.KeyFile != "" || len(t.Certificates) > 0 || t.ClientCAFile != "" || t.ClientAuth != ""
+}
+
+// CertificateConfig is one `{ cert_file, key_file }` of tls.certificates.
+type CertificateConfig struct {
+	// CertFile is the certificate chain (leaf first). Required.
+	CertFile string `mapstructure:"cert_file" json:"cert_file"`
+	// KeyFile is its private key. Required.
+	KeyFile string `mapstructure:"key_file" json:"key_file"`
 }
 
 // StoreConfig is the [store] table.
@@ -166,7 +211,7 @@ const DefaultRedisURL = "redis://127.0.0.1:6379/0"
 // IdentityConfig is the [identity] table.
 type IdentityConfig struct {
 	// Sources are tried in order; the first that yields a value is the
-	// client: any of "api_key", "user", "ip". Default ["user", "api_key", "ip"]: a
+	// client: any of "api_key", "user", "mtls", "ip". Default ["user", "api_key", "ip"]: a
 	// verified identity before one a client can make up.
 	Sources []string `mapstructure:"sources" json:"sources"`
 	// APIKeyHeader carries the API key. Default "X-API-Key".
@@ -353,6 +398,8 @@ func Default() Config {
 			IdleTimeout:       "60s",
 			ShutdownTimeout:   "15s",
 			MaxHeaderBytes:    65536,
+
+			HTTP2MaxConcurrentStreams: 100,
 		},
 		Store: StoreConfig{
 			Backend: "memory",

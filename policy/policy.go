@@ -74,6 +74,49 @@ type Server struct {
 	MaxHeaderBytes int
 	// WatchConfig reloads the configuration when its file changes.
 	WatchConfig bool
+	// TLS is the listener's TLS; nil for cleartext.
+	TLS *TLS
+	// H2C serves cleartext HTTP/2 (prior knowledge) beside HTTP/1.1.
+	H2C bool
+	// HTTP2MaxConcurrentStreams bounds the open streams of one HTTP/2
+	// connection.
+	HTTP2MaxConcurrentStreams int
+}
+
+// TLS is the compiled server.tls table.
+type TLS struct {
+	// Certificates are the certificate/key pairs, cert_file's first; the
+	// first is served when no other matches the client's SNI.
+	Certificates []CertificateFiles
+	// ClientCAFile is the PEM bundle client certificates are verified
+	// against; "" asks for none.
+	ClientCAFile string
+	// ClientAuthOptional verifies a client certificate only when one is
+	// sent; false requires one (when ClientCAFile is set).
+	ClientAuthOptional bool
+}
+
+// CertificateFiles names one PEM certificate chain and its key.
+type CertificateFiles struct {
+	// Cert is the certificate chain's file.
+	Cert string
+	// Key is the private key's file.
+	Key string
+}
+
+// SameListener reports whether two compiled [server] tables need the same
+// listener: everything but the TLS files (re-read on reload) must be
+// equal, and TLS on or off, with or without client certificates.
+func SameListener(a, b Server) bool {
+	at, bt := a.TLS, b.TLS
+	if (at == nil) != (bt == nil) {
+		return false
+	}
+	if at != nil && ((at.ClientCAFile == "") != (bt.ClientCAFile == "") || at.ClientAuthOptional != bt.ClientAuthOptional) {
+		return false
+	}
+	a.TLS, b.TLS = nil, nil
+	return a == b
 }
 
 // Store is the compiled [store] table.
@@ -193,8 +236,12 @@ type Route struct {
 	PathPrefix string
 	// Methods are the allowed methods, upper case; empty allows all.
 	Methods []string
-	// Upstream is where requests go; nil when Respond is set.
+	// Upstream is where requests go; nil when Respond is set. An h2c://
+	// upstream is compiled to http:// with H2C set.
 	Upstream *url.URL
+	// H2C is set for an h2c:// upstream: cleartext HTTP/2 with prior
+	// knowledge (a gRPC server without TLS).
+	H2C bool
 	// StripPrefix removes PathPrefix from the forwarded path.
 	StripPrefix bool
 	// Timeout is the budget for the upstream's response headers (then

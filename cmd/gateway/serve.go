@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/admin"
+	"github.com/tollgate/gateway/listener"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
@@ -95,6 +97,8 @@ type gateway struct {
 
 	public, admin     *http.Server
 	publicLn, adminLn net.Listener
+	// certs are the public listener's TLS certificates, nil without TLS.
+	certs *listener.Certs
 
 	reloadMu   sync.Mutex
 	draining   atomic.Bool
@@ -142,6 +146,13 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 		IdleTimeout:       p.Server.IdleTimeout,
 		MaxHeaderBytes:    p.Server.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	listener.Configure(g.public, p.Server)
+	if p.Server.TLS != nil {
+		if g.certs, err = listener.Load(p.Server.TLS); err != nil {
+			return nil, fmt.Errorf("server.tls: %w", err)
+		}
+		g.publicLn = tls.NewListener(g.publicLn, g.certs.TLSConfig())
 	}
 	if p.Server.AdminListen != "" {
 		g.adminLn, err = net.Listen("tcp", p.Server.AdminListen)
@@ -293,6 +304,9 @@ func monotonicClock() func() time.Time {
 	return func() time.Time { return base.Add(time.Since(base)) }
 }
 
+// certPollInterval is how often the TLS files are checked for a change.
+const certPollInterval = time.Second
+
 // run serves until SIGTERM or SIGINT, reloading on SIGHUP.
 func (g *gateway) run(sigs <-chan os.Signal) error {
 	errc := make(chan error, 2)
@@ -306,8 +320,13 @@ func (g *gateway) run(sigs <-chan os.Signal) error {
 	if g.adminLn != nil {
 		attrs = append(attrs, "admin_listen", g.adminLn.Addr().String())
 	}
+	attrs = append(attrs, "tls", g.certs != nil, "h2c", p.Server.H2C)
 	g.log.Info("tollgate listening", attrs...)
 	stopWatch := g.startWatch()
+	if g.certs != nil {
+		stopCerts := g.certs.Watch(certPollInterval, g.log)
+		defer stopCerts()
+	}
 
 	for {
 		select {
@@ -366,6 +385,13 @@ func (g *gateway) reload() error {
 	if err == nil {
 		err = requireRoutes(p, g.allowEmpty)
 	}
+	if err == nil && g.certs != nil && p.Server.TLS != nil {
+		// The certificates are re-read even when their paths are the
+		// same: a reload is how an operator says "the files changed".
+		if cerr := g.certs.Reload(p.Server.TLS); cerr != nil {
+			err = fmt.Errorf("server.tls: %w", cerr)
+		}
+	}
 	g.metrics.Reload(err == nil)
 	if err != nil {
 		g.lastReload.Store(&reloadResult{At: time.Now(), OK: false, Error: err.Error()})
@@ -379,7 +405,7 @@ func (g *gateway) reload() error {
 	if !sameStore(g.storeCfg, p.Store) {
 		g.log.Warn("store settings changed; they take effect on restart (other changes applied now)")
 	}
-	if old.Server != p.Server || old.AdminToken != p.AdminToken || old.AccessLog != p.AccessLog {
+	if !policy.SameListener(old.Server, p.Server) || old.AdminToken != p.AdminToken || old.AccessLog != p.AccessLog {
 		g.log.Warn("server, admin or access_log settings changed; they take effect on restart (other changes applied now)")
 	}
 	if err := g.handler.Swap(p); err != nil {

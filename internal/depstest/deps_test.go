@@ -68,7 +68,8 @@ var rules = map[string]rule{
 	// The store conformance suite (linked only into tests).
 	"ratelimit/storetest": {allow: []string{"ratelimit"}},
 	// Admin API handlers.
-	"admin": {allow: []string{"policy", "keys", "headers", "ratelimit"}},
+	"listener": {allow: []string{"policy"}},
+	"admin":    {allow: []string{"policy", "keys", "headers", "ratelimit"}},
 	// Access log writer and parser (for replay).
 	"accesslog": {},
 	// Metrics and tracing against the OpenTelemetry API (the SDK is
@@ -102,6 +103,7 @@ var rules = map[string]rule{
 	"internal/childproc": {},
 	// Test support: the upstream tests and benchmarks put behind the gateway.
 	"internal/testupstream": {},
+	"internal/testcerts":    {},
 	// Wiring: flags, viper, store construction, OTel SDK, signals.
 	"cmd/gateway": {any: true},
 }
@@ -119,7 +121,7 @@ var redisConstructors = []string{"NewClient", "NewClusterClient", "NewFailoverCl
 	"NewFailoverClusterClient", "NewUniversalClient", "NewRing", "NewSentinelClient"}
 
 // testOnly are module packages the gateway binary must never link.
-var testOnly = []string{"ratelimit/storetest", "internal/redistest", "internal/childproc", "internal/testupstream", "testing"}
+var testOnly = []string{"ratelimit/storetest", "internal/redistest", "internal/childproc", "internal/testupstream", "internal/testcerts", "testing"}
 
 // pkg is the part of `go list -json` this test reads.
 type pkg struct {
