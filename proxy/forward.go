@@ -101,9 +101,19 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 				h.tracer.Inject(pr.In.Context(), pr.Out.Header)
 			}
 		},
-		Transport:    routeTransport(h.transport, rt),
+		Transport:    routeTransport(h.upstreamTransport(rt), rt),
 		BufferPool:   &h.buffers,
 		ErrorHandler: h.upstreamError,
 		ErrorLog:     slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 	}
+}
+
+// upstreamTransport returns the transport of rt's upstream: the shared one,
+// or for an h2c:// upstream the cleartext HTTP/2 one.
+func (h *Handler) upstreamTransport(rt *policy.Route) http.RoundTripper {
+	if !rt.H2C {
+		return h.transport
+	}
+	h.h2cOnce.Do(func() { h.h2c = NewH2CTransport() })
+	return h.h2c
 }

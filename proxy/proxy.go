@@ -59,9 +59,12 @@ type Handler struct {
 	now       func() time.Time
 	wallNow   func() time.Time
 	transport http.RoundTripper
-	observer  Observer
-	inflight  InFlight
-	tracer    Tracer
+	// h2c carries h2c:// routes; made on first use.
+	h2c      http.RoundTripper
+	h2cOnce  sync.Once
+	observer Observer
+	inflight InFlight
+	tracer   Tracer
 	// nonBlocking is set when the store promises never to block.
 	nonBlocking bool
 	// storeErrLog rate-limits the log lines about store failures.
@@ -119,10 +122,16 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 }
 
 // NewTransport returns the upstream transport: HTTP/1.1 keep-alive with a
-// generous idle pool per upstream host, bounded dial and TLS handshakes.
+// generous idle pool per upstream host, bounded dial and TLS handshakes;
+// an https:// upstream that offers HTTP/2 by ALPN gets HTTP/2 (what a gRPC
+// service needs), an upgrade (WebSocket) request always HTTP/1.1.
 func NewTransport() *http.Transport {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
 	return &http.Transport{
-		Proxy: nil,
+		Protocols: &p,
+		Proxy:     nil,
 		DialContext: (&net.Dialer{
 			Timeout:   5 * time.Second,
 			KeepAlive: 30 * time.Second,
@@ -132,7 +141,30 @@ func NewTransport() *http.Transport {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   5 * time.Second,
 		ExpectContinueTimeout: time.Second,
-		ForceAttemptHTTP2:     false,
+	}
+}
+
+// NewH2CTransport returns the transport of h2c:// upstreams: cleartext
+// HTTP/2 with prior knowledge, one multiplexed connection per upstream
+// (more when its stream limit is reached), bounded dial.
+func NewH2CTransport() *http.Transport {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Transport{
+		Protocols: &p,
+		DialContext: (&net.Dialer{
+			Timeout:   5 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		HTTP2: &http.HTTP2Config{
+			// A gRPC stream may stay quiet for long: a PING tells a dead
+			// upstream from a silent one.
+			SendPingTimeout: 30 * time.Second,
+			PingTimeout:     15 * time.Second,
+		},
 	}
 }
 

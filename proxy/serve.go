@@ -258,6 +258,10 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot,
 	if pb.RetryAfter > 0 {
 		w.Header()["Retry-After"] = headers.IntValue(pb.RetryAfter)
 	}
+	if isGRPC(r) {
+		writeGRPCLimited(w, pb, q.hits, q.ds)
+		return false
+	}
 	headers.WriteProblem(w, pb)
 	return false
 }
