@@ -2,9 +2,11 @@ package headers
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -354,4 +356,38 @@ func BenchmarkSet(b *testing.B) {
 			})
 		})
 	}
+}
+
+// TestIntValue checks every shared value and a few beyond the table against
+// fmt's spelling, and that appending to a shared value leaves it alone.
+func TestIntValue(t *testing.T) {
+	for n := int64(-3); n < 5000; n++ {
+		v := IntValue(n)
+		if len(v) != 1 || v[0] != fmt.Sprint(n) {
+			t.Fatalf("IntValue(%d) = %q", n, v)
+		}
+		_ = append(v, "x")
+		if v := IntValue(n); len(v) != 1 || v[0] != fmt.Sprint(n) {
+			t.Fatalf("IntValue(%d) = %q after an append to it", n, v)
+		}
+	}
+	if v := IntValue(1 << 40); len(v) != 1 || v[0] != "1099511627776" {
+		t.Errorf("IntValue(1<<40) = %q", v)
+	}
+}
+
+// BenchmarkGCWithTables is one garbage collection of a process holding
+// this package's shared values: the collector marks every live object on
+// each cycle, and a gateway runs a cycle every few hundred requests, so
+// what the tables cost here every request pays a share of.
+//
+//	go test -run '^$' -bench GCWithTables -count 10 ./headers
+func BenchmarkGCWithTables(b *testing.B) {
+	_ = IntValue(1)
+	for b.Loop() {
+		runtime.GC()
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapObjects), "live-objects")
 }

@@ -71,20 +71,35 @@ var (
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // intValues caches the header values of small integers (Content-Length of
-// problem bodies, Retry-After).
-var intValues = func() [][]string {
-	v := make([][]string, 4096)
+// problem bodies, Retry-After): IntValue(n) is intValues[n:n+1:n+1]. The
+// whole table is two heap objects, one string holding every number and
+// one array of strings into it, because the garbage collector marks every
+// live object on each cycle: 4,096 one-element slices and their strings
+// were over half of a running gateway's live objects, and marking them
+// cost every request a share of each cycle.
+var intValues = func() []string {
+	const n = 4096
+	var digits []byte
+	var ends [n]int
+	for i := range n {
+		digits = strconv.AppendInt(digits, int64(i), 10)
+		ends[i] = len(digits)
+	}
+	all := string(digits)
+	v := make([]string, n)
+	start := 0
 	for i := range v {
-		v[i] = []string{strconv.Itoa(i)}
+		v[i] = all[start:ends[i]]
+		start = ends[i]
 	}
 	return v
 }()
 
 // IntValue returns a header value holding n. Values below 4096 are shared
-// and must not be modified.
+// and must not be modified (their capacity is 1: an append copies).
 func IntValue(n int64) []string {
 	if n >= 0 && n < int64(len(intValues)) {
-		return intValues[n]
+		return intValues[n : n+1 : n+1]
 	}
 	return []string{strconv.FormatInt(n, 10)}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -11,10 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
 	"github.com/tollgate/gateway/internal/testupstream"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
+	"github.com/tollgate/gateway/telemetry"
 )
 
 // TestTransportMatchesTollgate keeps the floor's upstream transport the
@@ -42,7 +48,7 @@ func TestTransportMatchesTollgate(t *testing.T) {
 // tollgate is Tollgate's handler in the peer benchmark's configuration:
 // identity from X-API-Key or the IP, one per-client sliding-window-counter
 // limit, ietf headers.
-func tollgate(t *testing.T, upstream, rate string) http.Handler {
+func tollgate(t testing.TB, upstream, rate string, opts proxy.Options) http.Handler {
 	t.Helper()
 	c := policy.Default()
 	c.Identity.Sources = []string{"api_key", "ip"}
@@ -61,7 +67,8 @@ func tollgate(t *testing.T, upstream, rate string) http.Handler {
 	}
 	store := memstore.New(memstore.Options{})
 	t.Cleanup(func() { store.Close() })
-	h, err := proxy.New(p, proxy.Options{Store: store})
+	opts.Store, opts.Local = store, store
+	h, err := proxy.New(p, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +109,7 @@ func get(t *testing.T, h http.Handler) answer {
 // shape, so that the benchmark compares the same work on the wire.
 func TestAnswersMatchTollgate(t *testing.T) {
 	up := testupstream.Fixed(t, []byte("ok\n"))
-	tg := tollgate(t, up.URL, "1/hour")
+	tg := tollgate(t, up.URL, "1/hour", proxy.Options{})
 	fl, err := newHandler(up.URL, "per-client", 1, time.Hour, time.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +164,74 @@ func TestLimiter(t *testing.T) {
 		rem, reset, ok := l.take(s.key, t0.Add(s.at))
 		if ok != s.ok || rem != s.remaining || reset != s.reset {
 			t.Errorf("step %d: got (%d, %s, %v), want (%d, %s, %v)", i, rem, reset, ok, s.remaining, s.reset, s.ok)
+		}
+	}
+}
+
+// withMetrics returns options whose observer is Tollgate's metrics on the
+// OpenTelemetry SDK read by the Prometheus exporter, as the gateway wires
+// them (metrics are always on in the gateway).
+func withMetrics(tb testing.TB) proxy.Options {
+	tb.Helper()
+	exp, err := otelprom.New(otelprom.WithRegisterer(prometheus.NewRegistry()), otelprom.WithoutScopeInfo())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	tb.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	m, err := telemetry.NewMetrics(mp.Meter("github.com/tollgate/gateway"), telemetry.MetricsOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return proxy.Options{Observer: m}
+}
+
+// BenchmarkFloor puts the floor's handler beside Tollgate's (without and
+// with metrics) on the peer benchmark's two paths, called in process:
+// "allow" forwards to an upstream over loopback under a limit that never
+// denies, "deny" answers the hot key's 429 with no I/O at all.
+//
+//	go test -run '^$' -bench Floor -benchmem -count 6 ./bench/floor
+func BenchmarkFloor(b *testing.B) {
+	up := testupstream.Fixed(b, []byte(`{"ok":true,"service":"bench-upstream"}`+"\n"))
+	for _, path := range []struct {
+		name, rate string
+		n          int64
+		per        time.Duration
+		status     int
+	}{
+		{"allow", "1000000000/second", 1000000000, time.Second, http.StatusOK},
+		{"deny", "1/hour", 1, time.Hour, http.StatusTooManyRequests},
+	} {
+		fl, err := newHandler(up.URL, "per-client", path.n, path.per, time.Now)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, gw := range []struct {
+			name string
+			h    func(b *testing.B) http.Handler
+		}{
+			{"floor", func(*testing.B) http.Handler { return fl }},
+			{"tollgate", func(b *testing.B) http.Handler { return tollgate(b, up.URL, path.rate, proxy.Options{}) }},
+			{"tollgate-metrics", func(b *testing.B) http.Handler { return tollgate(b, up.URL, path.rate, withMetrics(b)) }},
+		} {
+			b.Run(path.name+"/"+gw.name, func(b *testing.B) {
+				h := gw.h(b)
+				r := httptest.NewRequest("GET", "/v1/items", nil)
+				r.RemoteAddr = "127.0.0.1:40000"
+				r.Header.Set("X-API-Key", "hot-key")
+				w := testupstream.NewDiscard()
+				h.ServeHTTP(w, r) // the deny path's one allowed request
+				b.ReportAllocs()
+				for b.Loop() {
+					clear(w.H)
+					w.Reset()
+					h.ServeHTTP(w, r)
+					if w.Status != path.status {
+						b.Fatalf("status %d, want %d", w.Status, path.status)
+					}
+				}
+			})
 		}
 	}
 }
