@@ -64,6 +64,8 @@ type Store struct {
 	// Decision.Lease, so that a release reaches only the state it was
 	// taken from (not one made after a Reset).
 	incarnations atomic.Uint64
+	// overrides is the override table (override.go).
+	overrides overrideTable
 }
 
 var _ ratelimit.Store = (*Store)(nil)

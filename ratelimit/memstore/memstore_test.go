@@ -19,3 +19,9 @@ func TestModes(t *testing.T) {
 		return memstore.New(memstore.Options{})
 	})
 }
+
+func TestOverrideTable(t *testing.T) {
+	storetest.RunOverrides(t, func(*testing.T) ratelimit.OverrideTable {
+		return memstore.New(memstore.Options{MaxKeys: 1000, Shards: 4})
+	})
+}

@@ -105,6 +105,20 @@ func TestConformanceStandalone(t *testing.T) {
 	})
 }
 
+func TestOverrideTableStandalone(t *testing.T) {
+	c := newClient(t, standard.Addr)
+	storetest.RunOverrides(t, func(t *testing.T) ratelimit.OverrideTable {
+		return newStore(t, c, redisstore.Options{})
+	})
+}
+
+func TestOverrideTableCluster(t *testing.T) {
+	c := newClusterClient(t, sharedCluster().Addrs())
+	storetest.RunOverrides(t, func(t *testing.T) ratelimit.OverrideTable {
+		return newStore(t, c, redisstore.Options{})
+	})
+}
+
 // The deny cache must not change any decision the suite can observe.
 func TestConformanceStandaloneDenyCache(t *testing.T) {
 	c := newClient(t, standard.Addr)
