@@ -3,6 +3,9 @@
 //	GET    /admin/config                    the active configuration, secrets redacted
 //	GET    /admin/limits?limit=NAME&key=K   usage of a limit for a client, per window
 //	DELETE /admin/limits?limit=NAME&key=K   reset that client's counters of the limit
+//	GET    /admin/overrides                 every override of a limit's numbers, with its expiry
+//	PUT    /admin/overrides                 set one (JSON body)
+//	DELETE /admin/overrides?limit=NAME&...  remove one
 //	POST   /admin/reload                    reload the configuration
 //
 // K is the client as the operator knows it (an API key, a user, an IP);
@@ -53,6 +56,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Timeout bounds one store call. Default 5s.
 	Timeout time.Duration
+	// Overrides is the store's override table, for /admin/overrides; nil
+	// answers 501 there.
+	Overrides ratelimit.OverrideTable
+	// OverrideSync is this gateway's copy of the table: /admin/limits shows
+	// the override in force, and a change made here is read back at once.
+	// Nil shows none.
+	OverrideSync OverrideSync
 }
 
 type handler struct {
@@ -107,6 +117,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/admin/limits":
 		if allow(w, r, http.MethodGet, http.MethodHead, http.MethodDelete) {
 			h.limits(w, r)
+		}
+	case "/admin/overrides":
+		if allow(w, r, http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete) {
+			h.overrides(w, r)
 		}
 	case "/admin/reload":
 		if !allow(w, r, http.MethodPost) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -50,6 +51,9 @@ type Usage struct {
 	// Windows is the state of each window, in configuration order (one
 	// entry for a concurrency limit).
 	Windows []Window `json:"windows"`
+	// Override is the override in force for this client, whose numbers
+	// Windows report; omitted when none.
+	Override *OverrideView `json:"override,omitempty"`
 }
 
 // Window is the state of one window of a limit for one client.
@@ -76,14 +80,21 @@ func (h *handler) limits(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.Timeout)
 	defer cancel()
+	// Under an override the client's requests are decided by the
+	// override's limit: its numbers, and its counters when its windows
+	// differ.
+	ov := h.activeOverride(r.URL.Query())
+	if ov != nil {
+		l = ov.Limit
+	}
 	if r.Method == http.MethodDelete {
 		h.reset(ctx, w, l, key)
 	} else {
-		h.usage(ctx, w, l, key)
+		h.usage(ctx, w, l, key, ov)
 	}
 }
 
-func (h *handler) usage(ctx context.Context, w http.ResponseWriter, l *ratelimit.Limit, key string) {
+func (h *handler) usage(ctx context.Context, w http.ResponseWriter, l *ratelimit.Limit, key string, ov *policy.Override) {
 	ws, err := h.o.Store.Usage(ctx, h.o.Now(), l, key)
 	if err != nil {
 		problem(w, http.StatusServiceUnavailable, "store: "+err.Error())
@@ -92,6 +103,10 @@ func (h *handler) usage(ctx context.Context, w http.ResponseWriter, l *ratelimit
 	u := Usage{Limit: l.Name, Algorithm: l.Algorithm.String(), Mode: "enforce", CounterKey: key, Windows: make([]Window, 0, len(ws))}
 	if l.Shadow {
 		u.Mode = "shadow"
+	}
+	if ov != nil {
+		v := viewOf(ov.Record, "", h.o.Now())
+		u.Override = &v
 	}
 	for i, wu := range ws {
 		win := Window{Used: wu.Used, Remaining: wu.Remaining, ResetSeconds: wu.Reset.Seconds()}

@@ -31,3 +31,6 @@ func (e *Extractor) TrustedPeer() (netip.Addr, bool) {
 // IPv6Prefix returns the number of leading bits of an IPv6 client address
 // that keys keep.
 func (e *Extractor) IPv6Prefix() int { return e.v6bits }
+
+// MaxValueLen returns the longest API key or user taken as an identity.
+func (e *Extractor) MaxValueLen() int { return e.maxValueLen }

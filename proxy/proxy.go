@@ -48,6 +48,15 @@ type Options struct {
 	Observer Observer
 	// Tracer starts spans; nil traces nothing at no cost.
 	Tracer Tracer
+	// Overrides are the overrides of limits' numbers in force; nil has
+	// none.
+	Overrides OverrideSource
+}
+
+// OverrideSource gives the override table compiled against a policy (nil:
+// none).
+type OverrideSource interface {
+	For(p *policy.Policy) *policy.Overrides
 }
 
 // Handler is the gateway's public http.Handler. It is safe for concurrent
@@ -60,11 +69,12 @@ type Handler struct {
 	wallNow   func() time.Time
 	transport http.RoundTripper
 	// h2c carries h2c:// routes; made on first use.
-	h2c      http.RoundTripper
-	h2cOnce  sync.Once
-	observer Observer
-	inflight InFlight
-	tracer   Tracer
+	h2c       http.RoundTripper
+	h2cOnce   sync.Once
+	observer  Observer
+	inflight  InFlight
+	tracer    Tracer
+	overrides OverrideSource
 	// nonBlocking is set when the store promises never to block.
 	nonBlocking bool
 	// storeErrLog rate-limits the log lines about store failures.
@@ -97,6 +107,7 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 		transport: opts.Transport,
 		observer:  opts.Observer,
 		tracer:    opts.Tracer,
+		overrides: opts.Overrides,
 	}
 	h.inflight, _ = opts.Observer.(InFlight)
 	if nb, ok := opts.Store.(NonBlocking); ok && nb.NonBlocking() {

@@ -18,7 +18,10 @@ type request struct {
 	// other.
 	decider ratelimit.Store
 	key     []byte
-	ev      Event
+	// varied is set when a hit's limit is not the route's own (an
+	// override's): the route's precompiled RateLimit-Policy does not fit.
+	varied bool
+	ev     Event
 	// body wraps the client's request body, if there is one.
 	body *bodyReader
 	// w wraps the client's ResponseWriter; the ReverseProxy error handler
@@ -69,6 +72,7 @@ func (q *request) reset() {
 	q.ds = q.ds[:0]
 	q.decider = nil
 	q.key = q.key[:0]
+	q.varied = false
 	q.ev = Event{}
 	q.body = nil
 	q.w = statusWriter{}

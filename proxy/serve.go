@@ -97,6 +97,10 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			ev.ClientKind, ev.Client, ev.APIKey, ev.IP = id.ClientKind.String(), id.Client, id.APIKey, id.IP
 			ev.IPFallback = id.IPFallback
 		}
+		var ovs *policy.Overrides
+		if h.overrides != nil {
+			ovs = h.overrides.For(p)
+		}
 		for _, l := range rt.Limits {
 			if l.Exempt(id.IP, id.APIKey) {
 				continue
@@ -123,7 +127,10 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			}
 			n := len(q.key)
 			q.key = p.Identity.AppendKey(q.key, parts, &id, &keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header})
-			q.hits = append(q.hits, ratelimit.Hit{Limit: l.Limit, Key: string(q.key[n:]), Cost: cost})
+			key := string(q.key[n:])
+			lim := h.limitFor(ovs, p, l, parts, key, &id)
+			q.varied = q.varied || lim != l.Limit
+			q.hits = append(q.hits, ratelimit.Hit{Limit: lim, Key: key, Cost: cost})
 		}
 	}
 
@@ -248,7 +255,11 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot,
 		}
 	}
 	ev.Hits, ev.Decisions = q.hits, q.ds
-	headers.Set(w.Header(), p.Headers, rt.RateLimitPolicy, q.hits, q.ds, now)
+	pol := rt.RateLimitPolicy
+	if q.varied {
+		pol = variedPolicy(q.hits)
+	}
+	headers.Set(w.Header(), p.Headers, pol, q.hits, q.ds, now)
 	h.logShadow(snap, q.hits, q.ds, now)
 	if allowed {
 		return true

@@ -61,3 +61,18 @@ type OverrideTable interface {
 
 // ErrTooManyOverrides is the error of PutOverride on a full table.
 var ErrTooManyOverrides = errors.New("too many overrides")
+
+// WithNumbers returns a Finished copy of l with other numbers: rates,
+// burst and max_in_flight (the rest, Name and Scope included, is l's).
+// The copy keeps l's ID when its windows have l's lengths, so the counts
+// carry between the two: an override or a plan judges the usage counted
+// so far, as a reload that changes a limit's numbers does.
+func (l *Limit) WithNumbers(rates []Rate, burst, maxInFlight int64) (*Limit, error) {
+	v := *l
+	v.Rates, v.Burst, v.MaxInFlight = rates, burst, maxInFlight
+	v.params, v.ID = nil, ""
+	if err := v.Finish(); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/admin"
 	"github.com/tollgate/gateway/listener"
+	overrides "github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
@@ -89,6 +90,8 @@ type gateway struct {
 	storeCfg   policy.Store
 	mem        *memstore.Store
 	rr         *redisRuntime // nil unless the backend is Redis
+	// overrides is this gateway's copy of the store's override table.
+	overrides *overrides.Sync
 
 	otel      *otelSetup
 	metrics   *telemetry.Metrics
@@ -129,6 +132,10 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
+	g.openOverrides()
+	if g.overrides != nil {
+		opts.Overrides = g.overrides
+	}
 	h, err := proxy.New(p, opts)
 	if err != nil {
 		return nil, err
@@ -166,7 +173,28 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		}
 	}
+	if g.overrides != nil {
+		g.overrides.Start()
+	}
 	return g, nil
+}
+
+// openOverrides makes this gateway's copy of the store's override table,
+// read once now so that overrides apply from the first request. A cached
+// denial may predate a change, so a change forgets them.
+func (g *gateway) openOverrides() {
+	t, ok := g.store.(ratelimit.OverrideTable)
+	if !ok {
+		return
+	}
+	g.overrides = overrides.New(t, overrides.Options{Logger: g.log, Changed: func() {
+		if dc, ok := g.store.(interface{ PurgeDenials() }); ok {
+			dc.PurgeDenials()
+		}
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = g.overrides.Refresh(ctx) // a failure is logged; the poll retries
 }
 
 // close releases what newGateway opened, whatever it got to: listeners,
@@ -174,6 +202,9 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 // It is the one cleanup of a failed start and of a shutdown (after the
 // servers have drained).
 func (g *gateway) close() {
+	if g.overrides != nil {
+		g.overrides.Stop()
+	}
 	for _, ln := range []net.Listener{g.publicLn, g.adminLn} {
 		if ln != nil {
 			ln.Close() // already closed after a server's Shutdown; the error says so
@@ -447,6 +478,13 @@ func (g *gateway) adminMux() *http.ServeMux {
 		Reload: g.reload,
 		Token:  token,
 		Logger: g.log,
+		Overrides: func() ratelimit.OverrideTable {
+			if g.overrides == nil {
+				return nil
+			}
+			return g.store.(ratelimit.OverrideTable)
+		}(),
+		OverrideSync: g.adminOverrideSync(),
 	}))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)
@@ -456,6 +494,15 @@ func (g *gateway) adminMux() *http.ServeMux {
 	debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("/debug/pprof/", admin.RequireToken(token, debug))
 	return mux
+}
+
+// adminOverrideSync is the override copy the admin API reads, nil when
+// the store has no override table.
+func (g *gateway) adminOverrideSync() admin.OverrideSync {
+	if g.overrides == nil {
+		return nil
+	}
+	return g.overrides
 }
 
 // readyz reports 200 when the gateway should receive traffic: not

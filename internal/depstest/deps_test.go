@@ -67,6 +67,9 @@ var rules = map[string]rule{
 		"github.com/hashicorp/golang-lru/v2/..."}},
 	// The store conformance suite (linked only into tests).
 	"ratelimit/storetest": {allow: []string{"ratelimit"}},
+	// A gateway's copy of the store's override table, compiled against
+	// the policy.
+	"override": {allow: []string{"policy", "ratelimit"}},
 	// Admin API handlers.
 	"listener": {allow: []string{"policy"}},
 	"admin":    {allow: []string{"policy", "keys", "headers", "ratelimit"}},

@@ -1,0 +1,38 @@
+package proxy
+
+import (
+	"github.com/tollgate/gateway/headers"
+	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// limitFor returns the limit that decides a request of l whose key parts
+// are parts and counter key is key: the override in force for its client,
+// if any, else l itself. Without overrides of l it costs one map lookup.
+func (h *Handler) limitFor(ovs *policy.Overrides, p *policy.Policy, l *policy.Limit, parts []keys.Part, key string, id *keys.Identity) *ratelimit.Limit {
+	lo := ovs.For(l)
+	if lo == nil {
+		return l.Limit
+	}
+	subject := ""
+	if lo.NeedsSubject() {
+		subject = lo.Subject(p.Identity, parts, key, id)
+	}
+	// Overrides expire on the wall clock: their expiry is an instant the
+	// operator named.
+	if ov := lo.Find(h.wallNow(), "", subject); ov != nil {
+		return ov.Limit
+	}
+	return l.Limit
+}
+
+// variedPolicy is the RateLimit-Policy value of the limits that decided a
+// request, for a request whose limits are not the route's own.
+func variedPolicy(hits []ratelimit.Hit) string {
+	ls := make([]*ratelimit.Limit, len(hits))
+	for i := range hits {
+		ls[i] = hits[i].Limit
+	}
+	return headers.PolicyValue(ls)
+}
