@@ -156,6 +156,7 @@ func TestOpsAdminToken(t *testing.T) {
 		{"GET", "/admin/limits?limit=per-key&key=api_key:k"},
 		{"DELETE", "/admin/limits?limit=per-key&key=api_key:k"},
 		{"POST", "/admin/reload"},
+		{"GET", "/admin/overrides"},
 		{"GET", "/metrics"},
 		{"GET", "/debug/pprof/"},
 		{"GET", "/debug/pprof/goroutine?debug=1"},
