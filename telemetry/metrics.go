@@ -83,8 +83,8 @@ type MetricsOptions struct {
 type Metrics struct {
 	reqDur      metric.Float64Histogram
 	active      atomic.Int64 // requests in flight, read at collection
-	decisions   metric.Int64Counter
-	nearLimit   metric.Int64Counter
+	decisions   metric.Int64ObservableCounter
+	nearLimit   metric.Int64ObservableCounter
 	storeDur    metric.Float64Histogram
 	storeErrs   metric.Int64Counter
 	upstreamDur metric.Float64Histogram
@@ -92,12 +92,14 @@ type Metrics struct {
 	ipFallback  metric.Int64Counter
 	reg         metric.Registration
 
-	reqAttrs      cache[reqKey]
-	limitAttrs    cache[limitKey]
-	nearAttrs     cache[string]
-	upstreamAttrs cache[string]
-	storeErrAttrs [storeErrKinds]opts
-	reloadAttrs   [2]opts
+	reqAttrs cache[reqKey]
+	// The decision and near-limit counts, one atomic per label set,
+	// observed at collection (see counters).
+	decisionCounts counters[limitKey]
+	nearCounts     counters[string]
+	upstreamAttrs  cache[string]
+	storeErrAttrs  [storeErrKinds]opts
+	reloadAttrs    [2]opts
 }
 
 // NewMetrics creates every instrument from meter.
@@ -121,8 +123,6 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 		dst              *metric.Int64Counter
 		name, unit, desc string
 	}{
-		{&m.decisions, MetricDecisions, "{decision}", "Rate-limit decisions, by limit, decision (allowed, denied) and mode (enforce, shadow)."},
-		{&m.nearLimit, MetricNearLimit, "{decision}", "Allowed decisions that left at most 10% of the reported window, by limit."},
 		{&m.storeErrs, MetricStoreErrors, "{error}", "Failed rate-limit store calls, by error.type (timeout, canceled, store)."},
 		{&m.reloads, MetricConfigReloads, "{reload}", "Configuration reloads, by result (success, failure)."},
 		{&m.ipFallback, MetricClientIPFallback, "{request}", "Requests whose selected X-Forwarded-For entry was invalid, so the peer address was used."},
@@ -139,6 +139,15 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 		read func() int64
 	}
 	var obs []observed
+	// Decisions and near-limit decisions too: an atomic add per decision
+	// instead of an SDK call, which checks and looks up its attribute set
+	// on every call (bench/floor), for the same exported sums.
+	m.decisions, e = meter.Int64ObservableCounter(MetricDecisions, metric.WithUnit("{decision}"),
+		metric.WithDescription("Rate-limit decisions, by limit, decision (allowed, denied) and mode (enforce, shadow)."))
+	err = errors.Join(err, e)
+	m.nearLimit, e = meter.Int64ObservableCounter(MetricNearLimit, metric.WithUnit("{decision}"),
+		metric.WithDescription("Allowed decisions that left at most 10% of the reported window, by limit."))
+	err = errors.Join(err, e)
 	active, e := meter.Int64ObservableUpDownCounter(MetricActiveRequests, metric.WithUnit("{request}"),
 		metric.WithDescription("Number of requests in flight in the gateway."))
 	err = errors.Join(err, e)
@@ -164,14 +173,16 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	insts := make([]metric.Observable, len(obs))
-	for i, ob := range obs {
-		insts[i] = ob.inst
+	insts := []metric.Observable{m.decisions, m.nearLimit}
+	for _, ob := range obs {
+		insts = append(insts, ob.inst)
 	}
 	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, ob := range obs {
 			o.ObserveInt64(ob.inst, ob.read())
 		}
+		m.decisionCounts.observe(o, m.decisions)
+		m.nearCounts.observe(o, m.nearLimit)
 		return nil
 	}, insts...)
 	if err != nil {

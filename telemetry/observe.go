@@ -29,9 +29,9 @@ func (m *Metrics) Observe(ev *proxy.Event) {
 		if l.Shadow && !d.Allowed {
 			shadowDenied = true
 		}
-		m.decisions.Add(ctx, 1, m.limitAttrs.get(limitKey{l.Name, d.Allowed, l.Shadow}, newLimitOpts).add...)
+		m.decisionCounts.add(limitKey{l.Name, d.Allowed, l.Shadow}, limitAttrs)
 		if d.Allowed && nearLimit(d) {
-			m.nearLimit.Add(ctx, 1, m.nearAttrs.get(l.Name, newNearOpts).add...)
+			m.nearCounts.add(l.Name, nearAttrs)
 		}
 	}
 	if shadowDenied && ev.Outcome == proxy.OutcomeForwarded {
