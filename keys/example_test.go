@@ -52,5 +52,5 @@ func ExampleParsePart() {
 	// Output:
 	// client client
 	// header header:X-Tenant
-	// unknown key part "path" (want client, ip, api_key, user, mtls, route, method or header:<Name>)
+	// unknown key part "path" (want client, ip, api_key, user, mtls, route, method, consumer or header:<Name>)
 }

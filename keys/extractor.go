@@ -40,6 +40,9 @@ type Config struct {
 	// JWT, when not nil, makes the claim of a verified bearer token a user
 	// (when UserHeader yields none).
 	JWT *JWTConfig
+	// Consumers, when not nil, resolves API keys (and verified tokens) to
+	// registered consumers; nil keeps every API key a client of its own.
+	Consumers *ConsumerConfig
 }
 
 // Extractor resolves request identities. It is immutable after NewExtractor
@@ -53,6 +56,7 @@ type Extractor struct {
 	v6bits      int
 	maxValueLen int
 	jwt         *jwtVerifier
+	consumers   *ConsumerConfig
 }
 
 // Check reports every problem of c that does not involve key material,
@@ -171,8 +175,20 @@ func NewExtractor(cfg Config) (*Extractor, error) {
 	if e.maxValueLen == 0 {
 		e.maxValueLen = 1024
 	}
+	if cc := cfg.Consumers; cc != nil {
+		if cc.Directory == nil {
+			errs = append(errs, errors.New("consumers: a directory is required"))
+		}
+		c := *cc
+		c.Plans = append([]string(nil), cc.Plans...)
+		e.consumers = &c
+	}
 	if cfg.JWT != nil {
-		v, err := newJWTVerifier(cfg.JWT)
+		var consumerClaim, planClaim string
+		if cc := cfg.Consumers; cc != nil {
+			consumerClaim, planClaim = cc.JWTClaim, cc.PlanClaim
+		}
+		v, err := newJWTVerifier(cfg.JWT, consumerClaim, planClaim)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -222,16 +238,24 @@ func (e *Extractor) value(v string, id *Identity) string {
 }
 
 func (e *Extractor) apiKey(r *http.Request, id *Identity) string {
-	if v := firstHeader(r.Header, e.apiHeader); v != "" {
-		return e.value(v, id)
+	v := firstHeader(r.Header, e.apiHeader)
+	if v == "" && e.apiQuery != "" && r.URL != nil {
+		v = queryValue(r.URL.RawQuery, e.apiQuery, e.maxValueLen)
 	}
-	if e.apiQuery == "" || r.URL == nil {
+	if v == "" {
 		return ""
 	}
-	return e.value(queryValue(r.URL.RawQuery, e.apiQuery, e.maxValueLen), id)
+	k := e.value(v, id)
+	if k == "" && e.consumers != nil {
+		// Too long to be anyone's key: no consumer owns it, so it is an
+		// unknown key (rejected in reject mode), not a request without one.
+		id.UnknownKey = true
+		id.Rejected = e.consumers.UnknownKey == UnknownKeyReject
+	}
+	return k
 }
 
-func (e *Extractor) user(r *http.Request, peer netip.Addr, now time.Time, id *Identity) string {
+func (e *Extractor) user(r *http.Request, peer netip.Addr, now time.Time, id *Identity, tok *tokenClaims) string {
 	if e.userHeader != "" && peer.IsValid() && trusted(peer, e.trusted) {
 		if v := firstHeader(r.Header, e.userHeader); v != "" {
 			return e.value(v, id)
@@ -244,14 +268,15 @@ func (e *Extractor) user(r *http.Request, peer netip.Addr, now time.Time, id *Id
 	if h == "" {
 		return ""
 	}
-	tok, ok := e.jwt.token(h)
+	t, ok := e.jwt.token(h)
 	if !ok {
 		return ""
 	}
-	u, err := e.jwt.verify(tok, now)
+	err := e.jwt.verify(t, now, tok)
 	if err != nil {
 		id.TokenRejected = true
+		*tok = tokenClaims{}
 		return ""
 	}
-	return e.value(u, id)
+	return e.value(tok.user, id)
 }

@@ -135,12 +135,14 @@ func FuzzJWT(f *testing.F) {
 	f.Add(p[0] + "." + p[1] + "." + p[2] + "A")                                  // signature bits
 	f.Add("..")
 	f.Add("\x00.\xff.{}")
-	v, err := newJWTVerifier(&JWTConfig{HS256Secret: testSecret})
+	v, err := newJWTVerifier(&JWTConfig{HS256Secret: testSecret}, "", "")
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, tok string) {
-		user, err := v.verify(tok, now)
+		var c tokenClaims
+		err := v.verify(tok, now, &c)
+		user := c.user
 		if err == nil && tok != good {
 			t.Fatalf("forged token %q verified as %q", tok, user)
 		}

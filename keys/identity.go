@@ -41,6 +41,23 @@ type Identity struct {
 	// verification (bad signature or algorithm, expired, not yet valid,
 	// wrong audience or issuer, malformed, no user claim).
 	TokenRejected bool
+	// Consumer is the registered consumer the API key or a verified
+	// token names, when the identity source that decided the client is
+	// that one; nil otherwise.
+	Consumer *Consumer
+	// Plan is the client's plan: the consumer's, or a verified token's
+	// plan claim naming a configured plan; "" for none.
+	Plan string
+	// PlanIndex is Plan's position in the configured plans plus one; 0
+	// for none.
+	PlanIndex int
+	// UnknownKey reports that the request carried an API key no
+	// registered consumer owns (or one too long to be any). The key is
+	// not an identity: APIKey is "".
+	UnknownKey bool
+	// Rejected reports that UnknownKey is set and unknown_api_key is
+	// "reject": the request must be answered 401 and counted nowhere.
+	Rejected bool
 }
 
 // Identify resolves the identity of r. now is the instant against which JWT
@@ -50,14 +67,32 @@ func (e *Extractor) Identify(r *http.Request, now time.Time) Identity {
 	peer, _ := ParseIP(r.RemoteAddr)
 	id.IP, id.IPFallback = clientIP(peer, r.Header[xffHeader], e.trusted)
 	id.APIKey = e.apiKey(r, &id)
-	id.User = e.user(r, peer, now, &id)
+	var tok tokenClaims
+	id.User = e.user(r, peer, now, &id, &tok)
+	var keyConsumer, tokenConsumer *Consumer
+	if e.consumers != nil {
+		keyConsumer, tokenConsumer = e.resolveConsumers(&id, &tok)
+	}
 	id.MTLS = VerifiedSubject(r)
 	for _, s := range e.sources {
 		switch s {
 		case SourceAPIKey:
+			if keyConsumer != nil {
+				id.setConsumer(keyConsumer)
+				id.Client, id.ClientKind = keyConsumer.Name, SourceConsumer
+				return id
+			}
 			id.Client = id.APIKey
 		case SourceUser:
+			if tokenConsumer != nil {
+				id.setConsumer(tokenConsumer)
+				id.Client, id.ClientKind = tokenConsumer.Name, SourceConsumer
+				return id
+			}
 			id.Client = id.User
+			if id.User != "" && tok.plan != "" {
+				id.Plan, id.PlanIndex = e.plan(tok.plan)
+			}
 		case SourceMTLS:
 			id.Client = id.MTLS
 		case SourceIP:
@@ -94,4 +129,34 @@ func VerifiedSubject(r *http.Request) string {
 		return ""
 	}
 	return r.TLS.VerifiedChains[0][0].Subject.String()
+}
+
+// resolveConsumers finds the consumers the API key and the verified token
+// name. An API key no consumer owns is not an identity: it is cleared and
+// marked, and in reject mode the identity is marked Rejected.
+func (e *Extractor) resolveConsumers(id *Identity, tok *tokenClaims) (byKey, byToken *Consumer) {
+	cc := e.consumers
+	if id.APIKey != "" {
+		byKey = cc.Directory.ByKey(id.APIKey)
+		if byKey == nil {
+			id.APIKey, id.UnknownKey = "", true
+		}
+	}
+	if tok.consumer != "" {
+		byToken = cc.Directory.ByName(tok.consumer)
+	}
+	id.Rejected = id.UnknownKey && cc.UnknownKey == UnknownKeyReject
+	return byKey, byToken
+}
+
+// plan returns a configured plan's name and index (from one), or "" and 0
+// when name is not a configured plan: a token cannot invent a plan, nor a
+// metric label.
+func (e *Extractor) plan(name string) (string, int) {
+	for i, p := range e.consumers.Plans {
+		if p == name {
+			return p, i + 1
+		}
+	}
+	return "", 0
 }

@@ -68,16 +68,31 @@ type jwtVerifier struct {
 	issuer   string
 	leeway   time.Duration
 	maxLen   int
+	// consumerClaim and planClaim name the claims read into
+	// tokenClaims.consumer and .plan; "" reads none.
+	consumerClaim, planClaim string
 }
 
-func newJWTVerifier(c *JWTConfig) (*jwtVerifier, error) {
+// tokenClaims are the claims of a verified token that identity reads.
+type tokenClaims struct {
+	// user is the user claim.
+	user string
+	// consumer names a registered consumer (consumers.jwt_claim).
+	consumer string
+	// plan names a plan (consumers.plan_claim).
+	plan string
+}
+
+func newJWTVerifier(c *JWTConfig, consumerClaim, planClaim string) (*jwtVerifier, error) {
 	v := &jwtVerifier{
-		header:   c.Header,
-		claim:    c.Claim,
-		audience: c.Audience,
-		issuer:   c.Issuer,
-		leeway:   c.Leeway,
-		maxLen:   c.MaxTokenLen,
+		consumerClaim: consumerClaim,
+		planClaim:     planClaim,
+		header:        c.Header,
+		claim:         c.Claim,
+		audience:      c.Audience,
+		issuer:        c.Issuer,
+		leeway:        c.Leeway,
+		maxLen:        c.MaxTokenLen,
 	}
 	if v.header == "" {
 		v.header = "Authorization"
@@ -123,40 +138,58 @@ func (v *jwtVerifier) token(h string) (string, bool) {
 }
 
 // verify checks the token's signature, algorithm and registered claims at
-// now and returns the user claim.
-func (v *jwtVerifier) verify(tok string, now time.Time) (string, error) {
+// now and fills out with the claims identity reads. Nothing of a token
+// that fails is read.
+func (v *jwtVerifier) verify(tok string, now time.Time, out *tokenClaims) error {
+	u, claims, err := v.check(tok, now)
+	if err != nil {
+		return err
+	}
+	out.user = u
+	// A claim that is not a string names nothing.
+	if v.consumerClaim != "" {
+		_ = json.Unmarshal(claims[v.consumerClaim], &out.consumer)
+	}
+	if v.planClaim != "" {
+		_ = json.Unmarshal(claims[v.planClaim], &out.plan)
+	}
+	return nil
+}
+
+// check verifies the token and returns its user claim and every claim.
+func (v *jwtVerifier) check(tok string, now time.Time) (string, map[string]json.RawMessage, error) {
 	if len(tok) > v.maxLen {
-		return "", errTokenMalformed
+		return "", nil, errTokenMalformed
 	}
 	h, rest, ok := strings.Cut(tok, ".")
 	if !ok {
-		return "", errTokenMalformed
+		return "", nil, errTokenMalformed
 	}
 	p, s, ok := strings.Cut(rest, ".")
 	if !ok || strings.IndexByte(s, '.') >= 0 {
-		return "", errTokenMalformed
+		return "", nil, errTokenMalformed
 	}
 	hb, err := base64.RawURLEncoding.Strict().DecodeString(h)
 	if err != nil {
-		return "", errTokenMalformed
+		return "", nil, errTokenMalformed
 	}
 	// The JOSE header is decoded into a map so that member names match
 	// exactly ("ALG" is not "alg"). "crit" is refused: no extension is
 	// understood.
 	var hdr map[string]json.RawMessage
 	if json.Unmarshal(hb, &hdr) != nil || hdr == nil {
-		return "", errTokenMalformed
+		return "", nil, errTokenMalformed
 	}
 	var alg string
 	if json.Unmarshal(hdr["alg"], &alg) != nil || alg != v.alg {
-		return "", errTokenAlg
+		return "", nil, errTokenAlg
 	}
 	if _, ok := hdr["crit"]; ok {
-		return "", errTokenAlg
+		return "", nil, errTokenAlg
 	}
 	sig, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil {
-		return "", errTokenMalformed
+		return "", nil, errTokenMalformed
 	}
 	signed := tok[:len(h)+1+len(p)]
 	switch v.alg {
@@ -164,57 +197,57 @@ func (v *jwtVerifier) verify(tok string, now time.Time) (string, error) {
 		m := hmac.New(sha256.New, v.secret)
 		m.Write([]byte(signed))
 		if !hmac.Equal(m.Sum(nil), sig) {
-			return "", errTokenSignature
+			return "", nil, errTokenSignature
 		}
 	case "RS256":
 		d := sha256.Sum256([]byte(signed))
 		if rsa.VerifyPKCS1v15(v.key, crypto.SHA256, d[:], sig) != nil {
-			return "", errTokenSignature
+			return "", nil, errTokenSignature
 		}
 	default:
-		return "", errTokenAlg
+		return "", nil, errTokenAlg
 	}
 	pb, err := base64.RawURLEncoding.Strict().DecodeString(p)
 	if err != nil {
-		return "", errTokenMalformed
+		return "", nil, errTokenMalformed
 	}
 	var claims map[string]json.RawMessage
 	if json.Unmarshal(pb, &claims) != nil || claims == nil {
-		return "", errTokenMalformed
+		return "", nil, errTokenMalformed
 	}
 	if raw, ok := claims["exp"]; ok {
 		exp, ok := numericDate(raw)
 		if !ok {
-			return "", errTokenMalformed
+			return "", nil, errTokenMalformed
 		}
 		// RFC 7519 §4.1.4: the token must not be accepted on or after exp.
 		if !now.Before(exp.Add(v.leeway)) {
-			return "", errTokenExpired
+			return "", nil, errTokenExpired
 		}
 	}
 	if raw, ok := claims["nbf"]; ok {
 		nbf, ok := numericDate(raw)
 		if !ok {
-			return "", errTokenMalformed
+			return "", nil, errTokenMalformed
 		}
 		if now.Add(v.leeway).Before(nbf) {
-			return "", errTokenNotYet
+			return "", nil, errTokenNotYet
 		}
 	}
 	if v.issuer != "" {
 		var iss string
 		if json.Unmarshal(claims["iss"], &iss) != nil || iss != v.issuer {
-			return "", errTokenIssuer
+			return "", nil, errTokenIssuer
 		}
 	}
 	if v.audience != "" && !hasAudience(claims["aud"], v.audience) {
-		return "", errTokenAudience
+		return "", nil, errTokenAudience
 	}
 	var user string
 	if json.Unmarshal(claims[v.claim], &user) != nil || user == "" {
-		return "", errTokenClaim
+		return "", nil, errTokenClaim
 	}
-	return user, nil
+	return user, claims, nil
 }
 
 // numericDate decodes a JWT NumericDate (seconds since the epoch, possibly

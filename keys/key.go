@@ -33,17 +33,22 @@ const (
 	PartHeader
 	// PartMTLS is the verified client certificate's subject.
 	PartMTLS
+	// PartConsumer is the registered consumer (its name); a request
+	// from none is keyed by its client identity instead, in the client's
+	// own namespace, unless on_missing says otherwise.
+	PartConsumer
 )
 
 var partNames = [...]string{
-	PartClient: "client",
-	PartIP:     "ip",
-	PartAPIKey: "api_key",
-	PartUser:   "user",
-	PartRoute:  "route",
-	PartMethod: "method",
-	PartHeader: "header",
-	PartMTLS:   "mtls",
+	PartClient:   "client",
+	PartIP:       "ip",
+	PartAPIKey:   "api_key",
+	PartUser:     "user",
+	PartRoute:    "route",
+	PartMethod:   "method",
+	PartHeader:   "header",
+	PartMTLS:     "mtls",
+	PartConsumer: "consumer",
 }
 
 // String returns the configuration name of k, e.g. "api_key".
@@ -55,7 +60,7 @@ func (k PartKind) String() string {
 }
 
 // Part is one component of a counter key: client, ip, api_key, user, route,
-// method or header:<Name>.
+// method, consumer or header:<Name>.
 type Part struct {
 	// Kind is what the part reads.
 	Kind PartKind
@@ -77,7 +82,7 @@ func ParsePart(s string) (Part, error) {
 			return Part{Kind: PartKind(k)}, nil
 		}
 	}
-	return Part{}, fmt.Errorf("unknown key part %q (want client, ip, api_key, user, mtls, route, method or header:<Name>)", s)
+	return Part{}, fmt.Errorf("unknown key part %q (want client, ip, api_key, user, mtls, route, method, consumer or header:<Name>)", s)
 }
 
 // String returns the configuration text of p, e.g. "header:X-Tenant".
@@ -103,6 +108,7 @@ const (
 	valHeaderV //
 	valMissing // the literal "-" for a part absent on this request
 	valMTLS    // a verified client certificate's subject
+	valConsumer
 )
 
 // MissingValue is the literal value of a key part that a request
@@ -154,7 +160,7 @@ func (e *Extractor) AppendKey(dst []byte, parts []Part, id *Identity, v *Values)
 	hasClient := false
 	for _, p := range parts {
 		buf = append(buf, byte(p.Kind))
-		if p.Kind == PartClient {
+		if p.Kind == PartClient || p.Kind == PartConsumer {
 			hasClient = true
 		}
 		buf = e.appendPart(buf, p, id, v)
@@ -203,6 +209,10 @@ func (e *Extractor) appendPart(buf []byte, p Part, id *Identity, v *Values) []by
 		return appendString(buf, valUser, id.User)
 	case PartMTLS:
 		return appendString(buf, valMTLS, id.MTLS)
+	case PartConsumer:
+		// A consumer's identity is its client identity (SourceConsumer),
+		// so a request without one is keyed by whoever it is.
+		return e.appendClient(buf, id)
 	case PartRoute:
 		return appendString(buf, valRoute, v.Route)
 	case PartMethod:
@@ -233,6 +243,8 @@ func (e *Extractor) appendClient(buf []byte, id *Identity) []byte {
 		return appendString(buf, valMTLS, id.Client)
 	case SourceIP, SourceRemoteAddr:
 		return e.appendIP(buf, id)
+	case SourceConsumer:
+		return appendString(buf, valConsumer, id.Client)
 	}
 	return append(appendValue(buf, valMissing, 2), 0, '-')
 }

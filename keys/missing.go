@@ -6,8 +6,8 @@ import (
 )
 
 // Missing reports whether the identity id or the headers h lack a value for
-// one of the identity parts (api_key, user, header:<Name>) of a key: the
-// case a limit's on_missing setting decides.
+// one of the identity parts (api_key, user, consumer, header:<Name>) of a
+// key: the case a limit's on_missing setting decides.
 func Missing(parts []Part, id *Identity, h http.Header) bool {
 	for _, p := range parts {
 		switch p.Kind {
@@ -21,6 +21,10 @@ func Missing(parts []Part, id *Identity, h http.Header) bool {
 			}
 		case PartMTLS:
 			if id.MTLS == "" {
+				return true
+			}
+		case PartConsumer:
+			if id.Consumer == nil {
 				return true
 			}
 		case PartHeader:
@@ -44,6 +48,8 @@ func MissingNames(parts []Part) string {
 			names = append(names, "an authenticated user")
 		case PartMTLS:
 			names = append(names, "a verified client certificate")
+		case PartConsumer:
+			names = append(names, "a registered consumer's API key")
 		case PartHeader:
 			names = append(names, "header "+p.Header)
 		}

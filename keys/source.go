@@ -33,6 +33,10 @@ const (
 	// verified (server.tls.client_ca_file): an identity no header can
 	// forge.
 	SourceMTLS
+	// SourceConsumer is not configurable either: it is the kind of an
+	// identity that a registered consumer's API key or verified token
+	// named. Every key of one consumer is one client.
+	SourceConsumer
 )
 
 var sourceNames = [...]string{
@@ -41,6 +45,7 @@ var sourceNames = [...]string{
 	SourceIP:         "ip",
 	SourceRemoteAddr: "remote_addr",
 	SourceMTLS:       "mtls",
+	SourceConsumer:   "consumer",
 }
 
 // String returns the configuration name of s, e.g. "api_key".

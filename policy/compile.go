@@ -26,6 +26,12 @@ func (c *Config) Validate() error {
 func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte, error)) (*Policy, error) {
 	p, errs := build(&c)
 	if len(errs) > 0 {
+		if p.Consumers.Enabled() {
+			// The registry's problems too, in the same run.
+			var e problems
+			compileRegistry(p, &c, getenv, readFile, &e)
+			errs = append(errs, e...)
+		}
 		return nil, errors.Join(errs...)
 	}
 	var e problems
@@ -52,6 +58,13 @@ func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte
 			if err != nil {
 				e.add("identity.jwt.rs256_public_key_file", "%s: %v", j.RS256PublicKeyFile, err)
 			}
+		}
+	}
+	if p.Consumers.Enabled() {
+		compileRegistry(p, &c, getenv, readFile, &e)
+		if p.Consumers.Registry != nil {
+			kc.Consumers = &keys.ConsumerConfig{Directory: p.Consumers.Registry, UnknownKey: p.Consumers.UnknownKey,
+				JWTClaim: p.Consumers.JWTClaim, PlanClaim: p.Consumers.PlanClaim, Plans: p.Plans}
 		}
 	}
 	if len(e) == 0 {
@@ -97,9 +110,23 @@ func build(c *Config) (*Policy, []error) {
 	p.Headers = buildStyles(c.Headers.Emit, &e)
 	p.AccessLog = buildAccessLog(&c.AccessLog, &e)
 	c.Admin.tokenSource().check(&e)
+	p.Plans = buildPlans(c.Plans, &e)
+	p.Consumers = buildConsumers(c, &e)
 
 	for i := range c.Limits {
-		l := buildLimit(&c.Limits[i], fmt.Sprintf("limits[%d]", i), &e)
+		path := fmt.Sprintf("limits[%d]", i)
+		l := buildLimit(&c.Limits[i], path, &e)
+		buildPlanRates(l, &c.Limits[i], p.Plans, path, &e)
+		if !p.Consumers.Enabled() {
+			if len(c.Limits[i].Exempt.Consumers) > 0 {
+				e.add(path+".exempt.consumers", "set, but no [consumers] file is configured")
+			}
+			for k, part := range l.By {
+				if part.Kind == keys.PartConsumer {
+					e.add(fmt.Sprintf("%s.by[%d]", path, k), "key part consumer needs a [consumers] file")
+				}
+			}
+		}
 		if name := c.Limits[i].Name; name != "" {
 			if _, dup := p.byName[name]; dup {
 				e.add(fmt.Sprintf("limits[%d].name", i), "duplicate limit name %q", name)
@@ -121,6 +148,7 @@ func build(c *Config) (*Policy, []error) {
 			rl[k] = l.Limit
 		}
 		rt.RateLimitPolicy = headers.PolicyValue(rl)
+		buildPlanPolicies(rt, len(p.Plans))
 		shadowed := false
 		for j, prev := range p.Routes {
 			if rt.Name != "" && prev.Name == rt.Name {

@@ -79,7 +79,7 @@ func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
 		seen := false
 		for _, part := range l.By {
 			switch part.Kind {
-			case keys.PartAPIKey, keys.PartUser, keys.PartMTLS, keys.PartHeader:
+			case keys.PartAPIKey, keys.PartUser, keys.PartMTLS, keys.PartConsumer, keys.PartHeader:
 				if !seen {
 					l.ByIP = append(l.ByIP, keys.Part{Kind: keys.PartIP})
 					seen = true

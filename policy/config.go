@@ -35,6 +35,49 @@ type Config struct {
 	Admin AdminConfig `mapstructure:"admin" json:"admin"`
 	// AccessLog configures the access log.
 	AccessLog AccessLogConfig `mapstructure:"access_log" json:"access_log"`
+	// Consumers is the [consumers] table: the registry of known API
+	// clients.
+	Consumers ConsumersConfig `mapstructure:"consumers" json:"consumers"`
+	// Plans are the [[plans]] entries, in order. Default: none.
+	Plans []PlanConfig `mapstructure:"plans" json:"plans"`
+}
+
+// ConsumersConfig is the [consumers] table. It is enabled when File is
+// set; without it every API key is a client of its own.
+type ConsumersConfig struct {
+	// File is the registry (consumers.toml), read with the configuration
+	// at startup and on every reload; a relative path is relative to the
+	// working directory. Default "" (no registry).
+	File string `mapstructure:"file" json:"file"`
+	// UnknownAPIKey is what a request with an API key that no consumer
+	// owns gets: "reject" (401, counted nowhere) or "anonymous" (the key
+	// is ignored; the next identity source decides). Default "reject".
+	UnknownAPIKey string `mapstructure:"unknown_api_key" json:"unknown_api_key"`
+	// JWTClaim is a claim of a verified JWT ([identity.jwt]) that names a
+	// registered consumer. Default "" (none).
+	JWTClaim string `mapstructure:"jwt_claim" json:"jwt_claim"`
+	// PlanClaim is a claim of a verified JWT that names the plan of a
+	// token's user that no consumer matched. Default "" (none).
+	PlanClaim string `mapstructure:"plan_claim" json:"plan_claim"`
+	// ForwardHeaders name the request headers that carry the consumer's
+	// name and plan to the upstream; client-sent copies are removed.
+	// Default none.
+	ForwardHeaders ForwardHeadersConfig `mapstructure:"forward_headers" json:"forward_headers"`
+}
+
+// ForwardHeadersConfig is `forward_headers = { consumer = "X-Consumer", plan = "X-Plan" }`.
+type ForwardHeadersConfig struct {
+	// Consumer names the header carrying the consumer's name. Default "".
+	Consumer string `mapstructure:"consumer" json:"consumer"`
+	// Plan names the header carrying the plan. Default "".
+	Plan string `mapstructure:"plan" json:"plan"`
+}
+
+// PlanConfig is one [[plans]] entry.
+type PlanConfig struct {
+	// Name identifies the plan in the registry, limits' plan_rates, logs
+	// and metrics: 1..64 letters, digits, '-' and '_'. Required.
+	Name string `mapstructure:"name" json:"name"`
 }
 
 // AdminConfig is the [admin] table.
@@ -318,6 +361,10 @@ type LimitConfig struct {
 	MaxInFlight int64 `mapstructure:"max_in_flight" json:"max_in_flight"`
 	// Exempt lists clients that this limit never limits.
 	Exempt ExemptConfig `mapstructure:"exempt" json:"exempt"`
+	// PlanRates are the rates of each plan ([limits.plan_rates], plan
+	// name = rate list); a plan not listed, anonymous clients and
+	// consumers without a plan get Rates. Default none.
+	PlanRates map[string][]string `mapstructure:"plan_rates" json:"plan_rates,omitempty"`
 	// OnMissing is what a request lacking one of the by parts api_key,
 	// user or header:<Name> gets: "shared" (the part is the literal
 	// "-", so every such request shares one counter), "ip" (the missing
@@ -337,6 +384,9 @@ type ExemptConfig struct {
 	// APIKeysFile is a file holding exempt API keys, comma or newline
 	// separated, instead of APIKeysEnv. Default "".
 	APIKeysFile string `mapstructure:"api_keys_file" json:"api_keys_file"`
+	// Consumers names registered consumers exempt from the limit.
+	// Default none.
+	Consumers []string `mapstructure:"consumers" json:"consumers,omitempty"`
 }
 
 // RouteConfig is one [[routes]] entry. DefaultRoute returns its defaults.

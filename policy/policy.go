@@ -37,6 +37,10 @@ type Policy struct {
 	// Warnings name settings that are valid but let a client dodge a
 	// limit; validate and the gateway print them at startup and reload.
 	Warnings []string
+	// Plans are the [[plans]] names, in order.
+	Plans []string
+	// Consumers holds the [consumers] settings and the registry.
+	Consumers Consumers
 
 	byName map[string]*Limit
 	// identity is the [identity] table as build parsed and checked it,
@@ -188,7 +192,13 @@ type Limit struct {
 	// key parts used when OnMissing is OnMissingIP and a part is missing.
 	ByIP []keys.Part
 
-	exemptKeys map[[32]byte]struct{}
+	exemptKeys      map[[32]byte]struct{}
+	exemptConsumers map[string]struct{}
+	// plans are the variants of [limits.plan_rates] by plan index (from
+	// zero; nil: the plan gets Limit); custom those of consumers with
+	// rates of their own. See For.
+	plans  []*ratelimit.Limit
+	custom map[*keys.Consumer]*ratelimit.Limit
 }
 
 // OnMissing is a limit's on_missing setting.
@@ -204,9 +214,21 @@ const (
 	OnMissingReject
 )
 
-// Exempt reports whether a client with this IP or API key is exempt from
-// l. An invalid ip and an empty apiKey match nothing.
-func (l *Limit) Exempt(ip netip.Addr, apiKey string) bool {
+// Exempt reports whether the client id is exempt from l: by its IP, its
+// API key or its consumer. An invalid IP and an empty API key match
+// nothing.
+func (l *Limit) Exempt(id *keys.Identity) bool {
+	if id.Consumer != nil && len(l.exemptConsumers) > 0 {
+		if _, ok := l.exemptConsumers[id.Consumer.Name]; ok {
+			return true
+		}
+	}
+	return l.ExemptAddr(id.IP, id.APIKey)
+}
+
+// ExemptAddr reports whether a client with this IP or API key is exempt
+// from l. An invalid ip and an empty apiKey match nothing.
+func (l *Limit) ExemptAddr(ip netip.Addr, apiKey string) bool {
 	if ip.IsValid() && len(l.ExemptIPs) > 0 {
 		a := ip.Unmap().WithZone("")
 		for _, p := range l.ExemptIPs {
@@ -263,6 +285,8 @@ type Route struct {
 	// foldedPrefix is that reading when it is a plain path that differs.
 	loose        looseKind
 	foldedPrefix string
+	// planPolicies are RateLimitPolicy per plan index (from zero).
+	planPolicies []string
 }
 
 // Respond is a route's fixed answer.

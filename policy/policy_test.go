@@ -173,11 +173,11 @@ func TestCompile(t *testing.T) {
 	}{{"10.1.2.3", "", true}, {"11.0.0.1", "", false}, {"192.0.2.1", "", true}, {"::ffff:10.0.0.1", "", true},
 		{"11.0.0.1", "k1", true}, {"11.0.0.1", "k2", true}, {"11.0.0.1", "k3", false}, {"11.0.0.1", " k1", false}} {
 		ip := netip.MustParseAddr(tc.ip)
-		if got := l.Exempt(ip, tc.key); got != tc.want {
+		if got := l.ExemptAddr(ip, tc.key); got != tc.want {
 			t.Errorf("Exempt(%s, %q) = %v, want %v", tc.ip, tc.key, got, tc.want)
 		}
 	}
-	if p.Limits[1].Exempt(netip.Addr{}, "k1") {
+	if p.Limits[1].ExemptAddr(netip.Addr{}, "k1") {
 		t.Error("exempt keys leaked to another limit")
 	}
 	if l.ID == "" || l.Cost != 1 || len(l.By) != 1 || l.By[0].Kind != keys.PartClient {

@@ -92,6 +92,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 				pr.Out.Header.Del(userHeader)
 			}
 			stripRespelled(pr.Out.Header, userHeader)
+			setConsumerHeaders(&p.Consumers, pr.In, pr.Out.Header)
 			// The path is already the one to forward (Route.ForwardPath,
 			// strip_prefix applied): SetURL only joins it to the
 			// upstream's base path.

@@ -52,7 +52,8 @@ const (
 	// OutcomeBadRequest: the request was malformed for the gateway (400).
 	OutcomeBadRequest
 	// OutcomeUnauthorized: a limit with on_missing = "reject" found no
-	// value for one of its identity parts (401).
+	// value for one of its identity parts, or the request's API key is
+	// no registered consumer's and unknown_api_key is "reject" (401).
 	OutcomeUnauthorized
 )
 
@@ -99,6 +100,11 @@ type Event struct {
 	// IPFallback is set when the selected X-Forwarded-For entry was
 	// invalid and the peer address was used.
 	IPFallback bool
+	// Consumer is the registered consumer's name and Plan the client's
+	// plan; "" for none. A consumer name is unbounded: observers must
+	// not make it a metric label (the plan is bounded by the
+	// configuration).
+	Consumer, Plan string
 	// Status is the status code sent to the client.
 	Status int
 	// Outcome is what the gateway did.

@@ -9,11 +9,11 @@ import (
 
 // limitFor returns the limit that decides a request of l whose key parts
 // are parts and counter key is key: the override in force for its client,
-// if any, else l itself. Without overrides of l it costs one map lookup.
-func (h *Handler) limitFor(ovs *policy.Overrides, p *policy.Policy, l *policy.Limit, parts []keys.Part, key string, id *keys.Identity) *ratelimit.Limit {
+// if any, else base (l's variant for the identity, l.For). Without overrides of l it costs one map lookup.
+func (h *Handler) limitFor(ovs *policy.Overrides, p *policy.Policy, l *policy.Limit, base *ratelimit.Limit, parts []keys.Part, key string, id *keys.Identity) *ratelimit.Limit {
 	lo := ovs.For(l)
 	if lo == nil {
-		return l.Limit
+		return base
 	}
 	subject := ""
 	if lo.NeedsSubject() {
@@ -24,7 +24,7 @@ func (h *Handler) limitFor(ovs *policy.Overrides, p *policy.Policy, l *policy.Li
 	if ov := lo.Find(h.wallNow(), "", subject); ov != nil {
 		return ov.Limit
 	}
-	return l.Limit
+	return base
 }
 
 // variedPolicy is the RateLimit-Policy value of the limits that decided a

@@ -189,7 +189,10 @@ func (h *Handler) Swap(p *policy.Policy) error {
 		shadow: make(map[*ratelimit.Limit]*logThrottle)}
 	for _, l := range p.Limits {
 		if l.Shadow {
-			s.shadow[l.Limit] = new(logThrottle)
+			t := new(logThrottle) // one per limit, whichever variant denied
+			for _, v := range l.Variants() {
+				s.shadow[v] = t
+			}
 		}
 	}
 	for _, rt := range p.Routes {

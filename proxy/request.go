@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/gateway/keys"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -18,10 +19,13 @@ type request struct {
 	// other.
 	decider ratelimit.Store
 	key     []byte
-	// varied is set when a hit's limit is not the route's own (an
-	// override's): the route's precompiled RateLimit-Policy does not fit.
+	// varied is set when a hit's limit is not the one the route's
+	// precompiled RateLimit-Policy for the identity describes (an
+	// override's).
 	varied bool
-	ev     Event
+	// id is the request's identity (zero when no limit needed it).
+	id keys.Identity
+	ev Event
 	// body wraps the client's request body, if there is one.
 	body *bodyReader
 	// w wraps the client's ResponseWriter; the ReverseProxy error handler
@@ -73,6 +77,7 @@ func (q *request) reset() {
 	q.decider = nil
 	q.key = q.key[:0]
 	q.varied = false
+	q.id = keys.Identity{}
 	q.ev = Event{}
 	q.body = nil
 	q.w = statusWriter{}

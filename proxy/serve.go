@@ -91,18 +91,24 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	ev.Route = rt.Name
 
-	if len(rt.Limits) > 0 {
-		id := p.Identity.Identify(r, h.wallNow())
+	id := &q.id
+	if len(rt.Limits) > 0 || p.Consumers.Enabled() {
+		*id = p.Identity.Identify(r, h.wallNow())
 		if h.observer != nil {
 			ev.ClientKind, ev.Client, ev.APIKey, ev.IP = id.ClientKind.String(), id.Client, id.APIKey, id.IP
 			ev.IPFallback = id.IPFallback
+			ev.Consumer, ev.Plan = id.ConsumerName(), id.Plan
+		}
+		if id.Rejected {
+			unknownKey(w, ev, p)
+			return
 		}
 		var ovs *policy.Overrides
 		if h.overrides != nil {
 			ovs = h.overrides.For(p)
 		}
 		for _, l := range rt.Limits {
-			if l.Exempt(id.IP, id.APIKey) {
+			if l.Exempt(id) {
 				continue
 			}
 			cost, err := l.RequestCost(r.Header, r.RemoteAddr)
@@ -115,7 +121,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 				})
 				return
 			}
-			parts, ok := l.KeyParts(&id, r.Header)
+			parts, ok := l.KeyParts(id, r.Header)
 			if !ok {
 				ev.Outcome = OutcomeUnauthorized
 				headers.WriteProblem(w, headers.Problem{
@@ -126,10 +132,11 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 				return
 			}
 			n := len(q.key)
-			q.key = p.Identity.AppendKey(q.key, parts, &id, &keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header})
+			q.key = p.Identity.AppendKey(q.key, parts, id, &keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header})
 			key := string(q.key[n:])
-			lim := h.limitFor(ovs, p, l, parts, key, &id)
-			q.varied = q.varied || lim != l.Limit
+			base := l.For(id)
+			lim := h.limitFor(ovs, p, l, base, parts, key, id)
+			q.varied = q.varied || lim != base
 			q.hits = append(q.hits, ratelimit.Hit{Limit: lim, Key: key, Cost: cost})
 		}
 	}
@@ -167,6 +174,11 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			// cut off an upload still arriving when the timeout runs out.
 			r = r.WithContext(context.WithValue(r.Context(), uploadKey{}, q.body))
 		}
+	}
+	if forwardsConsumer(&p.Consumers, id) {
+		// The route's Rewrite finds the identity here to name the
+		// consumer and plan to the upstream.
+		r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
 	}
 	if esc, plain := rt.ForwardPath(path); esc != raw {
 		// The upstream receives the path the route was matched on. A
@@ -255,7 +267,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot,
 		}
 	}
 	ev.Hits, ev.Decisions = q.hits, q.ds
-	pol := rt.RateLimitPolicy
+	pol := rt.RateLimitPolicyFor(&q.id)
 	if q.varied {
 		pol = variedPolicy(q.hits)
 	}

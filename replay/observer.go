@@ -31,12 +31,17 @@ func newObserver(p *policy.Policy, rep *Report) *observer {
 		lr := &LimitReport{Name: l.Name, Algorithm: l.Algorithm, Shadow: l.Shadow}
 		rep.Limits = append(rep.Limits, lr)
 		t := &tally{r: lr}
-		if !l.Algorithm.Exact() {
+		vs := l.Variants()
+		// The referee judges one set of rates; a limit whose plans or
+		// consumers count by others is tallied, not compared.
+		if !l.Algorithm.Exact() && len(vs) == 1 {
 			if ref, err := accuracy.NewReferee(l.Name, l.Rates); err == nil { // the same rates passed Finish already
 				t.exact, t.logs, lr.Compared = ref, make(map[string][]window.LogState), true
 			}
 		}
-		o.limits[l.Limit] = t
+		for _, v := range vs {
+			o.limits[v] = t
+		}
 	}
 	return o
 }

@@ -53,9 +53,13 @@ var rules = map[string]rule{
 	"keys": {},
 	// Header formatting and problem bodies: pure functions of decisions.
 	"headers": {allow: []string{"ratelimit"}},
+	// The consumer registry: its own file (TOML, decoded here because it
+	// is not the configuration viper reads), compiled to a key → consumer
+	// map. No HTTP.
+	"consumers": {allow: []string{"keys", "ratelimit", "github.com/pelletier/go-toml/v2"}, stdDeny: []string{"net/...", "log/..."}},
 	// Config model, validation, compilation, route matching (no viper:
 	// decoding happens in cmd/gateway).
-	"policy": {allow: []string{"keys", "headers", "ratelimit"}},
+	"policy": {allow: []string{"keys", "headers", "ratelimit", "consumers"}},
 	// The request path.
 	"proxy": {allow: []string{"policy", "keys", "headers", "ratelimit"}},
 	// Stores.
