@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -106,7 +107,11 @@ func Compile(name string, f *File, o Options) (*Registry, error) {
 		}
 		if en.APIKeysFile != "" {
 			field := path + ".api_keys_file"
-			ks, err := fileKeys(en.APIKeysFile, o.ReadFile)
+			kf := en.APIKeysFile
+			if !filepath.IsAbs(kf) {
+				kf = filepath.Join(filepath.Dir(name), kf) // beside the registry
+			}
+			ks, err := fileKeys(kf, o.ReadFile)
 			if err != nil {
 				e.add(field, "%v", err)
 			}

@@ -47,7 +47,7 @@ type Config struct {
 type ConsumersConfig struct {
 	// File is the registry (consumers.toml), read with the configuration
 	// at startup and on every reload; a relative path is relative to the
-	// working directory. Default "" (no registry).
+	// configuration file's directory. Default "" (no registry).
 	File string `mapstructure:"file" json:"file"`
 	// UnknownAPIKey is what a request with an API key that no consumer
 	// owns gets: "reject" (401, counted nowhere) or "anonymous" (the key

@@ -100,7 +100,7 @@ func buildConsumers(c *Config, e *problems) Consumers {
 	if (cc.JWTClaim != "" || cc.PlanClaim != "") && !c.Identity.JWT.Enabled() {
 		e.add("consumers", "jwt_claim and plan_claim read verified tokens: configure [identity.jwt]")
 	}
-	out.Challenge = []string{`ApiKey header="` + canonicalHeader(c.Identity.APIKeyHeader) + `"`}
+	out.Challenge = []string{`ApiKey header="` + c.Identity.APIKeyHeader + `"`}
 	if cc.PlanClaim != "" && len(c.Plans) == 0 {
 		e.add("consumers.plan_claim", "set, but no [[plans]] are configured")
 	}

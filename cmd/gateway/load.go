@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/tollgate/gateway/policy"
@@ -64,6 +65,11 @@ func compileFile(path string, environ []string, readFile func(string) ([]byte, e
 	var dp *decodeProblems
 	if err != nil && !errors.As(err, &dp) {
 		return nil, err // unreadable, or not TOML
+	}
+	if f := cfg.Consumers.File; f != "" && !filepath.IsAbs(f) {
+		// The registry sits beside the configuration that names it,
+		// wherever the gateway was started from.
+		cfg.Consumers.File = filepath.Join(filepath.Dir(path), f)
 	}
 	getenv := func(k string) string { return lookupEnv(environ, k) }
 	p, cerr := policy.Compile(cfg, getenv, readFile)
