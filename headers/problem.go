@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/tollgate/gateway/ratelimit"
@@ -95,14 +96,30 @@ var intValues = func() []string {
 	return v
 }()
 
-// IntValue returns a header value holding n. Values below 4096 are shared
-// and must not be modified (their capacity is 1: an append copies).
+// IntValue returns a header value holding n. The value may be shared and
+// must not be modified (its capacity is 1: an append copies).
 func IntValue(n int64) []string {
 	if n >= 0 && n < int64(len(intValues)) {
 		return intValues[n : n+1 : n+1]
 	}
-	return []string{strconv.FormatInt(n, 10)}
+	// Larger values (a Retry-After of an hourly limit) repeat from one
+	// request to the next: the last one is kept and shared too.
+	if last := lastInt.Load(); last != nil && last.n == n {
+		return last.v[:1:1]
+	}
+	v := &intValue{n: n, v: []string{strconv.FormatInt(n, 10)}}
+	lastInt.Store(v)
+	return v.v[:1:1]
 }
+
+// intValue is one header value IntValue built beyond the table.
+type intValue struct {
+	n int64
+	v []string
+}
+
+// lastInt is the last value IntValue built beyond the table.
+var lastInt atomic.Pointer[intValue]
 
 // appendProblem appends p as JSON, byte for byte what encoding/json's
 // Marshal writes for it, without reflection.
@@ -134,17 +151,37 @@ func appendProblem(b []byte, p *Problem) []byte {
 	return append(b, '}')
 }
 
+// jsonSafe marks the ASCII bytes a JSON string holds as they are: not a
+// control character, '"', '\\', nor the HTML-sensitive '<', '>' and '&'.
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+// decodeRune is utf8.DecodeRuneInString or utf8.DecodeRune, as s is.
+func decodeRune[S ~string | ~[]byte](s S) (rune, int) {
+	switch v := any(s).(type) {
+	case string:
+		return utf8.DecodeRuneInString(v)
+	case []byte:
+		return utf8.DecodeRune(v)
+	}
+	return utf8.DecodeRuneInString(string(s))
+}
+
 // appendString appends s as a JSON string the way encoding/json does:
 // HTML-sensitive characters, control characters, U+2028 and U+2029 escaped,
 // invalid UTF-8 replaced by U+FFFD.
-func appendString(b []byte, s string) []byte {
+func appendString[S ~string | ~[]byte](b []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if jsonSafe[c] {
 				i++
 				continue
 			}
@@ -169,7 +206,7 @@ func appendString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := decodeRune(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)

@@ -277,15 +277,16 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot,
 		return true
 	}
 	ev.Outcome = OutcomeLimited
-	pb := headers.TooManyRequests(q.hits, q.ds)
-	if pb.RetryAfter > 0 {
-		w.Header()["Retry-After"] = headers.IntValue(pb.RetryAfter)
-	}
 	if isGRPC(r) {
+		pb := headers.TooManyRequests(q.hits, q.ds)
+		if pb.RetryAfter > 0 {
+			w.Header()["Retry-After"] = headers.IntValue(pb.RetryAfter)
+		}
 		writeGRPCLimited(w, pb, q.hits, q.ds)
 		return false
 	}
-	headers.WriteProblem(w, pb)
+	// The same Retry-After and problem body, built without strings.
+	headers.WriteTooManyRequests(w, q.hits, q.ds)
 	return false
 }
 

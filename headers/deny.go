@@ -1,0 +1,99 @@
+package headers
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// tooManyPrefix is the start of every denial's problem body: its type,
+// title and status, escaped once (the object without its closing brace).
+var tooManyPrefix = func() string {
+	b := appendProblem(nil, &Problem{Type: QuotaExceeded, Title: "Too Many Requests", Status: http.StatusTooManyRequests})
+	return string(b[:len(b)-1])
+}()
+
+// WriteTooManyRequests writes the whole 429 answer of a denial among
+// hits/ds: the Retry-After header (when a wait helps) and the problem body
+// of TooManyRequests, byte for byte what
+//
+//	p := TooManyRequests(hits, ds)
+//	if p.RetryAfter > 0 {
+//		w.Header()["Retry-After"] = IntValue(p.RetryAfter)
+//	}
+//	WriteProblem(w, p)
+//
+// writes, without building the problem's strings: the usual denial (a
+// limit that a wait will admit) allocates nothing here. Rate-limit headers
+// already set on w are kept.
+func WriteTooManyRequests(w http.ResponseWriter, hits []ratelimit.Hit, ds []ratelimit.Decision) {
+	i := Pick(hits, ds)
+	if i < 0 || ds[i].Allowed || ds[i].Never {
+		p := TooManyRequests(hits, ds)
+		if p.RetryAfter > 0 {
+			w.Header()["Retry-After"] = IntValue(p.RetryAfter)
+		}
+		WriteProblem(w, p)
+		return
+	}
+	d, l := &ds[i], hits[i].Limit
+	retry := RetryAfterSeconds(d.RetryAfter)
+
+	bp := bodyPool.Get().(*[]byte)
+	b := append((*bp)[:0], tooManyPrefix...)
+	// The detail, as TooManyRequests words it, built on the stack and
+	// escaped into the body.
+	var scratch [128]byte
+	detail := append(scratch[:0], "rate limit "...)
+	if l.Algorithm == ratelimit.Concurrency {
+		detail = append(scratch[:0], "concurrency limit "...)
+	}
+	detail = strconv.AppendQuote(detail, l.Name)
+	detail = append(detail, " exceeded; retry in "...)
+	detail = append(strconv.AppendInt(detail, retry, 10), 's')
+	b = appendString(append(b, `,"detail":`...), detail)
+	// The violated policies: every enforced denying limit, once each, in
+	// hit order.
+	b = append(b, `,"violated-policies":[`...)
+	first := true
+	n := min(len(hits), len(ds))
+	for j := 0; j < n; j++ {
+		lj := hits[j].Limit
+		if lj == nil || lj.Shadow || ds[j].Allowed || seenBefore(hits, ds, j) {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendString(b, lj.Name)
+	}
+	b = append(b, `],"retry_after":`...)
+	b = append(strconv.AppendInt(b, retry, 10), '}', '\n')
+
+	h := w.Header()
+	h["Retry-After"] = IntValue(retry)
+	h["Content-Type"] = problemContentType
+	h["Cache-Control"] = noStore
+	h["X-Content-Type-Options"] = noSniff
+	h["Content-Length"] = IntValue(int64(len(b)))
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write(b)
+	if cap(b) <= 4096 {
+		*bp = b
+		bodyPool.Put(bp)
+	}
+}
+
+// seenBefore reports whether an enforced denying hit before j has the
+// same limit name as hit j (TooManyRequests names each limit once).
+func seenBefore(hits []ratelimit.Hit, ds []ratelimit.Decision, j int) bool {
+	for k := 0; k < j; k++ {
+		lk := hits[k].Limit
+		if lk != nil && !lk.Shadow && !ds[k].Allowed && lk.Name == hits[j].Limit.Name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,108 @@
+package headers
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// oldDeny is the sequence WriteTooManyRequests stands for.
+func oldDeny(w http.ResponseWriter, hits []ratelimit.Hit, ds []ratelimit.Decision) {
+	p := TooManyRequests(hits, ds)
+	if p.RetryAfter > 0 {
+		w.Header()["Retry-After"] = IntValue(p.RetryAfter)
+	}
+	WriteProblem(w, p)
+}
+
+// TestWriteTooManyRequestsMatches compares the fast writer with the
+// problem it stands for on hand-picked and random denials: several limits,
+// shadow ones, repeated names, costs above capacity, allowed decisions,
+// concurrency limits, and names that need escaping in JSON or in Go
+// quoting.
+func TestWriteTooManyRequestsMatches(t *testing.T) {
+	names := []string{"per-client", `q"uote`, `back\slash`, "<html>&", "tab\tnl\n", "é-ünï", "\u2028sep", "bad\xffutf8", ""}
+	algs := []ratelimit.Algorithm{ratelimit.SlidingWindowCounter, ratelimit.Concurrency, ratelimit.GCRA}
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(hits []ratelimit.Hit, ds []ratelimit.Decision) {
+		t.Helper()
+		a, b := httptest.NewRecorder(), httptest.NewRecorder()
+		a.Header()["Ratelimit"] = []string{"kept"}
+		b.Header()["Ratelimit"] = []string{"kept"}
+		WriteTooManyRequests(a, hits, ds)
+		oldDeny(b, hits, ds)
+		if a.Code != b.Code || !reflect.DeepEqual(a.Header(), b.Header()) || a.Body.String() != b.Body.String() {
+			t.Fatalf("hits %+v decisions %+v:\nfast %d %v %q\nwant %d %v %q", hits, ds,
+				a.Code, a.Header(), a.Body.String(), b.Code, b.Header(), b.Body.String())
+		}
+	}
+	// By hand: one plain denial, and one behind an allowed limit and a
+	// denying shadow limit, with the denying name twice.
+	l := &ratelimit.Limit{Name: "per-client", Algorithm: ratelimit.SlidingWindowCounter}
+	sh := &ratelimit.Limit{Name: "shadowed", Shadow: true}
+	check([]ratelimit.Hit{{Limit: l}}, []ratelimit.Decision{{Limit: 1, RetryAfter: 7199 * time.Second}})
+	check([]ratelimit.Hit{{Limit: sh}, {Limit: l}, {Limit: l}, {Limit: &ratelimit.Limit{Name: "ok"}}},
+		[]ratelimit.Decision{{}, {RetryAfter: time.Millisecond}, {RetryAfter: 3 * time.Second}, {Allowed: true}})
+	for range 20000 {
+		n := 1 + rng.IntN(4)
+		hits := make([]ratelimit.Hit, n)
+		ds := make([]ratelimit.Decision, n-rng.IntN(2)) // sometimes fewer decisions than hits
+		for i := range hits {
+			hits[i] = ratelimit.Hit{Limit: &ratelimit.Limit{Name: names[rng.IntN(len(names))],
+				Algorithm: algs[rng.IntN(len(algs))], Shadow: rng.IntN(4) == 0}, Cost: rng.Int64N(5)}
+			if rng.IntN(10) == 0 {
+				hits[i].Limit = nil
+			}
+		}
+		for i := range ds {
+			ds[i] = ratelimit.Decision{Allowed: rng.IntN(3) == 0, Never: rng.IntN(8) == 0, Limit: 1 + rng.Int64N(3),
+				Remaining: rng.Int64N(3), RetryAfter: time.Duration(rng.Int64N(int64(3 * time.Hour)))}
+		}
+		check(hits, ds)
+	}
+}
+
+// discard is a ResponseWriter that keeps nothing but its header map.
+type discard struct{ h http.Header }
+
+func (w *discard) Header() http.Header         { return w.h }
+func (w *discard) WriteHeader(int)             {}
+func (w *discard) Write(b []byte) (int, error) { return len(b), nil }
+
+// TestWriteTooManyRequestsAllocs: the usual denial builds no strings.
+func TestWriteTooManyRequestsAllocs(t *testing.T) {
+	hits := []ratelimit.Hit{{Limit: &ratelimit.Limit{Name: "per-client"}}}
+	ds := []ratelimit.Decision{{Limit: 1, RetryAfter: 7199 * time.Second}}
+	w := &discard{h: http.Header{}}
+	WriteTooManyRequests(w, hits, ds)
+	if n := testing.AllocsPerRun(100, func() { WriteTooManyRequests(w, hits, ds) }); n != 0 {
+		t.Errorf("%v allocations per denial, want 0", n)
+	}
+}
+
+// BenchmarkDeny is the 429 answer of one denial: the problem built and
+// written (TooManyRequests, IntValue, WriteProblem), and the writer that
+// stands for them.
+//
+//	go test -run '^$' -bench Deny -benchmem -count 10 ./headers
+func BenchmarkDeny(b *testing.B) {
+	hits := []ratelimit.Hit{{Limit: &ratelimit.Limit{Name: "per-client"}}}
+	ds := []ratelimit.Decision{{Limit: 1, RetryAfter: 7199 * time.Second}}
+	for _, c := range []struct {
+		name string
+		f    func(http.ResponseWriter, []ratelimit.Hit, []ratelimit.Decision)
+	}{{"problem", oldDeny}, {"writer", WriteTooManyRequests}} {
+		b.Run(c.name, func(b *testing.B) {
+			w := &discard{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				c.f(w, hits, ds)
+			}
+		})
+	}
+}
