@@ -69,7 +69,7 @@ func startFront(t testing.TB, pr protocol, redis bool, body string) *front {
 	t.Helper()
 	addr := ""
 	if redis {
-		addr = redistest.Standalone(t).Addr
+		addr = startRedisAddr(t)
 	}
 	data, ca, cert, key := frontData(t, pr, t.TempDir(), addr, "", body)
 	g := startGateway(t, "front.toml.tmpl", gwOpts{Data: data})
@@ -150,4 +150,11 @@ func needCurlHTTP2(t testing.TB) {
 	if err != nil || !strings.Contains(string(out), "HTTP2") {
 		t.Fatalf("curl with HTTP/2 is needed (apt-get install curl; `curl --version` must list HTTP2): %v %s", err, out)
 	}
+}
+
+// startRedisAddr starts a standalone redis-server for the test and returns
+// its address.
+func startRedisAddr(t testing.TB) string {
+	t.Helper()
+	return redistest.Standalone(t).Addr
 }
