@@ -70,6 +70,24 @@ func TestValidate(t *testing.T) {
 		{"upstream without scheme", func(c *Config) { c.Routes[0].Upstream = "127.0.0.1:9000" }, []string{`routes[0].upstream: invalid URL "127.0.0.1:9000" (want http://host:port`}},
 		{"upstream host:port only", func(c *Config) { c.Routes[0].Upstream = "localhost:9000" }, []string{`routes[0].upstream: scheme must be http or https, got "localhost:9000"`}},
 		{"upstream ftp", func(c *Config) { c.Routes[0].Upstream = "ftp://x" }, []string{`routes[0].upstream: scheme must be http or https, got "ftp://x"`}},
+		{"tls cert without key", func(c *Config) { c.Server.TLS.CertFile = "gw.crt" }, []string{`server.tls.key_file: is required with cert_file`}},
+		{"tls pair incomplete", func(c *Config) { c.Server.TLS.Certificates = []CertificateConfig{{KeyFile: "b.key"}} }, []string{
+			`server.tls.certificates[0].cert_file: is required`}},
+		{"tls without a certificate", func(c *Config) { c.Server.TLS.ClientCAFile = "ca.pem" }, []string{
+			`server.tls: set cert_file and key_file (or certificates) to serve TLS`}},
+		{"client_auth without a CA", func(c *Config) { c.Server.TLS = TLSConfig{CertFile: "a", KeyFile: "b", ClientAuth: "optional"} }, []string{
+			`server.tls.client_auth: set, but client_ca_file is empty`}},
+		{"client_auth unknown", func(c *Config) {
+			c.Server.TLS = TLSConfig{CertFile: "a", KeyFile: "b", ClientCAFile: "c", ClientAuth: "maybe"}
+		}, []string{`server.tls.client_auth: unknown value "maybe" (want require or optional)`}},
+		{"h2c with tls", func(c *Config) { c.Server.TLS = TLSConfig{CertFile: "a", KeyFile: "b"}; c.Server.H2C = true }, []string{
+			`server.h2c: is for a cleartext listener`}},
+		{"http2 streams", func(c *Config) { c.Server.HTTP2MaxConcurrentStreams = 0 }, []string{`server.http2_max_concurrent_streams: must be in 1..1000, got 0`}},
+		{"mtls without a client CA", func(c *Config) {
+			c.Identity.Sources = []string{"mtls", "ip"}
+			c.Limits[0].By = []string{"mtls"}
+		}, []string{`identity.sources[0]: mtls needs server.tls.client_ca_file`, `limits[0].by[0]: mtls needs server.tls.client_ca_file`}},
+		{"upstream h2c", func(c *Config) { c.Routes[0].Upstream = "h2c://" }, []string{`routes[0].upstream: missing host in "h2c://"`}},
 		{"upstream no host", func(c *Config) { c.Routes[0].Upstream = "http:///x" }, []string{`routes[0].upstream: missing host in "http:///x"`}},
 		{"neither upstream nor respond", func(c *Config) { c.Routes[1].Respond = nil }, []string{`routes[1]: set upstream or respond`}},
 		{"both upstream and respond", func(c *Config) { c.Routes[1].Upstream = "http://x" }, []string{`routes[1]: set only one of upstream and respond`}},
