@@ -1,0 +1,361 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// abuseStreams is the gateway's http2_max_concurrent_streams in these
+// tests.
+const abuseStreams = 20
+
+// slowUpstream holds each request 100 ms (less when the gateway cancels
+// it) and records the most it ever held at once.
+type slowUpstream struct {
+	*httptest.Server
+	inflight, peak, total atomic.Int64
+}
+
+func newSlowUpstream(t testing.TB) *slowUpstream {
+	u := &slowUpstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := u.inflight.Add(1)
+		defer u.inflight.Add(-1)
+		u.total.Add(1)
+		for {
+			p := u.peak.Load()
+			if n <= p || u.peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+		w.Write([]byte("slow"))
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// rawH2 is an HTTP/2 client connection driven frame by frame.
+type rawH2 struct {
+	conn net.Conn
+	w    *http2.Framer
+	// Filled by the reader goroutine until the connection ends.
+	mu        sync.Mutex
+	goAway    *http2.GoAwayFrame
+	rsts      int
+	responses int
+	done      chan struct{}
+	readErr   error
+}
+
+// dialRawH2 opens a cleartext HTTP/2 connection with prior knowledge and
+// a reader that tallies what the server sends. rcvBuf > 0 shrinks the
+// socket's receive buffer, so a peer that does not read backs up fast.
+func dialRawH2(t testing.TB, addr string, rcvBuf int, read bool) *rawH2 {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rcvBuf > 0 {
+		conn.(*net.TCPConn).SetReadBuffer(rcvBuf)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	c := &rawH2{conn: conn, w: http2.NewFramer(conn, nil), done: make(chan struct{})}
+	if err := c.w.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if !read {
+		return c
+	}
+	go func() {
+		defer close(c.done)
+		r := http2.NewFramer(nil, conn)
+		for {
+			f, err := r.ReadFrame()
+			if err != nil {
+				c.mu.Lock()
+				c.readErr = err
+				c.mu.Unlock()
+				return
+			}
+			c.mu.Lock()
+			switch f := f.(type) {
+			case *http2.GoAwayFrame:
+				c.goAway = f
+			case *http2.RSTStreamFrame:
+				c.rsts++
+			case *http2.HeadersFrame:
+				c.responses++
+			}
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+// headers encodes a GET of path.
+func h2Headers(host, path string, extra ...string) []byte {
+	var b bytes.Buffer
+	e := hpack.NewEncoder(&b)
+	e.WriteField(hpack.HeaderField{Name: ":method", Value: "GET"})
+	e.WriteField(hpack.HeaderField{Name: ":scheme", Value: "http"})
+	e.WriteField(hpack.HeaderField{Name: ":authority", Value: host})
+	e.WriteField(hpack.HeaderField{Name: ":path", Value: path})
+	for i := 0; i+1 < len(extra); i += 2 {
+		e.WriteField(hpack.HeaderField{Name: extra[i], Value: extra[i+1]})
+	}
+	return b.Bytes()
+}
+
+// closed reports whether the server ended the connection within d, and
+// the GOAWAY code it sent (if any).
+func (c *rawH2) closed(d time.Duration) (bool, string) {
+	select {
+	case <-c.done:
+	case <-time.After(d):
+		return false, ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.goAway != nil {
+		return true, c.goAway.ErrCode.String()
+	}
+	return true, fmt.Sprint(c.readErr)
+}
+
+// bystander sends a request every 20 ms on its own HTTP/2 connection
+// until stop, and reports the requests and failures.
+func bystander(t testing.TB, url string) (stop func() (ok, failed int, firstErr error)) {
+	c := protoClient(t, protocols[1], nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var ok, failed int
+	var first error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+			resp, err := c.Do(req)
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil && resp.StatusCode != 200 {
+				err = errors.New(resp.Status)
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+			if err != nil {
+				failed++
+				if first == nil {
+					first = err
+				}
+			} else {
+				ok++
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return func() (int, int, error) {
+		cancel()
+		<-done
+		return ok, failed, first
+	}
+}
+
+// flood writes frames with write until the gateway cuts the connection
+// or stops reading from it (a write that makes no progress for 2 s: the
+// frames back up in the attacker's own socket, not in the gateway), and
+// fails if 500,000 frames go through without either.
+func flood(t *testing.T, c *rawH2, what string, write func() error) {
+	t.Helper()
+	var err error
+	n := 0
+	for ; n < 500000 && err == nil; n++ {
+		if n%1000 == 0 {
+			c.conn.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		}
+		err = write()
+	}
+	var ne net.Error
+	switch {
+	case err == nil:
+		t.Fatalf("%d %s frames from a peer that reads nothing went through: neither cut nor held back", n, what)
+	case errors.As(err, &ne) && ne.Timeout():
+		t.Logf("%s flood: the gateway stopped reading after %d frames", what, n)
+	default:
+		t.Logf("%s flood: cut after %d frames (%v)", what, n, err)
+	}
+}
+
+// TestHTTP2AbuseBounded drives the HTTP/2 attacks of the last years at
+// the gateway with a raw framer, each on its own connection while another
+// client keeps making requests: the attacker's connection is cut (or its
+// streams refused), the upstream never holds more than the stream limit
+// from it, the other client is served throughout, and the gateway's live
+// heap comes back to where it was.
+func TestHTTP2AbuseBounded(t *testing.T) {
+	t.Parallel()
+	up := newSlowUpstream(t)
+	body := fmt.Sprintf(`
+[[limits]]
+name = "generous"
+rates = ["1000000/minute"]
+
+[[routes]]
+name = "slow"
+path_prefix = "/slow"
+upstream = %q
+limits = ["generous"]
+
+[[routes]]
+name = "ok"
+path_prefix = "/ok"
+respond = { body = "ok" }
+limits = ["generous"]
+`, up.URL)
+	pr := protocol{name: "h2c", proto: "HTTP/2.0", h2c: true}
+	data, _, _, _ := frontData(t, pr, t.TempDir(), "", "", body)
+	data["Front"] = fmt.Sprintf("h2c = true\nhttp2_max_concurrent_streams = %d", abuseStreams)
+	g := startGateway(t, "front.toml.tmpl", gwOpts{Data: data})
+	host := g.Listen
+	okURL := "http://" + g.Listen + "/ok"
+	checkProto(t, protoClient(t, pr, nil, nil), okURL, pr)
+	heap0 := liveHeap(t, g)
+
+	attacks := []struct {
+		name string
+		// run attacks over c and returns what it checks after the
+		// bystander stopped.
+		run func(t *testing.T, c *rawH2)
+	}{
+		{"rapid reset", func(t *testing.T, c *rawH2) {
+			// HEADERS then RST_STREAM at once, 20,000 times: each
+			// reset stream's handler keeps its slot until it returns,
+			// so the upstream never holds more than the stream limit
+			// (checked below), and a queue of more than four times the
+			// limit waiting for a slot closes the connection.
+			var err error
+			n := 0
+			for ; n < 20000 && err == nil; n++ {
+				id := uint32(2*n + 1)
+				err = c.w.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h2Headers(host, "/slow"), EndStream: true, EndHeaders: true})
+				if err == nil {
+					err = c.w.WriteRSTStream(id, http2.ErrCodeCancel)
+				}
+			}
+			_, code := c.closed(time.Second)
+			t.Logf("rapid reset: %d streams opened and reset (write error %v, connection: %s); the upstream saw %d", n, err, code, up.total.Load())
+		}},
+		{"CONTINUATION flood", func(t *testing.T, c *rawH2) {
+			// One header block that never ends: CONTINUATION frames of
+			// valid header fields, up to 10 MB.
+			err := c.w.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: h2Headers(host, "/ok"), EndStream: true})
+			junk := h2Headers(host, "/ok", "x-junk", strings.Repeat("j", 8000))
+			sent := 0
+			for sent < 10<<20 && err == nil {
+				err = c.w.WriteContinuation(1, false, junk)
+				sent += len(junk)
+			}
+			closed, code := c.closed(10 * time.Second)
+			if !closed {
+				t.Fatalf("a header block of %d bytes in CONTINUATION frames: the connection is still open", sent)
+			}
+			if sent >= 10<<20 && err == nil {
+				t.Errorf("the gateway read 10 MB of one header block (max_header_bytes is 64 KiB) before closing (%s)", code)
+			}
+			t.Logf("CONTINUATION flood: cut after %d bytes sent (%s)", sent, code)
+		}},
+		{"too many concurrent streams", func(t *testing.T, c *rawH2) {
+			// 10 times the limit at once, none reset: the extra ones
+			// are refused, the upstream holds at most the limit.
+			for i := uint32(0); i < 10*abuseStreams; i++ {
+				if err := c.w.WriteHeaders(http2.HeadersFrameParam{StreamID: 2*i + 1, BlockFragment: h2Headers(host, "/slow"), EndStream: true, EndHeaders: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				c.mu.Lock()
+				rsts, responses := c.rsts, c.responses
+				c.mu.Unlock()
+				if rsts+responses >= 10*abuseStreams {
+					if rsts < 9*abuseStreams {
+						t.Errorf("%d of %d streams above the limit of %d were refused", rsts, 10*abuseStreams, abuseStreams)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after 10s: %d refused, %d answered of %d streams", rsts, responses, 10*abuseStreams)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}},
+		{"SETTINGS flood", func(t *testing.T, c *rawH2) {
+			// SETTINGS frames that must each be acknowledged, from a
+			// peer that reads none of the acknowledgements.
+			flood(t, c, "SETTINGS", func() error {
+				return c.w.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 65535})
+			})
+		}},
+		{"PING flood", func(t *testing.T, c *rawH2) {
+			flood(t, c, "PING", func() error { return c.w.WritePing(false, [8]byte{1}) })
+		}},
+	}
+	for _, a := range attacks {
+		t.Run(a.name, func(t *testing.T) {
+			up.peak.Store(0)
+			stop := bystander(t, okURL)
+			// The control-frame floods read nothing and shrink their
+			// receive buffer, so the gateway's answers back up at once.
+			isFlood := a.name == "SETTINGS flood" || a.name == "PING flood"
+			rcv := 0
+			if isFlood {
+				rcv = 4096
+			}
+			c := dialRawH2(t, g.Listen, rcv, !isFlood)
+			a.run(t, c)
+			c.conn.Close()
+			time.Sleep(200 * time.Millisecond)
+			ok, failed, first := stop()
+			if failed > 0 || ok == 0 {
+				t.Errorf("the other client: %d served, %d failed (first: %v) during the attack", ok, failed, first)
+			}
+			if p := up.peak.Load(); p > abuseStreams+1 {
+				// +1: the bystander's own request may overlap.
+				t.Errorf("the upstream held %d requests at once, above the stream limit %d", p, abuseStreams)
+			}
+			if r := do(t, protoClient(t, pr, nil, nil), "GET", okURL, nil); r.Status != 200 {
+				t.Errorf("after the attack: %s", r)
+			}
+		})
+	}
+	// Everything the attacks made the gateway hold is gone once their
+	// connections are.
+	time.Sleep(300 * time.Millisecond)
+	grown := liveHeap(t, g) - heap0
+	t.Logf("live heap after the attacks: %+d bytes", grown)
+	if grown > 8<<20 {
+		t.Errorf("the gateway's live heap grew by %d bytes over the attacks", grown)
+	}
+}
