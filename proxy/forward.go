@@ -20,6 +20,15 @@ var gatewayOwned = []string{"X-Real-Ip", "X-Client-Ip", "True-Client-Ip", "Cf-Co
 // forwardingHeaders are the headers ReverseProxy owns (SetXForwarded).
 var forwardingHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
 
+// firstValue is h.Get(name) for a canonical name, without canonicalizing
+// it on every request.
+func firstValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // stripRespelled deletes every header whose name contains '_' and reads as
 // an owned header once '_' is taken for '-', ignoring case ("X_Real_IP",
 // "x-real_ip"): CGI, WSGI, PHP and Rack map '-' and '_' to the same
@@ -85,11 +94,13 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 					pr.Out.Header["X-Forwarded-For"] = append([]string(nil), xff...)
 				}
 			}
+			// The names are canonical (TestOwnedHeadersCanonical): a
+			// plain delete, without Header.Del canonicalizing each again.
 			for _, name := range gatewayOwned {
-				pr.Out.Header.Del(name)
+				delete(pr.Out.Header, name)
 			}
 			if userHeader != "" && !peerTrusted {
-				pr.Out.Header.Del(userHeader)
+				delete(pr.Out.Header, userHeader)
 			}
 			stripRespelled(pr.Out.Header, userHeader)
 			setConsumerHeaders(&p.Consumers, pr.In, pr.Out.Header)

@@ -41,7 +41,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		defer func() { end(ev) }()
 	}
 	if h.observer != nil {
-		ev.Referer, ev.UserAgent = r.Header.Get("Referer"), r.Header.Get("User-Agent")
+		ev.Referer, ev.UserAgent = firstValue(r.Header, "Referer"), firstValue(r.Header, "User-Agent")
 		defer func() {
 			ev.Status, ev.Bytes = w.status, w.bytes
 			ev.Duration = h.now().Sub(start)
