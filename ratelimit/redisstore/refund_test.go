@@ -281,3 +281,42 @@ func TestClusterRefundConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterManyHits: a request with more hits than any fixed-size
+// bookkeeping (40 limits on one client's slot, plus a shared limit in
+// another slot) is decided on a Cluster: allowed and counted once on
+// every key, then denied by the shared limit with every one of the 40
+// keys refunded.
+func TestClusterManyHits(t *testing.T) {
+	ctx := context.Background()
+	c := newClusterClient(t, sharedCluster().Addrs())
+	s := newStore(t, c, redisstore.Options{DenyCacheSize: -1})
+	shared := finished(t, ratelimit.Limit{Name: "shared", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(1, time.Hour)}})
+	const n = 40
+	var hits []ratelimit.Hit
+	for i := range n {
+		l := finished(t, ratelimit.Limit{Name: fmt.Sprintf("many%d", i), Algorithm: ratelimit.GCRA, Rates: []ratelimit.Rate{rate(5, time.Hour)}})
+		hits = append(hits, ratelimit.Hit{Limit: l, Key: "{many-client}k", Cost: 1})
+	}
+	sharedKey := sharedIn(t, s, shared, "many-shared", func(slot int) bool { return slot != redisstore.Slot(s.Key(hits[0].Limit, hits[0].Key)) })
+	hits = append(hits, ratelimit.Hit{Limit: shared, Key: sharedKey, Cost: 1})
+	t0 := time.Date(2025, 6, 1, 10, 20, 0, 0, time.UTC)
+	out := make([]ratelimit.Decision, len(hits))
+	for round, want := range []bool{true, false} {
+		ok, err := s.Decide(ctx, t0.Add(time.Duration(round)*time.Second), hits, out)
+		if err != nil || ok != want {
+			t.Fatalf("round %d: allowed %v, err %v; want %v", round, ok, err, want)
+		}
+		for i := range n {
+			if !out[i].Allowed || out[i].Counted != want || out[i].Remaining != 4 {
+				t.Fatalf("round %d hit %d: %+v, want allowed, counted %v, 4 remaining", round, i, out[i], want)
+			}
+		}
+	}
+	for i := range n {
+		u, err := s.Usage(ctx, t0.Add(3*time.Second), hits[i].Limit, hits[i].Key)
+		if err != nil || u[0].Remaining != 4 {
+			t.Fatalf("hit %d after the refund: %v %v, want 4 remaining", i, u, err)
+		}
+	}
+}

@@ -47,13 +47,17 @@ func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld
 	r := replyReader{b: packed}
 	allowed := r.next() == 1
 	at := r.next()
-	var existed [16]bool
+	// existed[i]: hit i's key existed (kept only when a refund may need it).
+	var existed []bool
+	if wantOld {
+		existed = make([]bool, len(hits))
+	}
 	for i, h := range hits {
 		l := h.Limit
 		d := ratelimit.Decision{}
 		counted := r.next() == 1
 		never := int(r.next())
-		if e := r.next() == 1; i < len(existed) {
+		if e := r.next() == 1; wantOld {
 			existed[i] = e
 		}
 		n := l.Windows()
@@ -108,7 +112,7 @@ func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld
 	if !wantOld {
 		return allowed, taken{}, nil
 	}
-	if len(olds) != 2*len(hits) || len(hits) > len(existed) {
+	if len(olds) != 2*len(hits) {
 		return false, taken{}, fmt.Errorf("short script reply (%d old values for %d hits)", len(olds), len(hits))
 	}
 	ws := make([]written, len(hits))
