@@ -117,7 +117,7 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 	}
 	groups := groupBySlot(keys)
 	if len(groups) == 1 {
-		allowed, _, err := s.run(ctx, s.client, modeDecide, now, hits, out, nil, slots)
+		allowed, _, err := s.decideHits(ctx, s.client, modeDecide, now, hits, out, nil, slots)
 		return allowed, err
 	}
 	// Shared slots last: their counts are then final, never held and
@@ -145,7 +145,7 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 	// giveBack refunds d at the instant now plus the time spent so far.
 	giveBack := func(ctx context.Context, d done) error {
 		rf := &refund{t: d.t, at: now.Add(s.now().Sub(start)).UnixMicro(), inverse: inverse}
-		_, _, err := s.run(ctx, s.client, modeRefund, now, d.hits, d.out, rf, d.slots)
+		_, _, err := s.decideHits(ctx, s.client, modeRefund, now, d.hits, d.out, rf, d.slots)
 		if err == nil {
 			s.stats.refunds.Add(1)
 		}
@@ -169,7 +169,7 @@ func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelim
 		if !allowed {
 			mode = modeCheck
 		}
-		ok, t, err := s.run(ctx, s.client, mode, now, gh, gout, nil, gslots)
+		ok, t, err := s.decideHits(ctx, s.client, mode, now, gh, gout, nil, gslots)
 		if err != nil {
 			// Give back what earlier slots took, on a fresh budget: the
 			// call's own may be spent. Best effort.

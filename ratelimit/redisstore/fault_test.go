@@ -268,7 +268,7 @@ func TestDenyCacheFlat(t *testing.T) {
 	}
 	calls := 0
 	for _, line := range strings.Split(fmt.Sprint(v), "\r\n") {
-		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_fcall:"} {
 			if rest, ok := strings.CutPrefix(line, cmd); ok {
 				n, _ := strconv.Atoi(strings.TrimPrefix(strings.Split(rest, ",")[0], "calls="))
 				calls += n

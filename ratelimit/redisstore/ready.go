@@ -57,7 +57,7 @@ func (s *Store) Ready(ctx context.Context) error {
 	}
 	hits := []ratelimit.Hit{{Limit: probeLimit, Key: probeKey, Cost: 1}}
 	var out [1]ratelimit.Decision
-	_, _, err := s.run(ctx, s.client, modeDecide, s.now(), hits, out[:], nil, nil)
+	_, _, err := s.decideHits(ctx, s.client, modeDecide, s.now(), hits, out[:], nil, nil)
 	if err == nil {
 		s.refused.Store(nil)
 		return nil
@@ -85,7 +85,7 @@ func (s *Store) probeError(err error) error {
 		cause = fmt.Sprintf("NOPERM: user %s may not run %s", s.username(), quotedCommand(msg, "evalsha"))
 	case strings.Contains(msg, "unknown command"):
 		cmd := quotedCommand(msg, "evalsha")
-		cause = fmt.Sprintf("%s is renamed or disabled on this Redis (the store needs EVALSHA and EVAL)",
+		cause = fmt.Sprintf("%s is renamed or disabled on this Redis (the store needs FUNCTION LOAD and FCALL, or EVALSHA and EVAL)",
 			strings.ToUpper(cmd))
 	case strings.HasPrefix(msg, "NOAUTH"), strings.HasPrefix(msg, "WRONGPASS"):
 		cause = "authentication failed: check the Redis username and password"

@@ -23,10 +23,19 @@ func TestReadyProvesADecision(t *testing.T) {
 	defer cancel()
 	replica := redistest.Replica(t, standard)
 	acl := redistest.Standalone(t)
-	if _, err := acl.Do("ACL", "SETUSER", "tg", "on", ">pw", "~*", "+@all", "-evalsha", "-eval"); err != nil {
+	if _, err := acl.Do("ACL", "SETUSER", "tg", "on", ">pw", "~*", "+@all", "-evalsha", "-eval", "-function", "-fcall"); err != nil {
 		t.Fatal(err)
 	}
-	renamed := redistest.StandaloneConfig(t, "rename-command EVALSHA \"\"\n")
+	// A user without scripts but with functions decides through the
+	// Function library; one allowed to load it but not to call it is
+	// refused by name.
+	if _, err := acl.Do("ACL", "SETUSER", "fn", "on", ">pw", "~*", "+@all", "-evalsha", "-eval"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acl.Do("ACL", "SETUSER", "nofcall", "on", ">pw", "~*", "+@all", "-fcall"); err != nil {
+		t.Fatal(err)
+	}
+	renamed := redistest.StandaloneConfig(t, "rename-command EVALSHA \"\"\nrename-command FUNCTION \"\"\n")
 	dead := redistest.Standalone(t)
 	dead.Stop()
 	for _, tc := range []struct {
@@ -39,6 +48,9 @@ func TestReadyProvesADecision(t *testing.T) {
 		{"replica", newClient(t, replica.Addr), "READONLY: the configured Redis is a replica", true},
 		{"acl", redis.NewClient(&redis.Options{Addr: acl.Addr, Username: "tg", Password: "pw", MaxRetries: -1}),
 			"NOPERM: user tg may not run evalsha", true},
+		{"acl-functions-only", redis.NewClient(&redis.Options{Addr: acl.Addr, Username: "fn", Password: "pw", MaxRetries: -1}), "", false},
+		{"acl-no-fcall", redis.NewClient(&redis.Options{Addr: acl.Addr, Username: "nofcall", Password: "pw", MaxRetries: -1}),
+			"NOPERM: user nofcall may not run fcall", true},
 		{"renamed", newClient(t, renamed.Addr), "EVALSHA is renamed or disabled", true},
 		{"unreachable", newClient(t, dead.Addr), "Redis not reachable", false},
 	} {

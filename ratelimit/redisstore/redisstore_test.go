@@ -119,6 +119,14 @@ func TestOverrideTableCluster(t *testing.T) {
 	})
 }
 
+// The EVALSHA engine (Redis before 7) decides as the Function library does.
+func TestConformanceStandaloneScript(t *testing.T) {
+	c := newClient(t, standard.Addr)
+	storetest.Run(t, func(t *testing.T) ratelimit.Store {
+		return newStore(t, c, redisstore.Options{DenyCacheSize: -1, NoFunctions: true})
+	})
+}
+
 // The deny cache must not change any decision the suite can observe.
 func TestConformanceStandaloneDenyCache(t *testing.T) {
 	c := newClient(t, standard.Addr)
@@ -177,15 +185,16 @@ func parityLimits(t testing.TB) []*ratelimit.Limit {
 // requests (random limit subsets, keys, costs, instants moving forward and
 // sometimes back) and requires identical decisions, field by field.
 func TestParityRandom(t *testing.T) {
-	for _, topo := range []string{"standalone", "cluster"} {
+	for _, topo := range []string{"standalone", "standalone-script", "cluster"} {
 		t.Run(topo, func(t *testing.T) {
 			var c redis.UniversalClient
-			if topo == "standalone" {
+			if topo != "cluster" {
 				c = newClient(t, standard.Addr)
 			} else {
 				c = newClusterClient(t, sharedCluster().Addrs())
 			}
-			parity(t, newStore(t, c, redisstore.Options{DenyCacheSize: -1}), 3000)
+			o := redisstore.Options{DenyCacheSize: -1, NoFunctions: topo == "standalone-script"}
+			parity(t, newStore(t, c, o), 3000)
 		})
 	}
 }

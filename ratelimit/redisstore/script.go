@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -49,11 +47,11 @@ type refund struct {
 	inverse bool
 }
 
-// run executes the decide script for hits in one round trip and fills out. With
+// decideHits executes the decide script for hits in one round trip and fills out. With
 // rf non-nil (mode modeRefund) it first gives back what rf took. It
 // returns what it counted when mode is modeDecide on a cluster. slots are
 // the slot ids of the concurrency hits (lease.go; nil when there is none).
-func (s *Store) run(ctx context.Context, c redis.Scripter, mode int, now time.Time, hits []ratelimit.Hit,
+func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Time, hits []ratelimit.Hit,
 	out []ratelimit.Decision, rf *refund, slots []uint64) (bool, taken, error) {
 	ca := argPool.Get().(*callArgs)
 	defer func() {
@@ -98,7 +96,7 @@ func (s *Store) run(ctx context.Context, c redis.Scripter, mode int, now time.Ti
 			ca.args = append(ca.args, m)
 		}
 	}
-	res, err := s.decide.Run(ctx, c, ca.keys, ca.args...).Result()
+	res, err := s.run(ctx, c, ca.keys, ca.args)
 	if err != nil {
 		return false, taken{}, err
 	}

@@ -1,7 +1,9 @@
 package redisstore
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"io/fs"
 	"slices"
 	"strings"
@@ -14,15 +16,36 @@ import (
 // common.lua describes), lua/driver.lua last (state I/O and the two-pass
 // decision). They are concatenated into one Lua chunk, so a piece sees the
 // locals of the pieces before it; adding an algorithm is adding a piece.
+// The driver defines decide(KEYS, ARGV); the chunk ends with its call
+// (EVAL) or its registration (a Function library, engine.go).
 //
 //go:embed lua/*.lua
 var luaPieces embed.FS
 
-// decideSrc is the assembled decide script.
-var decideSrc = assembleDecide(luaPieces)
+// decideBody is the pieces, concatenated; decideSrc is the script EVAL
+// runs (the body, then a call of the driver's decide on KEYS and ARGV) and
+// librarySrc the Function library FUNCTION LOAD takes (the body, then the
+// registration of decide under functionName). Library and function are
+// named for a digest of the body, as EVALSHA names a script, so gateways
+// of different versions sharing one Redis each call their own code.
+var (
+	decideBody   = assembleDecide(luaPieces)
+	decideSrc    = decideBody + "return decide(KEYS, ARGV)\n"
+	bodyDigest   = digest(decideBody)
+	libraryName  = "tollgate_" + bodyDigest
+	functionName = "tollgate_decide_" + bodyDigest
+	librarySrc   = "#!lua name=" + libraryName + "\n" + decideBody +
+		"redis.register_function('" + functionName + "', decide)\n"
+)
+
+// digest is the first 16 hex digits of the SHA-1 of src.
+func digest(src string) string {
+	sum := sha1.Sum([]byte(src))
+	return hex.EncodeToString(sum[:8])
+}
 
 // assembleDecide concatenates the pieces of fsys's lua/ directory in the
-// order above and ends the chunk with the call of the driver's decide.
+// order above.
 func assembleDecide(fsys fs.FS) string {
 	names, err := fs.Glob(fsys, "lua/*.lua")
 	if err != nil {
@@ -55,6 +78,5 @@ func assembleDecide(fsys fs.FS) string {
 		b.Write(src)
 		b.WriteString("\n")
 	}
-	b.WriteString("return decide(KEYS, ARGV)\n")
 	return b.String()
 }

@@ -43,13 +43,21 @@ type Stats struct {
 	ReleasesDropped uint64
 	// LeaseRenewals counts the batched renewals of the held slots' leases.
 	LeaseRenewals uint64
+	// Engine is how the decide script runs: "function" (a Function
+	// library, Redis >= 7), "script" (EVALSHA), or "unknown" before the
+	// first call has reached Redis.
+	Engine string
+	// LibraryLoads counts the loads of the Function library: the first,
+	// and one after each time Redis had lost it (FUNCTION FLUSH, an empty
+	// restart).
+	LibraryLoads uint64
 	// LeasesLost counts held slots a renewal did not find: their lease had
 	// ended (Redis unreachable for a whole lease) or the key was reset.
 	LeasesLost uint64
 }
 
 type counters struct {
-	calls, timeouts, canceled, stateErrors, otherErrors, breakerRejects, denyCacheHits, refunds atomic.Uint64
+	calls, timeouts, canceled, stateErrors, otherErrors, breakerRejects, denyCacheHits, refunds, libraryLoads atomic.Uint64
 }
 
 // Stats returns the store's counters.
@@ -74,5 +82,7 @@ func (s *Store) Stats() Stats {
 		ReleasesDropped: s.leases.dropped.Load(),
 		LeaseRenewals:   s.leases.renewals.Load(),
 		LeasesLost:      s.leases.lost.Load(),
+		Engine:          engine(s.engine.v.Load()).String(),
+		LibraryLoads:    s.stats.libraryLoads.Load(),
 	}
 }

@@ -90,6 +90,10 @@ type Options struct {
 	// BreakerCooldown is how long the breaker stays open before one probe
 	// call is let through. Default 250ms.
 	BreakerCooldown time.Duration
+	// NoFunctions runs the decide script with EVALSHA even on a Redis
+	// that supports Function libraries (tests and benchmarks compare the
+	// two; FUNCTION LOAD refused by Redis selects EVALSHA by itself).
+	NoFunctions bool
 	// Now is the clock of the breaker, the deny cache and the holds of
 	// Cluster refunds. Default time.Now. (Decisions use the instant passed
 	// to Decide, or Redis TIME with ClockStore.)
@@ -114,6 +118,7 @@ type Store struct {
 	holds       holdSet  // cluster keys that a decision in progress may refund
 	now         func() time.Time
 	refused     atomic.Pointer[refusal] // the last readiness probe's refusal
+	engine      engineState             // how the decide script runs (engine.go)
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -296,7 +301,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 		if s.cluster {
 			allowed, err = s.decideCluster(ctx, now, hits, out, slots, false)
 		} else {
-			allowed, _, err = s.run(ctx, s.client, 0, now, hits, out, nil, slots)
+			allowed, _, err = s.decideHits(ctx, s.client, modeDecide, now, hits, out, nil, slots)
 		}
 		return err
 	})
@@ -329,7 +334,7 @@ func (s *Store) Usage(ctx context.Context, now time.Time, limit *ratelimit.Limit
 		keys := []string{s.Key(limit, key)}
 		one := func(yield func(int64) bool) { yield(1) }
 		args := []any{s.header(nil, modeCheck, now, false, one, 1), s.limitArg(limit)}
-		res, err := s.decide.Run(ctx, s.client, keys, args...).Result()
+		res, err := s.run(ctx, s.client, keys, args)
 		if err != nil {
 			return err
 		}

@@ -21,11 +21,12 @@
 --   lease, read, write, hold, release  concurrency only (sorted set)
 --
 -- The driver builds a handler table only for the algorithms a call uses:
--- Redis runs this whole chunk on every call, and in its Lua every closure,
--- table, C function call (math.*, tonumber, tostring) and ARGV string
--- costs hundreds of instructions. So numbers travel as little-endian
--- doubles packed with struct (no decimal parsing or formatting), and the
--- reply is one packed string.
+-- with EVALSHA Redis runs this whole chunk on every call (a Function
+-- library runs it once, when loaded, and keeps the tables), and in its
+-- Lua every closure, table, C function call (math.*, tonumber, tostring)
+-- and ARGV string costs hundreds of instructions. So numbers travel as
+-- little-endian doubles packed with struct (no decimal parsing or
+-- formatting), and the reply is one packed string.
 --
 -- KEYS[h]   state of hit h (one key per hit; every window of the limit in it)
 -- ARGV[1]   header, doubles: now (ticks), use TIME (0/1), mode, want-old
@@ -61,8 +62,10 @@
 -- params p = { L, W, capacity, P, N } (one window of a limit).
 
 local LIMIT = 2305843009213693951 -- math.MaxInt64 / 4, as ceilTicks saturates
-local floor = math.floor
-local unpack, spack, sunpack = unpack, struct.pack, struct.unpack
+-- Library functions, bound by the driver when a call starts: loading a
+-- Function library may read no global but redis, so no piece reads a
+-- global outside a function body.
+local floor, tunpack, spack, sunpack
 
 -- The call's header values, set by the driver before anything reads them.
 local now, usetime, mode, wantold, lease, margin, nhits

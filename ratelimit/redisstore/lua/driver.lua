@@ -42,7 +42,7 @@ local function encode(A, states, ps)
     elseif nf == 2 then
       out = out .. spack('<dd', s[1], s[2])
     else
-      out = out .. spack('<' .. string.rep('d', nf), unpack(s, 1, nf))
+      out = out .. spack('<' .. string.rep('d', nf), tunpack(s, 1, nf))
     end
   end
   return out
@@ -96,6 +96,9 @@ end
 ---------------------------------------------------------------- main
 
 local function decide(KEYS, ARGV)
+  if not sunpack then
+    floor, tunpack, spack, sunpack = math.floor, unpack, struct.pack, struct.unpack
+  end
   local hdr = ARGV[1]
   local hpos
   now, usetime, mode, wantold, lease, margin, nhits, hpos = sunpack('<ddddddd', hdr)
@@ -288,9 +291,9 @@ local function decide(KEYS, ARGV)
 
   local reply
   if n == 9 then -- one hit, one window
-    reply = spack('<ddddddddd', unpack(out, 1, 9))
+    reply = spack('<ddddddddd', tunpack(out, 1, 9))
   else
-    reply = spack('<' .. string.rep('d', n), unpack(out, 1, n))
+    reply = spack('<' .. string.rep('d', n), tunpack(out, 1, n))
   end
   if wantold == 0 then return reply end
   local full = { reply }

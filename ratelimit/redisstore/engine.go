@@ -1,0 +1,157 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// engine is how the decide script runs on Redis.
+type engine uint32
+
+const (
+	// engineUnknown: not chosen yet (no call has reached Redis).
+	engineUnknown engine = iota
+	// engineFunction: the Function library (Redis >= 7), loaded once with
+	// FUNCTION LOAD and called with FCALL. Loading runs the chunk once, so
+	// the handler tables and helpers exist before any call; a call pays
+	// only its own work.
+	engineFunction
+	// engineScript: EVALSHA, and EVAL when Redis answers NOSCRIPT, which
+	// runs the whole chunk on every call: Redis before 7, or an ACL user
+	// allowed EVALSHA but not FUNCTION LOAD.
+	engineScript
+)
+
+// String names the engine as Stats and logs show it.
+func (e engine) String() string {
+	switch e {
+	case engineFunction:
+		return "function"
+	case engineScript:
+		return "script"
+	}
+	return "unknown"
+}
+
+// engineState is the Store's choice of engine, made by the first call
+// that reaches Redis (the gateway's startup readiness probe makes one)
+// and kept for the Store's life.
+type engineState struct {
+	v  atomic.Uint32
+	mu sync.Mutex // serialises the choice
+}
+
+// caller is what run needs of a client: *redis.Client and
+// *redis.ClusterClient (and their pipelines) are callers.
+type caller interface {
+	redis.Scripter
+	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+}
+
+// run sends one decide call (keys, args as the script reads them) to
+// Redis through c and returns its reply. It is the single point where a
+// decision leaves the Store.
+//
+// No blind retry: a call is sent again only when Redis answered that it
+// does not know the code (NOSCRIPT, or "Function not found" after FUNCTION
+// FLUSH, an empty restart, or a failover to a server that never had the
+// library), which proves that nothing ran. The library is then loaded
+// (every master of a Cluster) and the call sent once more; should Redis
+// still not know it, the call runs as a script (EVALSHA, then EVAL).
+func (s *Store) run(ctx context.Context, c caller, keys []string, args []any) (any, error) {
+	switch s.chooseEngine(ctx) {
+	case engineFunction:
+		res, err := c.FCall(ctx, functionName, keys, args...).Result()
+		if err == nil || !isNoFunction(err) {
+			return res, err
+		}
+		if s.loadLibrary(ctx) == nil {
+			res, err = c.FCall(ctx, functionName, keys, args...).Result()
+			if err == nil || !isNoFunction(err) {
+				return res, err
+			}
+		}
+		// Lost again (flushed between the load and the call) or not
+		// loadable now: this call runs as a script, whose EVAL carries
+		// the code.
+		return s.decide.Run(ctx, c, keys, args...).Result()
+	default:
+		return s.decide.Run(ctx, c, keys, args...).Result()
+	}
+}
+
+// chooseEngine returns the Store's engine, choosing it on first use: the
+// Function library when Redis loads it, EVALSHA when Redis refuses
+// FUNCTION LOAD (an older server, a renamed command, an ACL). While Redis
+// cannot be reached the choice waits, and the call runs with EVALSHA.
+func (s *Store) chooseEngine(ctx context.Context) engine {
+	if e := engine(s.engine.v.Load()); e != engineUnknown {
+		return e
+	}
+	s.engine.mu.Lock()
+	defer s.engine.mu.Unlock()
+	if e := engine(s.engine.v.Load()); e != engineUnknown {
+		return e
+	}
+	e := engineFunction
+	if s.opts.NoFunctions {
+		e = engineScript
+	} else if err := s.loadLibrary(ctx); err != nil {
+		if !refusesFunctions(err) {
+			return engineScript // unreachable, a replica, loading: decide later
+		}
+		e = engineScript
+	}
+	s.engine.v.Store(uint32(e))
+	return e
+}
+
+// loadLibrary loads the Function library (on every master of a Cluster).
+// A library already loaded (by another gateway of this version) is a
+// success.
+func (s *Store) loadLibrary(ctx context.Context) error {
+	load := func(ctx context.Context, c redis.Cmdable) error {
+		err := c.FunctionLoad(ctx, librarySrc).Err()
+		if err != nil && strings.Contains(err.Error(), "already exists") {
+			return nil
+		}
+		return err
+	}
+	var err error
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	} else {
+		err = load(ctx, s.client)
+	}
+	if err == nil {
+		s.stats.libraryLoads.Add(1)
+	}
+	return err
+}
+
+// isNoFunction reports whether err is Redis saying that the function
+// called does not exist (it did not run).
+func isNoFunction(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.Contains(err.Error(), "Function not found")
+}
+
+// refusesFunctions reports whether err is Redis refusing FUNCTION LOAD
+// for good: a server without Function libraries (before 7), a renamed
+// command, an ACL, a library Redis cannot register. Other errors (a
+// replica's READONLY, LOADING, a lost connection) say nothing about it.
+func refusesFunctions(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "unknown command") || strings.Contains(msg, "unknown subcommand") ||
+		strings.HasPrefix(msg, "NOPERM") || strings.Contains(msg, "registering functions") ||
+		strings.Contains(msg, "compiling function")
+}
