@@ -22,22 +22,30 @@ func refusingRedises() []refusingRedis {
 		{"replica", func(t *testing.T) string {
 			return redistest.Replica(t, redistest.Standalone(t)).Addr
 		}, "READONLY: the configured Redis is a replica"},
-		{"acl-user-without-evalsha", func(t *testing.T) string {
+		{"acl-user-without-scripts-or-functions", func(t *testing.T) string {
 			rs := redistest.Standalone(t)
-			if _, err := rs.Do("ACL", "SETUSER", "tg", "on", ">pw", "~*", "+@all", "-evalsha", "-eval"); err != nil {
+			if _, err := rs.Do("ACL", "SETUSER", "tg", "on", ">pw", "~*", "+@all", "-evalsha", "-eval", "-function", "-fcall"); err != nil {
 				t.Fatal(err)
 			}
 			return "tg:pw@" + rs.Addr
 		}, "NOPERM: user tg may not run evalsha"},
-		{"evalsha-renamed", func(t *testing.T) string {
-			return redistest.StandaloneConfig(t, "rename-command EVALSHA \"\"\n").Addr
+		{"acl-user-without-fcall", func(t *testing.T) string {
+			rs := redistest.Standalone(t)
+			if _, err := rs.Do("ACL", "SETUSER", "tg", "on", ">pw", "~*", "+@all", "-fcall"); err != nil {
+				t.Fatal(err)
+			}
+			return "tg:pw@" + rs.Addr
+		}, "NOPERM: user tg may not run fcall"},
+		{"evalsha-and-function-renamed", func(t *testing.T) string {
+			return redistest.StandaloneConfig(t, "rename-command EVALSHA \"\"\nrename-command FUNCTION \"\"\n").Addr
 		}, "EVALSHA is renamed or disabled"},
 	}
 }
 
 // TestRedisRequireAtStartupNamesRefusal: with store.require_at_startup, a
 // gateway whose Redis answers PING but refuses the decision script (a
-// replica, an ACL user without EVALSHA/EVAL, EVALSHA renamed away) exits 1
+// replica, an ACL user without EVALSHA/EVAL and FUNCTION/FCALL, or without
+// FCALL, EVALSHA and FUNCTION renamed away) exits 1
 // with a message naming the cause, instead of starting to fail every
 // decision.
 func TestRedisRequireAtStartupNamesRefusal(t *testing.T) {

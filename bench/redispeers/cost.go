@@ -49,13 +49,16 @@ type costCase struct {
 	limit *ratelimit.Limit
 	keys  int // distinct keys cycled through (1 = one hot key, allowed)
 	clock redisstore.Clock
+	// script runs the decide code with EVALSHA (redisstore.Options
+	// NoFunctions) instead of the Function library.
+	script bool
 }
 
 // costRow is what one case cost Redis per decision.
 type costRow struct {
 	name          string
 	cpu           time.Duration // redis-server user+sys CPU per decision
-	usecPerCall   float64       // INFO commandstats usec per EVALSHA (script run only)
+	usecPerCall   float64       // INFO commandstats usec per FCALL or EVALSHA (the code's run only)
 	innerCalls    float64       // redis.call()s per decision (commandstats, all but EVALSHA)
 	inner         string        // which ones
 	instructions  float64       // callgrind, 0 when not measured
@@ -78,7 +81,7 @@ func runCost(ctx context.Context, srv *server, cases []costCase, n int) ([]costR
 	var rows []costRow
 	for i, cs := range cases {
 		st, err := redisstore.New(c, redisstore.Options{Prefix: fmt.Sprintf("cost%d:", i), Clock: cs.clock,
-			Timeout: 30 * time.Second, DenyCacheSize: -1})
+			Timeout: 30 * time.Second, DenyCacheSize: -1, NoFunctions: cs.script})
 		if err != nil {
 			return nil, err
 		}
@@ -136,8 +139,8 @@ func runCost(ctx context.Context, srv *server, cases []costCase, n int) ([]costR
 		for name, v := range calls1 {
 			d := v - calls0[name]
 			switch name {
-			case "evalsha", "eval":
-				if name == "evalsha" {
+			case "evalsha", "eval", "fcall", "function|load":
+				if name == "evalsha" || name == "fcall" {
 					row.usecPerCall = float64(usec1[name]-usec0[name]) / float64(d)
 				}
 				continue
@@ -162,7 +165,8 @@ func runCost(ctx context.Context, srv *server, cases []costCase, n int) ([]costR
 func costCases(as []algo) []costCase {
 	var cs []costCase
 	for i := range as {
-		cs = append(cs, costCase{name: as[i].name, limit: &as[i].limit, keys: 1})
+		cs = append(cs, costCase{name: as[i].name, limit: &as[i].limit, keys: 1},
+			costCase{name: as[i].name + " (EVALSHA)", limit: &as[i].limit, keys: 1, script: true})
 	}
 	for i := range as {
 		if as[i].name == "sliding_window_counter" {
@@ -175,7 +179,7 @@ func costCases(as []algo) []costCase {
 }
 
 func printCost(w io.Writer, rows []costRow, callgrind bool) {
-	fmt.Fprintf(w, "| case | Redis CPU µs/decision | EVALSHA usec_per_call | redis.call per decision |")
+	fmt.Fprintf(w, "| case | Redis CPU µs/decision | FCALL/EVALSHA usec_per_call | redis.call per decision |")
 	if callgrind {
 		fmt.Fprintf(w, " Redis instr/decision |")
 	}

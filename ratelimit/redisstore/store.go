@@ -6,14 +6,16 @@
 // package ratelimit bit for bit: integer ticks (µs), doubles in the order
 // ARCHITECTURE.md writes them, doubles stored bit-exact as packed
 // little-endian IEEE 754 values. All hits of one request are decided by
-// one EVALSHA on standalone and Sentinel: the script checks every hit first and counts only if every
+// one call on standalone and Sentinel (FCALL of a Function library on
+// Redis >= 7, EVALSHA before: engine.go): the script checks every hit first and counts only if every
 // enforced hit allows. Every key is passed in KEYS, and every key carries a
 // TTL just longer than the state it holds (concurrency keys hold one
 // leased member per slot, renewed by the Store that holds it: lease.go).
 //
-// Scripts run with redis.Script.Run: EVALSHA, and EVAL only when Redis
-// answers NOSCRIPT (a restarted server or SCRIPT FLUSH). No other failure is
-// retried: an increment whose reply was lost may have been applied.
+// A call is sent again only when Redis answers that it lacks the code
+// (NOSCRIPT, or "Function not found" after FUNCTION FLUSH or an empty
+// restart: the library is loaded again). No other failure is retried: an
+// increment whose reply was lost may have been applied.
 //
 // Failures return errors wrapping ratelimit.ErrStore; the caller applies its
 // on_error policy. A circuit breaker fails calls fast while Redis is down and

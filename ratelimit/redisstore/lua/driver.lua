@@ -48,6 +48,14 @@ local function encode(A, states, ps)
   return out
 end
 
+-- ttl1 is ttl of one window's state.
+local function ttl1(A, s, p)
+  local e = A.expiry(s, p)
+  if e == nil then return nil end
+  if not e or e <= now then return false end
+  return ceilticks((e - now) / 1000) + margin
+end
+
 -- TTL in ms: until the latest window expiry, plus margin; nil = lease;
 -- false = the state is fresh (delete the key).
 local function ttl(A, states, ps)
@@ -93,6 +101,79 @@ local function handler(alg)
   return A
 end
 
+---------------------------------------------------------------- one hit
+
+-- FMT[nf] packs nf doubles; P1, S1 are decide1's scratch parameters and
+-- state (a Function library keeps them between calls: no allocation).
+local FMT, P1, S1 = {}, {}, {}
+
+-- decide1 decides the one hit of a call on key k, whose limit has one
+-- window of parameters L, W, C, P, N and a state of a fixed number of
+-- doubles (every algorithm but the log and concurrency): the work of the
+-- general path below, without its per-hit tables and loops. It returns
+-- what decide returns.
+local function decide1(k, A, shadow, cost, L, W, C, P, N)
+  local p, s = P1, S1
+  p[1], p[2], p[3], p[4], p[5] = L, W, C, P, N
+  local nf = A.nfields(p)
+  local raw = redis.call('GET', k)
+  if raw then
+    if #raw ~= nf * 8 then error('tollgate: corrupt counter state') end
+    if nf == 1 then
+      s[1] = sunpack('<d', raw)
+    elseif nf == 2 then
+      s[1], s[2] = sunpack('<dd', raw)
+    else
+      local f = FMT[nf]
+      if not f then
+        f = '<' .. string.rep('d', nf)
+        FMT[nf] = f
+      end
+      local v = { sunpack(f, raw) }
+      for i = 1, nf do s[i] = v[i] end
+    end
+    for i = 1, nf do
+      local v = s[i]
+      if v ~= v or v == 1 / 0 or v == -1 / 0 then error('tollgate: corrupt counter state') end
+    end
+  else
+    s = A.init(p)
+  end
+  local ok, ra, never = false, 0, 0
+  if cost > C then
+    never = 1
+  else
+    ok, ra = A.allow(s, p, cost)
+  end
+  local allowed = ok or shadow
+  local counted = mode == 0 and allowed and ok
+  local written = raw
+  if counted then
+    A.take(s, p, cost)
+    local t = ttl1(A, s, p)
+    if t == false then
+      redis.call('DEL', k)
+      written = nil
+    else
+      if nf == 1 then
+        written = spack('<d', s[1])
+      elseif nf == 2 then
+        written = spack('<dd', s[1], s[2])
+      else
+        written = spack(FMT[nf] or ('<' .. string.rep('d', nf)), tunpack(s, 1, nf))
+      end
+      redis.call('SET', k, written, 'PX', t or lease)
+    end
+  elseif raw and redis.call('PTTL', k) == -1 then
+    local t = ttl1(A, s, p)
+    if t == false then redis.call('DEL', k) else redis.call('PEXPIRE', k, t or lease) end
+  end
+  local reply = spack('<ddddddddd', allowed and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
+    ok and 1 or 0, ra, A.remaining(s, p), reset(A, s, p))
+  if wantold == 0 then return reply end
+  return { reply, raw or '', written or '' }
+end
+
 ---------------------------------------------------------------- main
 
 local function decide(KEYS, ARGV)
@@ -103,6 +184,18 @@ local function decide(KEYS, ARGV)
   local hpos
   now, usetime, mode, wantold, lease, margin, nhits, hpos = sunpack('<ddddddd', hdr)
   leasenow = nil
+  if nhits == 1 and mode ~= 2 then
+    local pa = ARGV[2]
+    local alg, shadow, nw, L, W, Cap, P, N = sunpack('<dddddddd', pa)
+    local A = handler(alg)
+    if nw == 1 and not A.lease and not A.decode then
+      if usetime == 1 then
+        local t = redis.call('TIME')
+        now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      end
+      return decide1(KEYS[1], A, shadow == 1, sunpack('<d', hdr, hpos), L, W, Cap, P, N)
+    end
+  end
   -- the first member argument (after the limits and a refund's arguments)
   local mbase = 2 + nhits
   if mode == 2 then mbase = mbase + 1 + 4 * nhits end
