@@ -63,6 +63,35 @@ go vet ./...
 echo "== go test -race" >&2
 go test -race -count=1 -timeout 25m -p 2 ./...
 
+# The Helm chart: helm lint and helm template with every values file, the
+# manifests decoded strictly into the Kubernetes API types, and the rendered
+# configuration validated by the gateway. Its own module (the Kubernetes
+# types stay out of the gateway's dependencies); it installs helm with
+# go install when helm is not on PATH.
+echo "== helm chart" >&2
+(cd deploy/helm/test && go vet ./... && go test -count=1 -timeout 15m ./...)
+
+# The Dockerfile's build, for both image architectures: a static binary
+# (no cgo) per GOARCH, checked to be an ELF file for that machine.
+echo "== static builds (linux/amd64, linux/arm64)" >&2
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+for arch in amd64 arm64; do
+  CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=test" \
+    -o "$out/gateway-$arch" ./cmd/gateway
+  # e_machine, bytes 18-19 of the ELF header: 0x3e x86-64, 0xb7 AArch64.
+  machine=$(od -An -tx1 -j18 -N2 "$out/gateway-$arch" | tr -d ' \n')
+  case "$arch/$machine" in
+    amd64/3e00|arm64/b700) ;;
+    *) echo "static build for $arch is not an ELF for that machine (e_machine $machine)" >&2; exit 1 ;;
+  esac
+  if grep -aq 'ld-linux' "$out/gateway-$arch"; then
+    echo "static build for $arch names a dynamic loader: it is not static" >&2; exit 1
+  fi
+done
+host=$out/gateway-$(go env GOARCH)
+if [ -x "$host" ]; then "$host" --help >/dev/null; fi
+
 echo "== govulncheck" >&2
 if [ "${TOLLGATE_SKIP_VULNCHECK:-}" = 1 ]; then
   echo "govulncheck SKIPPED: TOLLGATE_SKIP_VULNCHECK=1 (the suite did not check for known vulnerabilities)" >&2
