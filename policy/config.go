@@ -372,6 +372,29 @@ type LimitConfig struct {
 	// anonymous clients are limited one by one) or "reject" (401, not
 	// counted). Default "shared".
 	OnMissing string `mapstructure:"on_missing" json:"on_missing"`
+	// Count is when a request is counted: "request" (when it is admitted)
+	// or "response" (checked before forwarding without counting, counted
+	// once the upstream answers with a status in CountStatuses). Default
+	// "request".
+	Count string `mapstructure:"count" json:"count"`
+	// CountStatuses, with count = "response", are the statuses that count:
+	// codes ("401") or ranges ("500-599"). Default [] (every status).
+	CountStatuses []string `mapstructure:"count_statuses" json:"count_statuses"`
+	// CostResponseHeader, with count = "response", names an upstream
+	// response header whose integer value is the units counted (Cost when
+	// absent or malformed); the header is removed from the response.
+	// Default "".
+	CostResponseHeader string `mapstructure:"cost_response_header" json:"cost_response_header"`
+	// OnLimit is what a request over a token_bucket or gcra limit gets:
+	// "reject" (429) or "delay" (it waits for its slot when that comes
+	// within MaxDelay, else 429). Default "reject".
+	OnLimit string `mapstructure:"on_limit" json:"on_limit"`
+	// MaxDelay is the longest wait of a delayed request, with on_limit =
+	// "delay" (required then). Default "".
+	MaxDelay string `mapstructure:"max_delay" json:"max_delay"`
+	// MaxWaiting bounds the requests waiting on this limit in one gateway,
+	// with on_limit = "delay"; past it a request is rejected. Default 1024.
+	MaxWaiting int `mapstructure:"max_waiting" json:"max_waiting"`
 }
 
 // ExemptConfig is `exempt = { ips = [...], api_keys_env = "..." }`.
@@ -474,11 +497,14 @@ func Default() Config {
 // are left for the configuration to fill in).
 func DefaultLimit() LimitConfig {
 	return LimitConfig{
-		Algorithm: "sliding_window_counter",
-		By:        []string{"client"},
-		Cost:      1,
-		Mode:      "enforce",
-		OnMissing: "shared",
+		Algorithm:  "sliding_window_counter",
+		By:         []string{"client"},
+		Cost:       1,
+		Mode:       "enforce",
+		OnMissing:  "shared",
+		Count:      "request",
+		OnLimit:    "reject",
+		MaxWaiting: DefaultMaxWaiting,
 	}
 }
 

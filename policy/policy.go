@@ -191,6 +191,12 @@ type Limit struct {
 	// ByIP is By with api_key, user and header parts replaced by ip: the
 	// key parts used when OnMissing is OnMissingIP and a part is missing.
 	ByIP []keys.Part
+	// Response, when non-nil, counts the limit by response (count =
+	// "response"): checked before forwarding, counted after.
+	Response *ResponseCount
+	// MaxWaiting bounds the requests waiting on a delay limit
+	// (Limit.MaxDelay > 0) in this gateway.
+	MaxWaiting int
 
 	exemptKeys      map[[32]byte]struct{}
 	exemptConsumers map[string]struct{}

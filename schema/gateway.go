@@ -27,6 +27,8 @@ func Gateway(policyDir string) ([]byte, error) {
 		Docs:  docs,
 		Enums: map[string][]string{
 			"limits[].algorithm": algs,
+			"limits[].count":     {"request", "response"},
+			"limits[].on_limit":  {"reject", "delay"},
 			"store.backend":      policy.BackendNames(),
 			"store.on_error":     policy.OnErrorNames(),
 			"access_log.format":  policy.LogFormatNames(),
