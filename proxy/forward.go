@@ -84,7 +84,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 	target := rt.Upstream
 	identity := p.Identity
 	userHeader := identity.UserHeader()
-	return &httputil.ReverseProxy{
+	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			peerTrusted := identity.PeerTrusted(pr.In)
 			if peerTrusted {
@@ -118,6 +118,10 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 		ErrorHandler: h.upstreamError,
 		ErrorLog:     slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 	}
+	if countsResponse(rt) {
+		rp.ModifyResponse = h.recordResponse
+	}
+	return rp
 }
 
 // upstreamTransport returns the transport of rt's upstream: the shared one,

@@ -55,6 +55,10 @@ const (
 	// value for one of its identity parts, or the request's API key is
 	// no registered consumer's and unknown_api_key is "reject" (401).
 	OutcomeUnauthorized
+	// OutcomeCanceled: the client went away while its request waited for
+	// the slot a delay limit reserved (logged as 499; the slot is given
+	// back).
+	OutcomeCanceled
 )
 
 var outcomeNames = [...]string{
@@ -65,6 +69,7 @@ var outcomeNames = [...]string{
 	OutcomeUpstreamError: "upstream_error",
 	OutcomeBadRequest:    "bad_request",
 	OutcomeUnauthorized:  "unauthorized",
+	OutcomeCanceled:      "canceled",
 }
 
 // String returns the outcome's metric label, e.g. "limited".
@@ -118,6 +123,9 @@ type Event struct {
 	// StoreLatency is the time spent in the store call (0 for a
 	// NonBlocking store, which is not timed).
 	StoreLatency time.Duration
+	// Delay is how long the request waited for the slots a delay limit
+	// reserved before it was forwarded (0 when it did not wait).
+	Delay time.Duration
 	// Upstream is the time spent forwarding to the upstream (0 when the
 	// request was not forwarded).
 	Upstream time.Duration

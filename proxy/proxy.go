@@ -83,7 +83,9 @@ type Handler struct {
 	upstreamErrLog logThrottle
 	snap           atomic.Pointer[snapshot]
 	pool           sync.Pool // *request
-	buffers        bufferPool
+	// waiting counts the requests waiting for delay slots, per limit.
+	waiting waiters
+	buffers bufferPool
 }
 
 // snapshot is one compiled policy with its reverse proxies.

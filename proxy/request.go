@@ -31,6 +31,8 @@ type request struct {
 	// w wraps the client's ResponseWriter; the ReverseProxy error handler
 	// finds the request through it.
 	w statusWriter
+	// resp is the state of limits that count by response.
+	resp respCount
 }
 
 // bodyReader records the first error reading the client's body, so that a
@@ -81,6 +83,7 @@ func (q *request) reset() {
 	q.ev = Event{}
 	q.body = nil
 	q.w = statusWriter{}
+	q.resp.reset()
 }
 
 func grow(ds []ratelimit.Decision, n int) []ratelimit.Decision {

@@ -138,12 +138,18 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			lim := h.limitFor(ovs, p, l, base, parts, key, id)
 			q.varied = q.varied || lim != base
 			q.hits = append(q.hits, ratelimit.Hit{Limit: lim, Key: key, Cost: cost})
+			q.peekResponse(l)
 		}
 	}
 
 	if len(q.hits) > 0 {
 		if !h.decide(w, r, snap, rt, q, start) {
 			return
+		}
+		if len(q.resp.idx) > 0 && len(q.hits) > 0 {
+			// Counted once the response is known (respcount.go).
+			defer h.countResponse(q, p)
+			r = detachForResponse(r, q)
 		}
 	}
 
@@ -153,8 +159,13 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		defer h.release(q)
 	}
 
+	if d := delayOf(q); d > 0 && !h.wait(w, r, p, rt, q, d) {
+		return
+	}
+
 	ev.Outcome = OutcomeForwarded
 	if rt.Respond != nil {
+		q.respondStatus(rt.Respond.Status)
 		respond(w, rt.Respond)
 		return
 	}

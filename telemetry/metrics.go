@@ -33,6 +33,8 @@ const (
 	MetricStoreBytes       = "tollgate.store.memory.bytes"
 	MetricConfigReloads    = "tollgate.config.reloads"
 	MetricClientIPFallback = "tollgate.client_ip_fallback"
+	MetricDelayed          = "tollgate.delayed"
+	MetricDelayDuration    = "tollgate.delay.duration"
 )
 
 // Attribute keys.
@@ -90,6 +92,8 @@ type Metrics struct {
 	upstreamDur metric.Float64Histogram
 	reloads     metric.Int64Counter
 	ipFallback  metric.Int64Counter
+	delayed     metric.Int64Counter
+	delayDur    metric.Float64Histogram
 	reg         metric.Registration
 
 	reqAttrs cache[reqKey]
@@ -114,6 +118,7 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 		{&m.reqDur, MetricRequestDuration, "Duration of HTTP server requests, by route, method and gateway outcome.", durationBuckets},
 		{&m.storeDur, MetricStoreDuration, "Duration of rate-limit store calls.", storeBuckets},
 		{&m.upstreamDur, MetricUpstreamDuration, "Duration of upstream exchanges, by route.", durationBuckets},
+		{&m.delayDur, MetricDelayDuration, "Time requests waited for the slot a delay limit reserved before they were forwarded, by route.", durationBuckets},
 	} {
 		*h.dst, e = meter.Float64Histogram(h.name, metric.WithUnit("s"), metric.WithDescription(h.desc),
 			metric.WithExplicitBucketBoundaries(h.buckets...))
@@ -125,6 +130,7 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 	}{
 		{&m.storeErrs, MetricStoreErrors, "{error}", "Failed rate-limit store calls, by error.type (timeout, canceled, store)."},
 		{&m.reloads, MetricConfigReloads, "{reload}", "Configuration reloads, by result (success, failure)."},
+		{&m.delayed, MetricDelayed, "{request}", "Requests that waited for the slot a delay limit (on_limit = \"delay\") reserved before they were forwarded, by route."},
 		{&m.ipFallback, MetricClientIPFallback, "{request}", "Requests whose selected X-Forwarded-For entry was invalid, so the peer address was used."},
 	} {
 		*c.dst, e = meter.Int64Counter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.desc))

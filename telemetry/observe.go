@@ -48,6 +48,11 @@ func (m *Metrics) Observe(ev *proxy.Event) {
 	if ev.Upstream > 0 {
 		m.Upstream(ev.Route, ev.Upstream)
 	}
+	if ev.Delay > 0 {
+		a := m.upstreamAttrs.get(ev.Route, newRouteOpts)
+		m.delayed.Add(ctx, 1, a.add...)
+		m.delayDur.Record(ctx, ev.Delay.Seconds(), a.record...)
+	}
 	if ev.IPFallback {
 		m.ClientIPFallback()
 	}

@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// respCount is the per-request state of the limits that count by response
+// (count = "response"): their hits are peeks before forwarding, and the
+// upstream's answer decides what they take afterwards.
+type respCount struct {
+	// idx are the indexes in request.hits of the response-counted hits,
+	// lims their limits (same order).
+	idx  []int
+	lims []*policy.Limit
+	// status is the upstream's status (0: no response came), costs the
+	// units each hit takes, read when the response arrived.
+	status int
+	costs  []int64
+	// takes and tds are the scratch space of the counting call.
+	takes []ratelimit.Hit
+	tds   []ratelimit.Decision
+}
+
+func (c *respCount) reset() {
+	c.idx, c.lims, c.costs = c.idx[:0], c.lims[:0], c.costs[:0]
+	clear(c.takes)
+	c.takes, c.tds = c.takes[:0], c.tds[:0]
+	c.status = 0
+}
+
+// respKey carries the request's scratch space to ModifyResponse.
+type respKey struct{}
+
+// peekResponse marks the hit just appended for l as a peek when l counts
+// by response: it is checked before the request is forwarded but counts
+// nothing until the upstream answers.
+func (q *request) peekResponse(l *policy.Limit) {
+	if l.Response == nil {
+		return
+	}
+	i := len(q.hits) - 1
+	q.hits[i].Mode = ratelimit.HitPeek
+	q.resp.idx = append(q.resp.idx, i)
+	q.resp.lims = append(q.resp.lims, l)
+}
+
+// detachForResponse returns r with a context that the client going away
+// does not cancel (bounded by the route's timeout as before), carrying q
+// for ModifyResponse: a client that sends a login attempt and hangs up
+// before the answer must not keep the attempt from being counted.
+func detachForResponse(r *http.Request, q *request) *http.Request {
+	ctx := context.WithValue(context.WithoutCancel(r.Context()), respKey{}, q)
+	return r.WithContext(ctx)
+}
+
+// recordResponse is the routes' ModifyResponse when they have limits that
+// count by response: it notes the upstream's status and each limit's cost
+// from its response cost header, and removes those headers from the
+// response (they are for the gateway, not the client).
+func (h *Handler) recordResponse(resp *http.Response) error {
+	q, _ := resp.Request.Context().Value(respKey{}).(*request)
+	if q == nil {
+		return nil
+	}
+	c := &q.resp
+	c.status = resp.StatusCode
+	c.costs = c.costs[:0]
+	for k, l := range c.lims {
+		cost, ok := l.ResponseCost(resp.Header, q.hits[c.idx[k]].Cost)
+		if !ok {
+			h.log.Debug("malformed response cost header ignored", "limit", l.Name, "header", l.Response.CostHeader)
+		}
+		c.costs = append(c.costs, cost)
+	}
+	for _, l := range c.lims {
+		if l.Response.CostHeader != "" {
+			resp.Header.Del(l.Response.CostHeader)
+		}
+	}
+	return nil
+}
+
+// countResponse counts the response of a request admitted with peeks:
+// one store call taking each matching limit's units, on the store that
+// peeked, bounded by store.timeout and independent of the client (which
+// may have gone). A failed call is logged, never retried: it may have
+// counted.
+func (h *Handler) countResponse(q *request, p *policy.Policy) {
+	c := &q.resp
+	if c.status == 0 || q.decider == nil || len(q.hits) == 0 {
+		return
+	}
+	c.takes = c.takes[:0]
+	for k, l := range c.lims {
+		if !l.Response.Counts(c.status) {
+			continue
+		}
+		hit := q.hits[c.idx[k]]
+		hit.Mode, hit.Cost = ratelimit.HitTake, c.costs[k]
+		c.takes = append(c.takes, hit)
+	}
+	if len(c.takes) == 0 {
+		return
+	}
+	c.tds = grow(c.tds, len(c.takes))
+	ctx, cancel := context.WithTimeout(context.Background(), p.Store.Timeout)
+	defer cancel()
+	now := h.now()
+	if _, err := q.decider.Decide(ctx, now, c.takes, c.tds); err != nil {
+		h.logStoreError(err, p.Store.OnError, now)
+	}
+}
+
+// respondStatus records a respond route's status as the response to
+// count.
+func (q *request) respondStatus(status int) {
+	if len(q.resp.lims) == 0 {
+		return
+	}
+	q.resp.status = status
+	q.resp.costs = q.resp.costs[:0]
+	for _, k := range q.resp.idx {
+		q.resp.costs = append(q.resp.costs, q.hits[k].Cost)
+	}
+}
+
+// countsResponse reports whether any limit of rt counts by response.
+func countsResponse(rt *policy.Route) bool {
+	for _, l := range rt.Limits {
+		if l.Response != nil {
+			return true
+		}
+	}
+	return false
+}
