@@ -294,8 +294,9 @@ type Decision struct {
 	// release never gives back units to a counter reset since. 0 for other
 	// hits.
 	Lease uint64
-	// Delay is, for an allowed hit of a limit with MaxDelay, how long the
-	// request must wait for the slot it reserved (0: admitted now).
+	// Delay is, for a hit of a limit with MaxDelay allowed by waiting, how
+	// long the request must wait for its slot (0: admitted now); the slot
+	// is reserved only when the hit is Counted.
 	Delay time.Duration
 	// Mark identifies a delayed hit's reservation for Canceler.Cancel: the
 	// state's time mark the reservation wrote (the bucket's instant for

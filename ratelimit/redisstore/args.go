@@ -52,6 +52,7 @@ func (s *Store) limitArg(l *ratelimit.Limit) string {
 			b = appendF64(b, float64(v))
 		}
 	}
+	b = appendMaxDelay(b, l)
 	v := string(b)
 	s.params.Store(l.ID, &packedLimit{lim: l, args: v})
 	return v

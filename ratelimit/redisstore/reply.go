@@ -106,6 +106,7 @@ func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld
 		}
 		out[i] = d
 	}
+	r.readDelays(out, len(hits))
 	if r.bad || r.pos != len(packed) {
 		return false, taken{}, fmt.Errorf("script reply of %d bytes does not match %d hits", len(packed), len(hits))
 	}

@@ -69,6 +69,7 @@ func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Tim
 		}
 	}
 	ca.hdr = s.header(ca.hdr, mode, now, wantOld, costs, len(hits))
+	ca.hdr = appendModes(ca.hdr, hits)
 	ca.args = append(ca.args, ca.hdr)
 	for _, h := range hits {
 		ca.keys = append(ca.keys, s.Key(h.Limit, h.Key))

@@ -289,7 +289,8 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 		return true, nil
 	}
 	var ck denyKey
-	if s.deny != nil {
+	cache := s.deny != nil && !bypassDenyCache(hits)
+	if cache {
 		ck = s.cacheKey(hits)
 		if s.denyLookup(ck, now, out[:len(hits)]) {
 			s.stats.denyCacheHits.Add(1)
@@ -317,7 +318,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 	if slots != nil && allowed {
 		s.hold(hits, out, slots)
 	}
-	if !allowed && s.deny != nil && !s.heldDenial(hits, out) {
+	if !allowed && cache && !s.heldDenial(hits, out) {
 		s.denyStore(ck, now, hits, out[:len(hits)])
 	}
 	return allowed, nil

@@ -19,6 +19,7 @@
 --   decode(raw, ps), encode(states, ps)  optional: a state that is not
 --                                 nfields doubles per window
 --   lease, read, write, hold, release  concurrency only (sorted set)
+--   mark(s), cancel(s, p, c, mark)  delayable ones only (modes.lua)
 --
 -- The driver builds a handler table only for the algorithms a call uses:
 -- with EVALSHA Redis runs this whole chunk on every call (a Function
@@ -35,8 +36,13 @@
 --                 1 check only (never count),
 --                 2 refund: give back what an earlier mode-0 call counted
 --                   (ARCHITECTURE.md "Cluster refunds"), then check only
+--                 3 cancel: give back delayed hits' reservations (modes.lua)
+--           then, when any hit is not an ordinary count, the mode of each
+--           hit: 0 count, 1 peek (check, never count), 2 take (count
+--           without a check)
 -- ARGV[1+h] the limit of hit h, doubles: algorithm, shadow (0/1), windows n,
---           then per window L, W, capacity, P, N (built once per limit)
+--           then per window L, W, capacity, P, N (built once per limit),
+--           then, for a limit that delays, its max delay in ticks
 -- refund mode then appends 1 string of doubles: the instant the mode-0 call
 --           counted at (its reply's now) and the refund's instant (ignored
 --           with TIME, which is read instead); then per hit 4 strings from
@@ -52,7 +58,8 @@
 --
 -- Reply: one string of doubles: allowed, now, per hit: counted, never
 -- (first window whose capacity the cost exceeds, or 0), old-exists (0/1),
--- per window: ok, retry, remaining, reset. With want-old the reply is
+-- per window: ok, retry, remaining, reset; then per hit allowed by
+-- waiting: its index, delay (ticks), mark. With want-old the reply is
 -- { that string, per hit: old, new }.
 -- A key of the wrong type or holding garbage raises a script error: the call
 -- fails (a store error) and nothing is written.

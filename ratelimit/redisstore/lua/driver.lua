@@ -210,6 +210,12 @@ local function decide(KEYS, ARGV)
   -- (ok, retry) pairs in WR, 11 dirty, 12 value written. Flat tables: every
   -- table costs an allocation.
   local HIT, WR = {}, {}
+  -- Hit modes and delays (modes.lua), made only when a call uses them:
+  -- HM[h] the hit's mode (after the costs in the header, when present),
+  -- HD[h] its limit's max delay (after the windows of its limit),
+  -- DL[h] / MK[h] the delay and mark of a hit that reserved a slot.
+  local HM, HD, DL, MK
+  if #hdr >= 8 * (7 + 2 * nhits) then HM = {} end
   for h = 1, nhits do
     local b = (h - 1) * 12
     local cost
@@ -221,8 +227,15 @@ local function decide(KEYS, ARGV)
       L, W, Cap, P, N, pos = sunpack('<ddddd', pa, pos)
       ps[w] = { L, W, Cap, P, N }
     end
+    if pos <= #pa then
+      HD = HD or {}
+      HD[h] = sunpack('<d', pa, pos)
+    end
+    if HM then HM[h] = sunpack('<d', hdr, 8 * (7 + nhits + h - 1) + 1) end
     HIT[b + 1], HIT[b + 2], HIT[b + 3], HIT[b + 4] = handler(alg), shadow == 1, cost, ps
   end
+
+  if mode == 3 then return cancel(HIT, KEYS, ARGV[2 + nhits], decode, store) end
 
   -- Refund: per key, the units every counted hit on it took, given back.
   if mode == 2 then
@@ -307,13 +320,24 @@ local function decide(KEYS, ARGV)
     end
     local wi = #WR
     HIT[b + 10] = wi
-    if never > 0 then
+    if HM and HM[h] == 2 then
+      -- take: counted without a check, past the limit if need be
+      never = 0
+      for w = 1, #ps do WR[wi + 2 * w - 1], WR[wi + 2 * w] = true, 0 end
+    elseif never > 0 then
       ok = false
     else
       for w = 1, #ps do
         local o, ra = A.allow(states[w], ps[w], cost)
         WR[wi + 2 * w - 1], WR[wi + 2 * w] = o, ra
         if not o then ok = false end
+      end
+      if not ok and HD and HD[h] and not HIT[b + 2] then
+        local d = reserve(WR, wi, #ps, HD[h])
+        if d then
+          ok, DL = true, DL or {}
+          DL[h] = d
+        end
       end
     end
     HIT[b + 8], HIT[b + 9] = ok, never
@@ -327,9 +351,16 @@ local function decide(KEYS, ARGV)
   for h = 1, nhits do
     local b = (h - 1) * 12
     local A, ps, states, first = HIT[b + 1], HIT[b + 4], HIT[b + 6], HIT[b + 7]
-    local counted = mode == 0 and allowed and HIT[b + 8]
+    local counted = mode == 0 and allowed and HIT[b + 8] and not (HM and HM[h] == 1)
     if counted then
+      local t = now
+      if DL and DL[h] then now = now + DL[h] end -- a reservation counts at its slot
       for w = 1, #ps do A.take(states[w], ps[w], HIT[b + 3]) end
+      if now ~= t then
+        now = t
+        MK = MK or {}
+        MK[h] = A.mark(states[1])
+      end
       HIT[((first or h) - 1) * 12 + 11] = true
       if A.lease then A.hold(KEYS[h], ARGV[mbase + h - 1]) end
     end
@@ -381,6 +412,8 @@ local function decide(KEYS, ARGV)
       end
     end
   end
+
+  if DL then n = appenddelays(out, n, DL, MK) end
 
   local reply
   if n == 9 then -- one hit, one window

@@ -38,6 +38,16 @@ DEF[6] = function()
     end,
     expiry = function(s) return ceilticks(s[1]) end,
     nfields = function() return 1 end,
+    mark = function(s) return s[1] end,
+    -- GCRAState.Cancel: nothing once the slot may have come (now >= mark
+    -- - tau); else the reservation's c*T less what later ones added.
+    cancel = function(s, p, c, mk)
+      local et = p[2] / p[1]
+      local tau = p[3] * et
+      if now >= mk - tau then return end
+      local give = c * et - (s[1] - mk)
+      if give > 0 then s[1] = s[1] - give end
+    end,
     giveback = function(s, o, a, p, c, took, at)
       -- The count reserved [max(tat, took), a[1]); nothing to give back once
       -- at is past it (later counts may have started from their own now).

@@ -31,6 +31,15 @@ DEF[5] = function()
     end,
     expiry = function(s, p) return s[2] + ceilticks((p[3] - s[1]) * p[2] / p[1]) + 1 end,
     nfields = function() return 2 end,
+    -- A reservation moved the bucket's instant to its slot (TokenBucketState.Mark).
+    mark = function(s) return s[2] end,
+    -- TokenBucketState.Cancel: nothing once the slot has come or a later
+    -- reservation moved the instant past it; else the instant moves back
+    -- by the refill time of the cost, rounded down to a tick.
+    cancel = function(s, p, c, mk)
+      if now >= mk or s[2] ~= mk then return end
+      s[2] = s[2] - floor(c * p[2] / p[1])
+    end,
     giveback = function(s, o, a, p, c, took, at)
       -- Nothing to give back once the bucket would have refilled to B by at
       -- even with the count (its c tokens would all have overflowed).

@@ -1,0 +1,109 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// modeCancel is the script mode that gives back reservations
+// (lua/modes.lua).
+const modeCancel = 3
+
+var _ ratelimit.Canceler = (*Store)(nil)
+
+// appendModes appends the hits' modes to the header (lua/common.lua) when
+// any hit is not an ordinary count; the script reads them only then.
+func appendModes(b []byte, hits []ratelimit.Hit) []byte {
+	plain := true
+	for i := range hits {
+		plain = plain && hits[i].Mode == ratelimit.HitCount
+	}
+	if plain {
+		return b
+	}
+	for i := range hits {
+		b = appendF64(b, float64(hits[i].Mode))
+	}
+	return b
+}
+
+// appendMaxDelay appends a delaying limit's max delay in ticks to its
+// packed parameters.
+func appendMaxDelay(b []byte, l *ratelimit.Limit) []byte {
+	if l.MaxDelay <= 0 {
+		return b
+	}
+	return appendF64(b, float64(l.MaxDelay/ratelimit.Tick))
+}
+
+// bypassDenyCache reports whether a call must reach Redis whatever the
+// deny cache holds: a take is never denied, and a delaying limit's denial
+// turns into a reservation before its RetryAfter has passed.
+func bypassDenyCache(hits []ratelimit.Hit) bool {
+	for i := range hits {
+		if hits[i].Mode == ratelimit.HitTake || hits[i].Limit.MaxDelay > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// floatAt reads the double at byte offset pos of a packed reply.
+func (r *replyReader) nextFloat() float64 {
+	if r.pos+8 > len(r.b) {
+		r.bad = true
+		return 0
+	}
+	b := r.b[r.pos : r.pos+8]
+	u := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	r.pos += 8
+	return math.Float64frombits(u)
+}
+
+// readDelays reads the reply's trailer of reserved slots (hit index,
+// delay, mark) into out.
+func (r *replyReader) readDelays(out []ratelimit.Decision, n int) {
+	for !r.bad && r.pos < len(r.b) {
+		h := int(r.next()) - 1
+		d := r.next()
+		mk := r.nextFloat()
+		if h < 0 || h >= n {
+			r.bad = true
+			return
+		}
+		out[h].Delay, out[h].Mark = time.Duration(d)*ratelimit.Tick, mk
+	}
+}
+
+// Cancel implements ratelimit.Canceler: one script call per hit that
+// reserved a slot (counted, Delay > 0), giving it back as far as it is
+// still ahead (lua/modes.lua, on Redis's clock with ClockStore). A call
+// whose reply is lost is not retried: it may have given the slot back.
+func (s *Store) Cancel(ctx context.Context, now time.Time, hits []ratelimit.Hit, ds []ratelimit.Decision) error {
+	if len(ds) < len(hits) {
+		return fmt.Errorf("redisstore: %d decisions for %d hits", len(ds), len(hits))
+	}
+	for i, h := range hits {
+		if err := h.Check(); err != nil {
+			return fmt.Errorf("redisstore: hit %d: %w", i, err)
+		}
+		if !ds[i].Counted || ds[i].Delay <= 0 {
+			continue
+		}
+		one := func(yield func(int64) bool) { yield(h.Cost) }
+		hdr := s.header(nil, modeCancel, now, false, one, 1)
+		keys := []string{s.Key(h.Limit, h.Key)}
+		args := []any{hdr, s.limitArg(h.Limit), string(appendF64(nil, ds[i].Mark))}
+		if err := s.call(ctx, func(ctx context.Context) error {
+			return s.decide.Run(ctx, s.client, keys, args...).Err()
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
