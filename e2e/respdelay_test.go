@@ -1,0 +1,343 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/internal/redistest"
+)
+
+// respUpstream is the upstream of respdelay.toml.tmpl: /login answers 401
+// unless X-Password is "right" (after X-Sleep-Ms, if sent), /units
+// answers with the units X-Want-Units asks for in X-Units, and every
+// request's arrival is recorded by path.
+type respUpstream struct {
+	mu       sync.Mutex
+	arrivals map[string][]time.Time
+	seen     map[string]http.Header
+}
+
+func startRespUpstream(t *testing.T) (*respUpstream, string) {
+	u := &respUpstream{arrivals: map[string][]time.Time{}, seen: map[string]http.Header{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.arrivals[r.URL.Path] = append(u.arrivals[r.URL.Path], time.Now())
+		u.seen[r.URL.Path] = r.Header.Clone()
+		u.mu.Unlock()
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/login"):
+			if d, err := time.ParseDuration(r.Header.Get("X-Sleep")); err == nil {
+				time.Sleep(d)
+			}
+			if r.Header.Get("X-Password") != "right" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+		case strings.HasPrefix(r.URL.Path, "/units"):
+			if v := r.Header.Get("X-Want-Units"); v != "" {
+				w.Header().Set("X-Units", v)
+			}
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	return u, srv.URL
+}
+
+func (u *respUpstream) times(path string) []time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.arrivals[path])
+}
+
+// startRespDelay starts a gateway on respdelay.toml.tmpl against a fresh
+// upstream, on the memory store or on a fresh Redis.
+func startRespDelay(t *testing.T, backend, algorithm string) (*gw, *respUpstream) {
+	t.Helper()
+	u, url := startRespUpstream(t)
+	data := map[string]any{"Upstream": url, "Redis": "", "Algorithm": algorithm}
+	if backend == "redis" {
+		rs := redistest.Standalone(t)
+		data["Redis"], data["Prefix"] = rs.Addr, "rd:"
+	}
+	return startGateway(t, "respdelay.toml.tmpl", gwOpts{Data: data}), u
+}
+
+// TestResponseCountFailedLogins: with count = "response" and
+// count_statuses = ["401", "403"], successful logins are never counted;
+// five failed ones are, and the sixth attempt (right password or not) is
+// denied before it reaches the upstream. Another client is untouched.
+func TestResponseCountFailedLogins(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			g, u := startRespDelay(t, backend, "token_bucket")
+			c := newClient(t, "")
+			right, wrong := map[string]string{"X-Password": "right"}, map[string]string{"X-Password": "wrong"}
+			for i := range 8 {
+				if r := get(t, c, g.url("/login"), right); r.Status != 200 {
+					t.Fatalf("successful login %d: %s", i+1, r)
+				}
+			}
+			for i := range 5 {
+				r := get(t, c, g.url("/login"), wrong)
+				if r.Status != http.StatusUnauthorized {
+					t.Fatalf("failed login %d: %s, want the upstream's 401", i+1, r)
+				}
+				if i == 0 && !strings.HasPrefix(r.Header.Get("RateLimit"), `"login-failures";r=5;`) {
+					t.Errorf("first failed login: RateLimit %q, want r=5 (checked before it was counted)", r.Header.Get("RateLimit"))
+				}
+			}
+			before := len(u.times("/login"))
+			for _, h := range []map[string]string{wrong, right} {
+				r := get(t, c, g.url("/login"), h)
+				check429Body(t, r, "login-failures")
+				if ra := r.Header.Get("Retry-After"); ra == "" {
+					t.Errorf("429 without Retry-After: %s", r)
+				}
+			}
+			if n := len(u.times("/login")); n != before {
+				t.Errorf("denied attempts reached the upstream: %d arrivals, want %d", n, before)
+			}
+			if r := get(t, newClient(t, "127.0.0.2"), g.url("/login"), wrong); r.Status != http.StatusUnauthorized {
+				t.Errorf("another client: %s, want 401 from the upstream", r)
+			}
+		})
+	}
+}
+
+// TestResponseCountClientHangsUp: a client that sends a failed login and
+// hangs up before the answer is counted all the same (the upstream
+// exchange is not cancelled by the client going away).
+func TestResponseCountClientHangsUp(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			g, u := startRespDelay(t, backend, "token_bucket")
+			c := newClient(t, "")
+			c.Timeout = 50 * time.Millisecond
+			for i := range 5 {
+				if _, err := tryDo(c, "GET", g.url("/login"), map[string]string{"X-Password": "wrong", "X-Sleep": "300ms"}, nil); err == nil {
+					t.Fatalf("attempt %d: answered within 50ms; the upstream was to sleep 300ms", i+1)
+				}
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			c = newClient(t, "")
+			for len(u.times("/login")) < 5 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			// The upstream answers 300ms after each arrival; the count
+			// follows at once.
+			time.Sleep(600 * time.Millisecond)
+			r := get(t, c, g.url("/login"), map[string]string{"X-Password": "right"})
+			check429Body(t, r, "login-failures")
+		})
+	}
+}
+
+// TestResponseCostHeader: cost_response_header takes the units the
+// upstream names (capped at the limit's capacity) and removes the header
+// from the response; a client sending the header itself changes nothing.
+func TestResponseCostHeader(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			g, _ := startRespDelay(t, backend, "token_bucket")
+			c := newClient(t, "")
+			for i, want := range []string{`"units";r=10;`, `"units";r=6;`} {
+				r := get(t, c, g.url("/units"), map[string]string{"X-Want-Units": "4", "X-Units": "1"})
+				if r.Status != 200 || !strings.HasPrefix(r.Header.Get("RateLimit"), want) {
+					t.Fatalf("request %d: %s, want 200 with RateLimit %s", i+1, r, want)
+				}
+				if v := r.Header.Get("X-Units"); v != "" {
+					t.Fatalf("request %d: the response cost header reached the client: %q", i+1, v)
+				}
+			}
+			// 8 of 10 used: the peek passes, the answer counts 4 more.
+			if r := get(t, c, g.url("/units"), map[string]string{"X-Want-Units": "4"}); r.Status != 200 {
+				t.Fatalf("third request: %s", r)
+			}
+			check429Body(t, get(t, c, g.url("/units"), nil), "units")
+			// Another client: a malformed or huge cost counts as the
+			// request's cost, or the whole capacity.
+			c2 := newClient(t, "127.0.0.3")
+			for _, v := range []string{"-3", "1e9", "0x10"} {
+				if r := get(t, c2, g.url("/units"), map[string]string{"X-Want-Units": v}); r.Status != 200 || r.Header.Get("X-Units") != "" {
+					t.Fatalf("cost %q: %s", v, r)
+				}
+			}
+			if r := get(t, c2, g.url("/units"), map[string]string{"X-Want-Units": "9007199254740992"}); r.Status != 200 || !strings.HasPrefix(r.Header.Get("RateLimit"), `"units";r=7;`) {
+				t.Fatalf("huge cost: %s, want 200 with 7 left before it counted", r)
+			}
+			check429Body(t, get(t, c2, g.url("/units"), nil), "units")
+		})
+	}
+}
+
+// TestDelayBurst: 50 concurrent requests against 10/s (burst 10) with
+// max_delay = 1s: 20 are forwarded — 10 at once, 10 spaced by the rate —
+// and the 30 others get 429 at once, on both delayable algorithms and
+// both stores.
+func TestDelayBurst(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"memory", "redis"} {
+		for _, alg := range []string{"token_bucket", "gcra"} {
+			t.Run(backend+"/"+alg, func(t *testing.T) {
+				t.Parallel()
+				g, u := startRespDelay(t, backend, alg)
+				c := newClient(t, "")
+				// Warm 50 connections so the burst arrives together.
+				var wg sync.WaitGroup
+				for range 50 {
+					wg.Add(1)
+					go func() { defer wg.Done(); _, _ = tryDo(c, "GET", g.url("/nothing"), nil, nil) }()
+				}
+				wg.Wait()
+				type result struct {
+					status int
+					took   time.Duration
+					ra     string
+				}
+				results := make([]result, 50)
+				start := make(chan struct{})
+				for i := range 50 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						<-start
+						t0 := time.Now()
+						r, err := tryDo(c, "GET", g.url("/smooth"), nil, nil)
+						if err != nil {
+							t.Errorf("request %d: %v", i, err)
+							return
+						}
+						results[i] = result{r.Status, time.Since(t0), r.Header.Get("Retry-After")}
+					}()
+				}
+				began := time.Now()
+				close(start)
+				wg.Wait()
+				ok, denied := 0, 0
+				for _, r := range results {
+					switch r.status {
+					case 200:
+						ok++
+					case 429:
+						denied++
+						if r.took > 500*time.Millisecond {
+							t.Errorf("a 429 took %v: denials must come at once", r.took)
+						}
+						if r.ra == "" {
+							t.Errorf("a 429 without Retry-After")
+						}
+					default:
+						t.Errorf("status %d", r.status)
+					}
+				}
+				if ok != 20 || denied != 30 {
+					t.Fatalf("%d forwarded, %d denied; want 20 and 30", ok, denied)
+				}
+				arr := u.times("/smooth")
+				slices.SortFunc(arr, func(a, b time.Time) int { return a.Compare(b) })
+				if len(arr) != 20 {
+					t.Fatalf("the upstream saw %d requests, want 20", len(arr))
+				}
+				// The k-th delayed request (k = 1..10) has its slot k/10 s
+				// after the bucket's first decision (a new key starts full),
+				// which came after the burst began.
+				for k := 1; k <= 10; k++ {
+					if at := arr[9+k].Sub(began); at < time.Duration(k)*100*time.Millisecond {
+						t.Errorf("delayed request %d reached the upstream %v after the burst began: before its slot at %v", k, at, time.Duration(k)*100*time.Millisecond)
+					}
+				}
+				if span := arr[19].Sub(began); span > 1500*time.Millisecond {
+					t.Errorf("the last forwarded request came %v after the burst began; its slot was at 1s", span)
+				}
+				m := scrape(t, g, "")
+				if n := m.family("tollgate_delayed_total", `http_route="smooth"`).sum(); n != 10 {
+					t.Errorf("tollgate_delayed_total = %v, want 10", n)
+				}
+				if n := m.family("tollgate_delay_duration_seconds_count", `http_route="smooth"`).sum(); n != 10 {
+					t.Errorf("tollgate_delay_duration_seconds_count = %v, want 10", n)
+				}
+				if s := m.family("tollgate_delay_duration_seconds_sum", `http_route="smooth"`).sum(); s < 4.5 || s > 7 {
+					t.Errorf("tollgate_delay_duration_seconds_sum = %v, want about 5.5 (0.1 + 0.2 + … + 1.0)", s)
+				}
+			})
+		}
+	}
+}
+
+// TestDelayCancelAndQueueBound: a client that leaves while it waits gives
+// its slot back (the next request waits for that slot, not the one
+// after), and past max_waiting a request that would wait gets 429 at once.
+func TestDelayCancelAndQueueBound(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			g, _ := startRespDelay(t, backend, "token_bucket")
+			c := newClient(t, "")
+			if r := get(t, c, g.url("/queue"), nil); r.Status != 200 {
+				t.Fatalf("first: %s", r)
+			}
+			// Waits for the slot 1s on; hangs up after 200ms.
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			req, _ := http.NewRequestWithContext(ctx, "GET", g.url("/queue"), nil)
+			if _, err := c.Do(req); err == nil {
+				t.Fatal("the waiting request was answered within 200ms")
+			}
+			cancel()
+			time.Sleep(100 * time.Millisecond) // the gateway sees the hang-up
+			t0 := time.Now()
+			if r := get(t, c, g.url("/queue"), nil); r.Status != 200 {
+				t.Fatalf("after the hang-up: %s", r)
+			}
+			if took := time.Since(t0); took > 1500*time.Millisecond {
+				t.Fatalf("the request after the hang-up waited %v: the given-back slot (about 0.7s away) was not reused", took)
+			}
+			// The bucket is now empty with nothing waiting: two may wait,
+			// the third may not.
+			var wg sync.WaitGroup
+			codes := make(chan int, 3)
+			for range 2 {
+				wg.Add(1)
+				go func() { defer wg.Done(); codes <- get(t, c, g.url("/queue"), nil).Status }()
+			}
+			time.Sleep(300 * time.Millisecond)
+			r := get(t, c, g.url("/queue"), nil)
+			if r.Status != 429 || !strings.Contains(string(r.Body), "too many requests waiting") {
+				t.Fatalf("third waiter: %s, want 429 naming the queue", r)
+			}
+			wg.Wait()
+			close(codes)
+			for code := range codes {
+				if code != 200 {
+					t.Errorf("a waiter got %d, want 200", code)
+				}
+			}
+			m := scrape(t, g, "")
+			if n := m.family("http_server_request_duration_seconds_count", `tollgate_outcome="canceled"`).sum(); n != 1 {
+				t.Errorf("canceled requests = %v, want 1", n)
+			}
+		})
+	}
+}
+
+// sum adds up the series of m.
+func (m metrics) sum() float64 {
+	var s float64
+	for _, v := range m {
+		s += v
+	}
+	return s
+}
