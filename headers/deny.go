@@ -3,6 +3,7 @@ package headers
 import (
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -44,15 +45,23 @@ func WriteTooManyRequests(w http.ResponseWriter, hits []ratelimit.Hit, ds []rate
 	b := append((*bp)[:0], tooManyPrefix...)
 	// The detail, as TooManyRequests words it, built on the stack and
 	// escaped into the body.
-	var scratch [128]byte
-	detail := append(scratch[:0], "rate limit "...)
+	kind := `,"detail":"rate limit `
 	if l.Algorithm == ratelimit.Concurrency {
-		detail = append(scratch[:0], "concurrency limit "...)
+		kind = `,"detail":"concurrency limit `
 	}
-	detail = strconv.AppendQuote(detail, l.Name)
-	detail = append(detail, " exceeded; retry in "...)
-	detail = append(strconv.AppendInt(detail, retry, 10), 's')
-	b = appendString(append(b, `,"detail":`...), detail)
+	if plain(l.Name) {
+		// strconv.Quote adds only the quotes, which JSON escapes.
+		b = append(append(append(b, kind...), `\"`...), l.Name...)
+		b = append(b, `\" exceeded; retry in `...)
+		b = append(strconv.AppendInt(b, retry, 10), 's', '"')
+	} else {
+		var scratch [128]byte
+		detail := append(scratch[:0], kind[len(`,"detail":"`):]...)
+		detail = strconv.AppendQuote(detail, l.Name)
+		detail = append(detail, " exceeded; retry in "...)
+		detail = append(strconv.AppendInt(detail, retry, 10), 's')
+		b = appendString(append(b, `,"detail":`...), detail)
+	}
 	// The violated policies: every enforced denying limit, once each, in
 	// hit order.
 	b = append(b, `,"violated-policies":[`...)
@@ -67,7 +76,11 @@ func WriteTooManyRequests(w http.ResponseWriter, hits []ratelimit.Hit, ds []rate
 			b = append(b, ',')
 		}
 		first = false
-		b = appendString(b, lj.Name)
+		if plain(lj.Name) {
+			b = append(append(append(b, '"'), lj.Name...), '"')
+		} else {
+			b = appendString(b, lj.Name)
+		}
 	}
 	b = append(b, `],"retry_after":`...)
 	b = append(strconv.AppendInt(b, retry, 10), '}', '\n')
@@ -96,4 +109,16 @@ func seenBefore(hits []ratelimit.Hit, ds []ratelimit.Decision, j int) bool {
 		}
 	}
 	return false
+}
+
+// plain reports whether name is printable ASCII that neither Go quoting
+// nor JSON escapes (no '"', '\\', '<', '>' or '&'): the usual limit name,
+// written as it is.
+func plain(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c >= utf8.RuneSelf || !jsonSafe[c] || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

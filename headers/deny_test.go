@@ -26,7 +26,7 @@ func oldDeny(w http.ResponseWriter, hits []ratelimit.Hit, ds []ratelimit.Decisio
 // concurrency limits, and names that need escaping in JSON or in Go
 // quoting.
 func TestWriteTooManyRequestsMatches(t *testing.T) {
-	names := []string{"per-client", `q"uote`, `back\slash`, "<html>&", "tab\tnl\n", "é-ünï", "\u2028sep", "bad\xffutf8", ""}
+	names := []string{"per-client", "api.v2:search_1", "del\x7f", `q"uote`, `back\slash`, "<html>&", "tab\tnl\n", "é-ünï", "\u2028sep", "bad\xffutf8", ""}
 	algs := []ratelimit.Algorithm{ratelimit.SlidingWindowCounter, ratelimit.Concurrency, ratelimit.GCRA}
 	rng := rand.New(rand.NewPCG(1, 2))
 	check := func(hits []ratelimit.Hit, ds []ratelimit.Decision) {
