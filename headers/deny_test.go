@@ -106,3 +106,43 @@ func BenchmarkDeny(b *testing.B) {
 		})
 	}
 }
+
+// TestSetDeniedReuse: Set answers a repeated denial with the values it
+// kept, and never with kept values that differ from what it would build.
+func TestSetDeniedReuse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	limits := []*ratelimit.Limit{limit(t, "a", ratelimit.SlidingWindowCounter, "1/hour"),
+		limit(t, "b", ratelimit.GCRA, "5/second", "100/minute")}
+	styleSets := []Styles{{IETF}, {IETF, Legacy, X}, {X}, {Legacy}}
+	now := time.Unix(1700000000, 0)
+	for i := range 5000 {
+		l := limits[rng.IntN(len(limits))]
+		hits := []ratelimit.Hit{{Limit: l}}
+		ds := []ratelimit.Decision{{Allowed: rng.IntN(4) == 0, Limit: 5, Remaining: rng.Int64N(2),
+			Window: rng.IntN(len(l.Rates)), RetryAfter: time.Duration(rng.IntN(3)) * time.Second,
+			Reset: time.Duration(rng.IntN(3)) * time.Second}}
+		styles := styleSets[rng.IntN(len(styleSets))]
+		policy := []string{"", PolicyValue([]*ratelimit.Limit{l})}[rng.IntN(2)]
+		at := now.Add(time.Duration(rng.IntN(2)) * time.Second)
+		got := http.Header{}
+		Set(got, styles, policy, hits, ds, at)
+		lastDenied.Store(nil)
+		want := http.Header{}
+		Set(want, styles, policy, hits, ds, at)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d: %v, want %v", i, got, want)
+		}
+		for k, v := range got {
+			if cap(v) != 1 {
+				t.Fatalf("step %d: %s has capacity %d: an append would write into a shared value", i, k, cap(v))
+			}
+		}
+	}
+	hits := []ratelimit.Hit{{Limit: limits[0]}}
+	ds := []ratelimit.Decision{{Limit: 1, RetryAfter: time.Hour, Reset: time.Hour}}
+	h := http.Header{}
+	Set(h, Styles{IETF}, "p", hits, ds, now)
+	if n := testing.AllocsPerRun(100, func() { Set(h, Styles{IETF}, "p", hits, ds, now) }); n != 0 {
+		t.Errorf("a repeated denial: %v allocations, want 0", n)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/gateway/ratelimit"
@@ -293,6 +294,18 @@ func Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds [
 	if n == 0 {
 		return
 	}
+	// A denied client that keeps asking is answered the same values until
+	// its reset moves by a second: the last denial's values are kept and
+	// shared (read-only, capacity 1 like every value Set writes).
+	if !d.Allowed {
+		if e := lastDenied.Load(); e != nil && e.n == n && e.ends == ends && e.names == names &&
+			e.policy == policy && e.all == string(b) {
+			for k := 0; k < n; k++ {
+				h[names[k]] = e.vals[k : k+1 : k+1]
+			}
+			return
+		}
+	}
 	all := string(b)
 	vals := make([]string, n)
 	start := 0
@@ -305,7 +318,23 @@ func Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds [
 		start = ends[k]
 		h[names[k]] = vals[k : k+1 : k+1]
 	}
+	if !d.Allowed {
+		lastDenied.Store(&setValues{all: all, policy: policy, n: n, ends: ends, names: names, vals: vals})
+	}
 }
+
+// setValues are the header values one call of Set wrote, with what they
+// were built from.
+type setValues struct {
+	all, policy string
+	n           int
+	ends        [maxHeaderEntries]int
+	names       [maxHeaderEntries]string
+	vals        []string
+}
+
+// lastDenied holds the values of the last denial Set wrote.
+var lastDenied atomic.Pointer[setValues]
 
 // ceilSeconds is d in whole seconds, rounded up, never negative.
 func ceilSeconds(d time.Duration) int64 {
