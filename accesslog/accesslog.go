@@ -71,7 +71,8 @@ type Entry struct {
 	Time time.Time
 	// Client is the client identity; "" when none was resolved.
 	Client string
-	// ClientKind is its source: "api_key", "user", "ip" or "remote_addr".
+	// ClientKind is its source: "api_key", "user", "mtls", "consumer", "ip" or
+	// "remote_addr".
 	ClientKind string
 	// APIKey is the API key, "" when none was sent.
 	APIKey string
@@ -97,6 +98,10 @@ type Entry struct {
 	Limit string
 	// Latency is the request's time in the gateway.
 	Latency time.Duration
+	// Consumer is the registered consumer's name and Plan the client's
+	// plan, "" for none. Both are operator-chosen names and logged as
+	// they are.
+	Consumer, Plan string
 }
 
 // Hash returns the logged form of an identity value of the given kind:

@@ -24,6 +24,9 @@ func sample() []Entry {
 		{Time: t0.Add(2 * time.Second).UTC(), Client: "-", ClientKind: "user", Method: "DELETE", Path: "-",
 			Status: 404, Bytes: 0, Outcome: "no_route", Latency: 90 * time.Second},
 		{Time: t0, Client: "x\x00\n\r\"y\xff", ClientKind: "user", Method: "GET", Path: "/\x00\t\xfe", Status: 499, Bytes: 7},
+		{Time: t0, Client: "acme", ClientKind: "consumer", IP: "198.51.100.1", Method: "GET", Path: "/v1", Status: 200,
+			Bytes: 2, Route: "api", Outcome: "forwarded", Decision: "allowed", Limit: "per-consumer", Consumer: "acme", Plan: "pro"},
+		{Time: t0, Client: "u1", ClientKind: "user", Method: "GET", Path: "/v1", Status: 200, Bytes: 2, Plan: "free"},
 	}
 }
 

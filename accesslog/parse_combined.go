@@ -157,6 +157,10 @@ func (p *Parser) field(k, v []byte) (identity bool, err error) {
 		identity = true
 	case "latency":
 		e.Latency, err = seconds(v)
+	case "consumer":
+		e.Consumer, err = p.token(v, true)
+	case "plan":
+		e.Plan, err = p.token(v, true)
 	}
 	return identity, err
 }

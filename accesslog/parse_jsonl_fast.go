@@ -72,6 +72,10 @@ func (p *Parser) fastJSON(b []byte) bool {
 				dst = &j.Decision
 			case "limit":
 				dst = &j.Limit
+			case "consumer":
+				dst = &j.Consumer
+			case "plan":
+				dst = &j.Plan
 			default:
 				return false
 			}

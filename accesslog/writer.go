@@ -196,6 +196,12 @@ func appendCombined(b []byte, e *Entry, client, ip, key []byte) []byte {
 	b = appendToken(b, key)
 	b = append(b, " ip="...)
 	b = appendToken(b, ip)
+	if e.Consumer != "" || e.Plan != "" {
+		b = append(b, " consumer="...)
+		b = appendToken(b, e.Consumer)
+		b = append(b, " plan="...)
+		b = appendToken(b, e.Plan)
+	}
 	return append(b, '\n')
 }
 
@@ -259,6 +265,8 @@ func appendJSON(b []byte, e *Entry, client, ip, key []byte) []byte {
 	b = appendField(b, "outcome", e.Outcome)
 	b = appendField(b, "decision", e.Decision)
 	b = appendField(b, "limit", e.Limit)
+	b = appendField(b, "consumer", e.Consumer)
+	b = appendField(b, "plan", e.Plan)
 	b = append(b, `,"latency":`...)
 	b = appendSeconds(b, e.Latency)
 	return append(b, "}\n"...)

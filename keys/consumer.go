@@ -74,3 +74,17 @@ func (id *Identity) ConsumerName() string {
 	}
 	return id.Consumer.Name
 }
+
+// WithDirectory returns a copy of e that finds consumers in d, or e itself
+// when e resolves no consumers. Replay uses it to name a logged consumer
+// by a key of its own making: the log holds no plaintext key.
+func (e *Extractor) WithDirectory(d Directory) *Extractor {
+	if e.consumers == nil || d == nil {
+		return e
+	}
+	c := *e
+	cc := *e.consumers
+	cc.Directory = d
+	c.consumers = &cc
+	return &c
+}

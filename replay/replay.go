@@ -140,7 +140,11 @@ type LimitReport struct {
 //   - for a client identified by user header, the user header carrying the
 //     logged user, sent from the first trusted proxy with the client IP in
 //     X-Forwarded-For. Users from a JWT cannot be replayed (the token is
-//     not logged) and fall back to the next identity source.
+//     not logged) and fall back to the next identity source;
+//   - for an entry logged with a consumer, a key that names that consumer
+//     of the replayed registry (its plan and rates are the registry's, as
+//     a "what if" wants; a consumer missing from it has an unknown key).
+//     Logged API keys are hashes, so they are no consumer's key.
 func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Report, error) {
 	if p == nil {
 		return nil, errors.New("replay: nil policy")
@@ -161,6 +165,11 @@ func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Repo
 			return nil, fmt.Errorf("replay: reading the log: %w", err)
 		}
 		window, grow = d, !ok
+	}
+	if p.Consumers.Enabled() {
+		rp := *p
+		rp.Identity = p.Identity.WithDirectory(loggedConsumers{p.Consumers.Registry})
+		p = &rp
 	}
 	order := newReorder(window, grow, o.MaxBuffered)
 	rep := &Report{Outcomes: make(map[proxy.Outcome]int64)}
@@ -391,6 +400,9 @@ func (b *builder) request(ctx context.Context, e *accesslog.Entry) *http.Request
 	ip := b.ip(e)
 	if e.APIKey != "" {
 		r.Header[b.apiHeader] = []string{e.APIKey}
+	}
+	if e.Consumer != "" {
+		r.Header[b.apiHeader] = []string{consumerKeyPrefix + e.Consumer}
 	}
 	if e.ClientKind == "user" && e.Client != "" && b.userHeader != "" && b.proxyAddr != "" {
 		r.Header[b.userHeader] = []string{e.Client}

@@ -41,6 +41,8 @@ func (a AccessLog) Observe(ev *proxy.Event) {
 		Decision:   decision,
 		Limit:      limit,
 		Latency:    ev.Duration,
+		Consumer:   ev.Consumer,
+		Plan:       ev.Plan,
 	}
 	a.W.Log(&e)
 }

@@ -29,6 +29,9 @@ func newReqOpts(k reqKey) opts {
 type limitKey struct {
 	name            string
 	allowed, shadow bool
+	// plan is the client's plan, "" for none: bounded by [[plans]] (a
+	// consumer's name never becomes a label).
+	plan string
 }
 
 func limitAttrs(k limitKey) attribute.Set {
@@ -38,6 +41,9 @@ func limitAttrs(k limitKey) attribute.Set {
 	}
 	if k.shadow {
 		mode = "shadow"
+	}
+	if k.plan != "" {
+		return attribute.NewSet(AttrLimit.String(k.name), AttrDecision.String(decision), AttrMode.String(mode), AttrPlan.String(k.plan))
 	}
 	return attribute.NewSet(AttrLimit.String(k.name), AttrDecision.String(decision), AttrMode.String(mode))
 }

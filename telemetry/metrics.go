@@ -47,6 +47,9 @@ const (
 	AttrMode      = attribute.Key("tollgate.mode")
 	AttrErrorType = attribute.Key("error.type")
 	AttrResult    = attribute.Key("tollgate.result")
+	// AttrPlan is the client's plan ([[plans]]) on decisions; absent for
+	// clients without one.
+	AttrPlan = attribute.Key("tollgate.plan")
 )
 
 // OutcomeShadowLimited is the outcome label of a request that was forwarded
@@ -149,7 +152,7 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 	// instead of an SDK call, which checks and looks up its attribute set
 	// on every call (bench/floor), for the same exported sums.
 	m.decisions, e = meter.Int64ObservableCounter(MetricDecisions, metric.WithUnit("{decision}"),
-		metric.WithDescription("Rate-limit decisions, by limit, decision (allowed, denied) and mode (enforce, shadow)."))
+		metric.WithDescription("Rate-limit decisions, by limit, decision (allowed, denied), mode (enforce, shadow) and the client's plan (when it has one)."))
 	err = errors.Join(err, e)
 	m.nearLimit, e = meter.Int64ObservableCounter(MetricNearLimit, metric.WithUnit("{decision}"),
 		metric.WithDescription("Allowed decisions that left at most 10% of the reported window, by limit."))

@@ -29,7 +29,7 @@ func (m *Metrics) Observe(ev *proxy.Event) {
 		if l.Shadow && !d.Allowed {
 			shadowDenied = true
 		}
-		m.decisionCounts.add(limitKey{l.Name, d.Allowed, l.Shadow}, limitAttrs)
+		m.decisionCounts.add(limitKey{l.Name, d.Allowed, l.Shadow, ev.Plan}, limitAttrs)
 		if d.Allowed && nearLimit(d) {
 			m.nearCounts.add(l.Name, nearAttrs)
 		}

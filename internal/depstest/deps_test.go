@@ -101,7 +101,7 @@ var rules = map[string]rule{
 	"bench/keyrot":     {allow: []string{"bench/soak/probe"}},
 	// `gateway replay`: an access log through the configured limits on a
 	// virtual clock, via the real handler and an in-memory store.
-	"replay": {allow: []string{"accesslog", "accuracy", "policy", "proxy", "ratelimit", "ratelimit/memstore", "ratelimit/window"}},
+	"replay": {allow: []string{"accesslog", "accuracy", "consumers", "keys", "policy", "proxy", "ratelimit", "ratelimit/memstore", "ratelimit/window"}},
 	// Test support: compiled policies from the defaults.
 	"internal/policytest": {allow: []string{"policy"}},
 	// Test support: real redis-server processes.
