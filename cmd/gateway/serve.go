@@ -450,7 +450,8 @@ func (g *gateway) reload() error {
 		dc.PurgeDenials()
 	}
 	g.lastReload.Store(&reloadResult{At: time.Now(), OK: true})
-	g.log.Info("configuration reloaded", "config", g.path, "routes", len(p.Routes), "limits", len(p.Limits))
+	g.log.Info("configuration reloaded", "config", g.path, "routes", len(p.Routes), "limits", len(p.Limits),
+		"consumers", p.Consumers.Registry.Len())
 	return nil
 }
 

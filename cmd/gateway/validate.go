@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/tollgate/gateway/keys"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -42,6 +43,14 @@ func validateCommand(args, environ []string, stdout, stderr io.Writer) int {
 			names = append(names, l.Name)
 		}
 		fmt.Fprintf(stdout, "  route %q %s → %s limits=[%s]\n", rt.Name, rt.PathPrefix, target, strings.Join(names, ", "))
+	}
+	if c := &p.Consumers; c.Enabled() {
+		mode := "reject"
+		if c.UnknownKey == keys.UnknownKeyAnonymous {
+			mode = "anonymous"
+		}
+		fmt.Fprintf(stdout, "  consumers: %d in %s (%d API keys), plans [%s], unknown API keys: %s\n",
+			c.Registry.Len(), c.File, c.Registry.Keys(), strings.Join(p.Plans, ", "), mode)
 	}
 	printMemory(stdout, p)
 	return exitOK

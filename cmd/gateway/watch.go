@@ -28,6 +28,10 @@ const watchDebounce = 200 * time.Millisecond
 // anything is swapped. Close stops it.
 type configWatcher struct {
 	path     string // the configuration file, cleaned
+	// others returns the other files the configuration reads and a
+	// change of which reloads it too (the consumer registry); nil for
+	// none.
+	others   func() []string
 	debounce time.Duration
 	reload   func() error
 	log      *slog.Logger
@@ -45,6 +49,13 @@ type configWatcher struct {
 // whenever path may have changed. reload is called from one goroutine at a
 // time; its error is logged by reload itself and does not stop the watch.
 func watchConfig(path string, debounce time.Duration, reload func() error, log *slog.Logger) (*configWatcher, error) {
+	return watchFiles(path, nil, debounce, reload, log)
+}
+
+// watchFiles is watchConfig that also reloads when one of the files
+// others returns changes (asked again after every reload, since the
+// configuration names them).
+func watchFiles(path string, others func() []string, debounce time.Duration, reload func() error, log *slog.Logger) (*configWatcher, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("watch config: %w", err)
@@ -59,10 +70,11 @@ func watchConfig(path string, debounce time.Duration, reload func() error, log *
 		return nil, fmt.Errorf("watch config: directory %s: %w", dir, err)
 	}
 	w := &configWatcher{
-		path: abs, debounce: debounce, reload: reload, log: log, fsw: fsw,
+		path: abs, others: others, debounce: debounce, reload: reload, log: log, fsw: fsw,
 		done: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	w.real = w.resolve()
+	w.watchOthers()
 	go w.loop(fsw.Events, fsw.Errors)
 	return w, nil
 }
@@ -121,6 +133,11 @@ func (w *configWatcher) relevant(ev fsnotify.Event) bool {
 	if filepath.Clean(ev.Name) == w.path {
 		return true
 	}
+	for _, o := range w.otherPaths() {
+		if filepath.Clean(ev.Name) == o {
+			return true
+		}
+	}
 	if strings.HasPrefix(filepath.Base(ev.Name), "..") {
 		return true // Kubernetes' atomic writer: ..data, ..data_tmp, ..<timestamp>
 	}
@@ -142,11 +159,44 @@ func (w *configWatcher) fire() {
 		w.log.Warn("config watch: file empty; keeping the current configuration", "config", w.path)
 		return
 	}
+	for _, o := range w.otherPaths() {
+		if fi, err := os.Stat(o); err == nil && fi.Size() == 0 {
+			// A registry being rewritten (truncate, then write): an empty
+			// one would make every key unknown.
+			w.log.Warn("config watch: file empty; keeping the current configuration", "file", o)
+			return
+		}
+	}
 	w.mu.Lock()
 	w.real = w.resolve()
 	w.mu.Unlock()
 	w.log.Info("config file changed; reloading", "config", w.path)
 	_ = w.reload() // reload logs its own result
+	w.watchOthers()
+}
+
+// otherPaths returns the other watched files, absolute and cleaned.
+func (w *configWatcher) otherPaths() []string {
+	if w.others == nil {
+		return nil
+	}
+	var out []string
+	for _, o := range w.others() {
+		if a, err := filepath.Abs(o); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// watchOthers adds the directories of the other files to the watch (a
+// directory already watched is added once).
+func (w *configWatcher) watchOthers() {
+	for _, o := range w.otherPaths() {
+		if err := w.fsw.Add(filepath.Dir(o)); err != nil {
+			w.log.Warn("config watch: cannot watch a file the configuration reads; reload with SIGHUP", "file", o, "err", err)
+		}
+	}
 }
 
 // resolve returns the file's path with every symlink resolved, or "" when
@@ -166,7 +216,13 @@ func (g *gateway) startWatch() (stop func()) {
 	if !g.handler.Policy().Server.WatchConfig {
 		return func() {}
 	}
-	w, err := watchConfig(g.path, watchDebounce, g.reload, g.log)
+	others := func() []string {
+		if f := g.handler.Policy().Consumers.File; f != "" {
+			return []string{f}
+		}
+		return nil
+	}
+	w, err := watchFiles(g.path, others, watchDebounce, g.reload, g.log)
 	if err != nil {
 		g.log.Error("server.watch_config: cannot watch the configuration file; reload with SIGHUP or POST /admin/reload", "err", err)
 		return func() {}

@@ -1,0 +1,293 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/internal/redistest"
+)
+
+// keySum is the registry's spelling of an API key: its hex SHA-256.
+func keySum(key string) string {
+	s := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(s[:])
+}
+
+// registry is the consumers file of the consumer tests: acme (pro, two
+// keys), bob (plan bobPlan, a key from the environment) and carol (no
+// plan).
+func registry(bobPlan string) string {
+	return fmt.Sprintf(`[[consumers]]
+name = "acme"
+plan = "pro"
+api_keys_sha256 = ["%s", "%s"]
+
+[[consumers]]
+name = "bob"
+plan = "%s"
+api_keys_env = "BOB_KEYS"
+
+[[consumers]]
+name = "carol"
+api_keys_sha256 = ["%s"]
+`, keySum("acme-key-1"), keySum("acme-key-2"), bobPlan, keySum("carol-key"))
+}
+
+// consumersGateway starts a gateway on consumers.toml.tmpl: the memory
+// store when redisAddr is "", else that Redis. It returns the gateway, the
+// registry's path and the upstream.
+func consumersGateway(t *testing.T, redisAddr, unknown string) (*gw, string, *upstream) {
+	t.Helper()
+	dir := t.TempDir()
+	reg := filepath.Join(dir, "consumers.toml")
+	writeFileAtomic(t, reg, []byte(registry("free")))
+	up := newUpstream(t)
+	g := startGateway(t, "consumers.toml.tmpl", gwOpts{
+		Data: map[string]any{"Redis": redisAddr, "Prefix": "tollgate:", "Registry": reg, "Unknown": unknown,
+			"Upstream": up.URL, "Watch": false, "AccessLog": filepath.Join(dir, "access.log")},
+		Env: []string{"BOB_KEYS=bob-key"},
+	})
+	return g, reg, up
+}
+
+// tally sends n requests from c with the API key keyOf(i) (none when "")
+// and counts the statuses.
+func tally(t *testing.T, c *http.Client, g *gw, n int, keyOf func(i int) string) statuses {
+	t.Helper()
+	got := statuses{}
+	for i := range n {
+		hdr := map[string]string{"X-Consumer": "spoofed", "X-Plan": "spoofed"}
+		if k := keyOf(i); k != "" {
+			hdr["X-API-Key"] = k
+		}
+		got[get(t, c, g.url("/api/x"), hdr).Status]++
+	}
+	return got
+}
+
+func wantTally(t *testing.T, who string, got statuses, ok, limited int) {
+	t.Helper()
+	if got[200] != ok || got[429] != limited || len(got) > 2 || (len(got) == 2 && (ok == 0 || limited == 0)) {
+		t.Errorf("%s: %v, want %d × 200 and %d × 429", who, got, ok, limited)
+	}
+}
+
+// storeKeys counts the counters the store holds: the Redis keys of
+// counters (prefix, then "{TAG}HASH:limit ID:format"), the live-keys gauge
+// of the memory store.
+func storeKeys(t *testing.T, g *gw, rs *redistest.Server) int {
+	t.Helper()
+	if rs != nil {
+		ks, err := rs.Do("KEYS", "tollgate:{*}*:*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, k := range ks.([]any) {
+			// The gateway's own keys ({tollgate-probe}, ...) come and go.
+			if !strings.HasPrefix(k.(string), "tollgate:{tollgate-") {
+				n++
+			}
+		}
+		return n
+	}
+	for _, v := range scrape(t, g, "").family("tollgate_store_memory_keys") {
+		return int(v)
+	}
+	t.Fatal("no tollgate_store_memory_keys gauge")
+	return 0
+}
+
+// randomKeys sends n requests, each with a fresh random API key, from
+// eight connections at once, and counts the statuses.
+func randomKeys(t *testing.T, g *gw, n int) statuses {
+	t.Helper()
+	var mu sync.Mutex
+	got := statuses{}
+	var wg sync.WaitGroup
+	const workers = 8
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+				DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext, MaxIdleConnsPerHost: 1}}
+			defer c.CloseIdleConnections()
+			local := statuses{}
+			for i := w; i < n; i += workers {
+				r, err := tryDo(c, "GET", g.url("/api/x"), map[string]string{"X-API-Key": rand.Text()}, nil)
+				if err != nil {
+					local[-1]++
+					continue
+				}
+				local[r.Status]++
+			}
+			mu.Lock()
+			for k, v := range local {
+				got[k] += v
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return got
+}
+
+// checkConsumers drives the consumer story through g (reject mode):
+// every plan's exact rates, two keys of one consumer on one budget, the
+// consumer and plan named to the upstream (client copies removed), an
+// unknown key answered 401 and counted nowhere (10,000 of them create no
+// counter), and a reload moving a consumer to another plan that changes
+// its rates at once and keeps its count.
+func checkConsumers(t *testing.T, g *gw, reg string, up *upstream, rs *redistest.Server) {
+	avoidWindowEdge(time.Minute)
+	c := newClient(t, "127.0.0.5")
+	// acme is pro (7/minute), with two keys on one budget.
+	wantTally(t, "acme, keys alternating", tally(t, c, g, 9, func(i int) string { return fmt.Sprintf("acme-key-%d", 1+i%2) }), 7, 2)
+	last := up.all()[up.count()-1]
+	if got := last.Header.Values("X-Consumer"); len(got) != 1 || got[0] != "acme" {
+		t.Errorf("upstream X-Consumer %q, want [acme] (the client's copy removed)", got)
+	}
+	if got := last.Header.Values("X-Plan"); len(got) != 1 || got[0] != "pro" {
+		t.Errorf("upstream X-Plan %q, want [pro]", got)
+	}
+	if last.Header.Get("X-Api-Key") != "acme-key-1" {
+		t.Errorf("upstream X-API-Key %q: the key is the upstream's to see", last.Header.Get("X-Api-Key"))
+	}
+	wantTally(t, "bob (free)", tally(t, c, g, 5, func(int) string { return "bob-key" }), 4, 1)
+	wantTally(t, "carol (no plan)", tally(t, c, g, 3, func(int) string { return "carol-key" }), 2, 1)
+	// No key: the client by its IP, at the limit's own rates; its
+	// requests reach the upstream without consumer headers.
+	n := up.count()
+	wantTally(t, "anonymous", tally(t, newClient(t, "127.0.0.6"), g, 3, func(int) string { return "" }), 2, 1)
+	if up.count() != n+2 {
+		t.Fatalf("upstream saw %d anonymous requests, want 2", up.count()-n)
+	}
+	if h := up.all()[up.count()-1].Header; h.Get("X-Consumer") != "" || h.Get("X-Plan") != "" {
+		t.Errorf("anonymous request reached the upstream with X-Consumer %q, X-Plan %q", h.Get("X-Consumer"), h.Get("X-Plan"))
+	}
+
+	// An unknown key: 401, a challenge, a problem body; nothing counted.
+	r := get(t, c, g.url("/api/x"), map[string]string{"X-API-Key": "not-a-key"})
+	r.problem(t, 401)
+	if ch := r.Header.Get("WWW-Authenticate"); ch != `ApiKey header="X-API-Key"` {
+		t.Errorf("WWW-Authenticate %q", ch)
+	}
+	before := storeKeys(t, g, rs)
+	n = up.count()
+	if got := randomKeys(t, g, 10000); got[401] != 10000 {
+		t.Errorf("10,000 random keys: %v, want 10,000 × 401", got)
+	}
+	if up.count() != n {
+		t.Errorf("random keys reached the upstream %d times", up.count()-n)
+	}
+	if after := storeKeys(t, g, rs); after != before {
+		t.Errorf("counters before the random keys %d, after %d: unknown keys were counted", before, after)
+	}
+
+	// bob moves to pro: 7/minute at once, with the 4 he used counted.
+	writeFileAtomic(t, reg, []byte(registry("pro")))
+	if r := adminDo(t, g, "POST", "/admin/reload", ""); r.Status != 200 {
+		t.Fatalf("POST /admin/reload: %s", r)
+	}
+	wantTally(t, "bob after the move to pro", tally(t, c, g, 4, func(int) string { return "bob-key" }), 3, 1)
+	// acme, unchanged by the reload, kept its counters: still denied.
+	wantTally(t, "acme after the reload", tally(t, c, g, 1, func(int) string { return "acme-key-2" }), 0, 1)
+	if last := up.all()[up.count()-1]; last.Header.Get("X-Plan") != "pro" || last.Header.Get("X-Consumer") != "bob" {
+		t.Errorf("after the move: upstream saw consumer %q plan %q, want bob, pro", last.Header.Get("X-Consumer"), last.Header.Get("X-Plan"))
+	}
+}
+
+// TestConsumersMemory: the consumer story on the memory store.
+func TestConsumersMemory(t *testing.T) {
+	t.Parallel()
+	g, reg, up := consumersGateway(t, "", "reject")
+	checkConsumers(t, g, reg, up, nil)
+}
+
+// TestConsumersRedis: the consumer story on Redis.
+func TestConsumersRedis(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Standalone(t)
+	g, reg, up := consumersGateway(t, rs.Addr, "reject")
+	checkConsumers(t, g, reg, up, rs)
+}
+
+// checkAnonymous: with unknown_api_key = "anonymous" an unknown key is
+// ignored and the client is its IP: rotating keys gets no fresh budget,
+// and a known key still gets its plan.
+func checkAnonymous(t *testing.T, g *gw) {
+	avoidWindowEdge(time.Minute)
+	c := newClient(t, "127.0.0.7")
+	wantTally(t, "rotating unknown keys from one IP", tally(t, c, g, 4, func(i int) string { return fmt.Sprintf("random-%d", i) }), 2, 2)
+	wantTally(t, "no key from the same IP", tally(t, c, g, 1, func(int) string { return "" }), 0, 1)
+	wantTally(t, "acme from the same IP", tally(t, c, g, 8, func(int) string { return "acme-key-1" }), 7, 1)
+}
+
+// TestConsumersAnonymousMemory: anonymous mode on the memory store.
+func TestConsumersAnonymousMemory(t *testing.T) {
+	t.Parallel()
+	g, _, _ := consumersGateway(t, "", "anonymous")
+	checkAnonymous(t, g)
+}
+
+// TestConsumersAnonymousRedis: anonymous mode on Redis.
+func TestConsumersAnonymousRedis(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Standalone(t)
+	g, _, _ := consumersGateway(t, rs.Addr, "anonymous")
+	checkAnonymous(t, g)
+}
+
+// TestConsumersValidate: `gateway validate` names every registry problem
+// with the file and its field path, in one run, and exits 2.
+func TestConsumersValidate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	reg := filepath.Join(dir, "consumers.toml")
+	bad := `[[consumers]]
+name = "acme"
+plan = "gold"
+api_keys_sha256 = ["` + keySum("k") + `", "not-hex"]
+[consumers.rates]
+no-such-limit = ["5/s"]
+
+[[consumers]]
+name = "beta"
+api_keys_sha256 = ["` + strings.ToUpper(keySum("k")) + `"]
+`
+	if err := os.WriteFile(reg, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "gateway.toml")
+	data := map[string]any{"Listen": "127.0.0.1:0", "Admin": "", "Redis": "", "Prefix": "", "Registry": "consumers.toml",
+		"Unknown": "reject", "Upstream": "http://127.0.0.1:1", "Watch": false, "AccessLog": ""}
+	if err := os.WriteFile(cfg, renderTemplate(t, "consumers.toml.tmpl", data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runGateway(t, nil, "validate", "--config", cfg)
+	out := stdout + stderr
+	if code != 2 {
+		t.Fatalf("validate exit %d, want 2:\n%s", code, out)
+	}
+	for _, want := range []string{
+		reg + `: consumers[0].plan: unknown plan "gold"`,
+		reg + `: consumers[0].api_keys_sha256[1]: malformed SHA-256 "not-hex"`,
+		reg + `: consumers[0].rates.no-such-limit: unknown limit "no-such-limit"`,
+		reg + `: consumers[1].api_keys_sha256[0]: key already belongs to consumer "acme" (consumers[0].api_keys_sha256[0])`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate output lacks %q:\n%s", want, out)
+		}
+	}
+}
