@@ -27,7 +27,7 @@ const watchDebounce = 200 * time.Millisecond
 // and the reload itself reads the file once and parses it fully before
 // anything is swapped. Close stops it.
 type configWatcher struct {
-	path     string // the configuration file, cleaned
+	path string // the configuration file, cleaned
 	// others returns the other files the configuration reads and a
 	// change of which reloads it too (the consumer registry); nil for
 	// none.
