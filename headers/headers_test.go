@@ -342,16 +342,19 @@ func BenchmarkSet(b *testing.B) {
 		{Allowed: true, Counted: true, Limit: 100, Remaining: 50, Reset: time.Second},
 	}
 	policy := PolicyValue([]*ratelimit.Limit{pc, search})
+	// A client denied again and again (the hot key of an attack).
+	denied := []ratelimit.Decision{ds[0], {Counted: true, Limit: 100, RetryAfter: 1500 * time.Millisecond}}
 	for _, bc := range []struct {
 		name   string
 		styles Styles
-	}{{"ietf", Styles{IETF}}, {"all", Styles{IETF, Legacy, X}}} {
+		ds     []ratelimit.Decision
+	}{{"ietf", Styles{IETF}, ds}, {"all", Styles{IETF, Legacy, X}, ds}, {"ietf-denied", Styles{IETF}, denied}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				h := make(http.Header, 8)
 				for pb.Next() {
-					Set(h, bc.styles, policy, hits, ds, t0)
+					Set(h, bc.styles, policy, hits, bc.ds, t0)
 				}
 			})
 		})
