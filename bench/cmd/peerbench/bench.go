@@ -58,6 +58,7 @@ type env struct {
 	ps       *procs
 	gateway  string // built binary
 	floor    string // built bench/floor binary
+	base     string // gateway built from -base-root, "" without
 	upAddr   string
 	upProc   *proc
 	redis    *proc
@@ -74,6 +75,15 @@ func bench(ctx context.Context, o *options, modes []mode, tmp string, ps *procs)
 	build.Dir = o.root
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go build ./cmd/gateway: %w\n%s", err, out)
+	}
+	if o.baseRoot != "" {
+		fmt.Fprintln(os.Stderr, "peerbench: building ./cmd/gateway of", o.baseRoot)
+		e.base = filepath.Join(tmp, "gateway-base")
+		build := exec.CommandContext(ctx, "go", "build", "-o", e.base, "./cmd/gateway")
+		build.Dir = o.baseRoot
+		if out, err := build.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build ./cmd/gateway in %s: %w\n%s", o.baseRoot, err, out)
+		}
 	}
 	fmt.Fprintln(os.Stderr, "peerbench: building ./bench/floor")
 	e.floor = filepath.Join(tmp, "floor")
@@ -115,6 +125,16 @@ func bench(ctx context.Context, o *options, modes []mode, tmp string, ps *procs)
 			t.script = script
 		}
 		targets = append(targets, t)
+		if !m.redis && e.base != "" {
+			b, err := e.startGatewayBin(e.base, "base", m, e.redisAdr, "50ms", false)
+			if err != nil {
+				return nil, err
+			}
+			if m.manyKeys {
+				b.script = script
+			}
+			targets = append(targets, b)
+		}
 		if !m.redis {
 			f, err := e.startFloor(m, false)
 			if err != nil {
@@ -246,6 +266,12 @@ func (e *env) startRedis() error {
 
 // startGateway starts a gateway in mode m; under callgrind when cg is set.
 func (e *env) startGateway(m mode, redisAddr, storeTimeout string, cg bool) (*target, error) {
+	return e.startGatewayBin(e.gateway, "tollgate", m, redisAddr, storeTimeout, cg)
+}
+
+// startGatewayBin starts the gateway binary bin as peer ("tollgate", or
+// "base" for the -base-root build) in mode m.
+func (e *env) startGatewayBin(bin, peer string, m mode, redisAddr, storeTimeout string, cg bool) (*target, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -255,6 +281,9 @@ func (e *env) startGateway(m mode, redisAddr, storeTimeout string, cg bool) (*ta
 		return nil, err
 	}
 	name := "gateway-" + m.name
+	if peer != "tollgate" {
+		name = peer + "-" + name
+	}
 	if cg {
 		name = "cg-" + name
 	} else if redisAddr != e.redisAdr {
@@ -266,7 +295,7 @@ func (e *env) startGateway(m mode, redisAddr, storeTimeout string, cg bool) (*ta
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	bin, args := e.gateway, []string{"--config", confPath, "--log-level", "warn"}
+	args := []string{"--config", confPath, "--log-level", "warn"}
 	var envv []string
 	wait := 15 * time.Second
 	if cg {
@@ -282,7 +311,7 @@ func (e *env) startGateway(m mode, redisAddr, storeTimeout string, cg bool) (*ta
 		return nil, err
 	}
 	pid := p.cmd.Process.Pid
-	return &target{peer: "tollgate", m: m, url: "http://" + listen + "/",
+	return &target{peer: peer, m: m, url: "http://" + listen + "/",
 		cpu: func() time.Duration { d, _ := cpuTime(pid); return d }}, nil
 }
 
@@ -395,6 +424,13 @@ func (e *env) callgrindAll(ctx context.Context, res *results, nginxServers []ngi
 		switch tr.t.peer {
 		case "nginx":
 			p, url = ng, fmt.Sprintf("http://127.0.0.1:%d/", ngPorts[tr.t.m.name])
+		case "base":
+			t, err := e.startGatewayBin(e.base, "base", tr.t.m, e.redisAdr, "5s", true)
+			if err != nil {
+				return err
+			}
+			url = t.url
+			p = e.ps.list[len(e.ps.list)-1]
 		case "floor":
 			t, err := e.startFloor(tr.t.m, true)
 			if err != nil {

@@ -1,11 +1,15 @@
 // Command peerbench puts Tollgate beside the floor of its stack
 // (bench/floor) and nginx on loopback and measures
-// both under the same wrk load: req/s, latency, and the figures to compare
+// them under the same wrk load: req/s, latency, and the figures to compare
 // on, CPU time per request of each process (from /proc) and user-space
 // instructions per request (valgrind callgrind, when installed; `perf stat`
 // counters are used by nobody here because most VMs do not expose them).
 //
-//	go run ./bench/cmd/peerbench [-rounds 3] [-duration 5s] [-c 16] [-t 1] [-write BENCHMARKS.md]
+//	go run ./bench/cmd/peerbench [-rounds 3] [-duration 5s] [-c 16] [-t 1] [-write BENCHMARKS.md] [-base-root DIR]
+//
+// With -base-root, the gateway of an older checkout is measured in the
+// same run as peer "base", so that a change is judged before and after
+// under the same load.
 //
 // It starts a standard-library upstream, one gateway per mode (built from
 // ./cmd/gateway), one nginx with a server block per mode and a
@@ -49,6 +53,7 @@ type options struct {
 	cgDuration   time.Duration
 	write        string
 	root         string
+	baseRoot     string
 	keepTmp      bool
 }
 
@@ -67,6 +72,7 @@ func run(args []string) int {
 	fs.DurationVar(&o.cgDuration, "callgrind-duration", 3*time.Second, "wrk duration of each callgrind measurement")
 	fs.StringVar(&o.write, "write", "", "Markdown file whose peer-benchmark section is replaced with the results")
 	fs.StringVar(&o.root, "root", ".", "module root holding ./cmd/gateway")
+	fs.StringVar(&o.baseRoot, "base-root", "", "module root of an older checkout: its gateway is measured too, as peer \"base\", in the memory modes (before/after in one run)")
 	fs.BoolVar(&o.keepTmp, "keep", false, "keep the temporary directory (configs, logs, callgrind dumps)")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -149,6 +149,11 @@ func ratios(res *results) string {
 		}
 	}
 	for _, m := range allModes {
+		if !m.redis {
+			row("base / floor, "+m.name, find("base", m.name), find("floor", m.name))
+		}
+	}
+	for _, m := range allModes {
 		if base, ok := strings.CutPrefix(m.name, "redis-"); ok {
 			row("tollgate "+m.name+" / tollgate "+base, find("tollgate", m.name), find("tollgate", base))
 		}
