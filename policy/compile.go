@@ -160,5 +160,10 @@ func build(c *Config) (*Policy, []error) {
 		}
 		p.Routes = append(p.Routes, rt)
 	}
+	for i, rt := range p.Routes {
+		if rt.Respond != nil && rt.Respond.Quota != nil {
+			resolveQuota(rt.Respond.Quota, c.Routes[i].Respond.Routes, p.Routes, fmt.Sprintf("routes[%d].respond.routes", i), &e)
+		}
+	}
 	return p, e
 }

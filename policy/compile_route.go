@@ -68,8 +68,17 @@ func buildRoute(c *RouteConfig, path string, e *problems) *Route {
 			}
 			rt.Upstream = u
 		}
+	case c.Respond.Quota:
+		r := c.Respond
+		if r.Status != 0 || r.Body != "" || r.ContentType != "" {
+			e.add(path+".respond.quota", "a quota answer is JSON the gateway writes: drop status, body and content_type")
+		}
+		rt.Respond = &Respond{Status: 200, ContentType: "application/json", Quota: &Quota{}}
 	default:
 		r := *c.Respond
+		if len(r.Routes) > 0 {
+			e.add(path+".respond.routes", "applies only with quota = true")
+		}
 		if r.Status == 0 {
 			r.Status = 200
 		}

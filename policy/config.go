@@ -449,7 +449,8 @@ type RouteConfig struct {
 	Respond *RespondConfig `mapstructure:"respond" json:"respond,omitempty"`
 }
 
-// RespondConfig is `respond = { status = 200, body = "...", content_type = "..." }`.
+// RespondConfig is `respond = { status = 200, body = "...", content_type = "..." }`,
+// or `respond = { quota = true, routes = [...] }`.
 type RespondConfig struct {
 	// Status is the response status, 100..599. Default 200 (0 means 200).
 	Status int `mapstructure:"status" json:"status"`
@@ -458,6 +459,13 @@ type RespondConfig struct {
 	// ContentType is the Content-Type. Default "text/plain; charset=utf-8"
 	// ("" means that).
 	ContentType string `mapstructure:"content_type" json:"content_type"`
+	// Quota, when true, answers with the caller's own budget as JSON (every
+	// limit that applies to it, per route) instead of Status and Body; the
+	// answer counts against no limit but the route's own. Default false.
+	Quota bool `mapstructure:"quota" json:"quota,omitempty"`
+	// Routes names the routes a quota answer reports; empty means every
+	// route. Only with Quota. Default none.
+	Routes []string `mapstructure:"routes" json:"routes,omitempty"`
 }
 
 // Default returns a Config holding every default of the configuration reference. Limits and

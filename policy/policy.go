@@ -306,6 +306,16 @@ type Respond struct {
 	// ContentTypeHeader and ContentLengthHeader are the header values,
 	// built once so that answering allocates nothing. Read-only.
 	ContentTypeHeader, ContentLengthHeader []string
+	// Quota, when not nil, makes the answer the caller's own budget
+	// instead of Body.
+	Quota *Quota
+}
+
+// Quota is what a quota answer reports.
+type Quota struct {
+	// Routes are the routes whose limits it reports, in configuration
+	// order.
+	Routes []*Route
 }
 
 // Limit returns the limit named name, or nil.

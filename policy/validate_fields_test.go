@@ -52,6 +52,15 @@ func TestValidateFields(t *testing.T) {
 		{"path prefix query", func(c *Config) { c.Routes[1].PathPrefix = "/demo?x" }, []string{`routes[1].path_prefix: must not contain '?' or '#', got "/demo?x"`}},
 		{"method", func(c *Config) { c.Routes[0].Methods = []string{"GET", "PO ST"} }, []string{`routes[0].methods[1]: invalid method "PO ST"`}},
 		{"upstream query", func(c *Config) { c.Routes[0].Upstream = "http://h:1/?a=b" }, []string{`routes[0].upstream: must not have a query or fragment, got "http://h:1/?a=b"`}},
+		{"quota with a body", func(c *Config) {
+			c.Routes[1].Respond = &RespondConfig{Quota: true, Body: "x"}
+		}, []string{`routes[1].respond.quota: a quota answer is JSON the gateway writes: drop status, body and content_type`}},
+		{"quota routes without quota", func(c *Config) {
+			c.Routes[1].Respond = &RespondConfig{Body: "x", Routes: []string{"demo"}}
+		}, []string{`routes[1].respond.routes: applies only with quota = true`}},
+		{"quota unknown route", func(c *Config) {
+			c.Routes[1].Respond = &RespondConfig{Quota: true, Routes: []string{c.Routes[0].Name, "nope", c.Routes[0].Name}}
+		}, []string{`routes[1].respond.routes[1]: unknown route "nope"`, `routes[1].respond.routes[2]: route "search" listed twice`}},
 		// server
 		{"admin equals listen", func(c *Config) { c.Server.AdminListen = c.Server.Listen }, []string{`server.admin_listen: must differ from server.listen`}},
 		{"listen required", func(c *Config) { c.Server.Listen = "" }, []string{`server.listen: is required`}},

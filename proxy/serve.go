@@ -166,6 +166,10 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	ev.Outcome = OutcomeForwarded
 	if rt.Respond != nil {
 		q.respondStatus(rt.Respond.Status)
+		if rt.Respond.Quota != nil {
+			h.quota(w, r, snap, rt, start)
+			return
+		}
 		respond(w, rt.Respond)
 		return
 	}
