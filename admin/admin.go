@@ -63,6 +63,8 @@ type Options struct {
 	// the override in force, and a change made here is read back at once.
 	// Nil shows none.
 	OverrideSync OverrideSync
+	// MaxOverrides bounds the override table. Default policy.MaxOverrides.
+	MaxOverrides int
 }
 
 type handler struct {
@@ -81,6 +83,9 @@ func Handler(o Options) http.Handler {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
+	}
+	if o.MaxOverrides <= 0 {
+		o.MaxOverrides = policy.MaxOverrides
 	}
 	h := &handler{o: o}
 	var inner http.Handler = h

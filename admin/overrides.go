@@ -143,7 +143,7 @@ func (h *handler) listOverrides(ctx context.Context, w http.ResponseWriter) {
 	for _, st := range compiled.All {
 		views = append(views, viewOf(st.Override, st.Problem, now))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"overrides": views, "max": policy.MaxOverrides})
+	writeJSON(w, http.StatusOK, map[string]any{"overrides": views, "max": h.o.MaxOverrides})
 }
 
 // decodeOverride reads the body strictly: at most MaxOverrideBody bytes,
@@ -201,10 +201,10 @@ func (h *handler) putOverride(ctx context.Context, w http.ResponseWriter, r *htt
 		writeFieldProblem(w, http.StatusUnprocessableEntity, errs)
 		return
 	}
-	err := h.o.Overrides.PutOverride(ctx, now, o, policy.MaxOverrides)
+	err := h.o.Overrides.PutOverride(ctx, now, o, h.o.MaxOverrides)
 	switch {
 	case errors.Is(err, ratelimit.ErrTooManyOverrides):
-		problem(w, http.StatusConflict, fmt.Sprintf("the override table already holds %d overrides, the most it may; delete some first", policy.MaxOverrides))
+		problem(w, http.StatusConflict, fmt.Sprintf("the override table already holds %d overrides, the most it may; delete some first", h.o.MaxOverrides))
 		return
 	case err != nil:
 		problem(w, http.StatusServiceUnavailable, "store: "+err.Error())
