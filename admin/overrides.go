@@ -240,9 +240,14 @@ func (h *handler) checkOverride(b overrideBody, now time.Time) (ratelimit.Overri
 	case b.Consumer == "" && b.Key == "":
 		add("consumer", "give consumer (a consumer's name) or key (api_key:K, user:U or ip:A)")
 	case b.Consumer != "":
-		if !validConsumer(b.Consumer) {
+		switch {
+		case !validConsumer(b.Consumer):
 			add("consumer", "invalid consumer name %q (1..64 letters, digits, '-' and '_')", headersSafe(b.Consumer))
-		} else {
+		case !p.Consumers.Enabled():
+			add("consumer", "no [consumers] registry is configured; name the client by key")
+		case p.Consumers.Registry.ByName(b.Consumer) == nil:
+			add("consumer", "no consumer named %q is registered", b.Consumer)
+		default:
 			o.Subject, o.Label = policy.ConsumerSubject(b.Consumer), "consumer:"+b.Consumer
 		}
 	default:
@@ -395,5 +400,9 @@ func (h *handler) activeOverride(q url.Values) *policy.Override {
 			subject = strings.TrimPrefix(s, "key:")
 		}
 	}
-	return lo.Find(h.o.Now(), "", subject)
+	consumer := ""
+	if id, err := parseClient(q.Get("key")); err == nil {
+		consumer = id.ConsumerName()
+	}
+	return lo.Find(h.o.Now(), consumer, subject)
 }

@@ -27,8 +27,10 @@ limits = ["quota-reads"]
 
 // quotaAnswer is the JSON of a quota route's answer.
 type quotaAnswer struct {
-	Client string `json:"client"`
-	Routes []struct {
+	Client   string `json:"client"`
+	Consumer string `json:"consumer"`
+	Plan     string `json:"plan"`
+	Routes   []struct {
 		Route  string `json:"route"`
 		Limits []struct {
 			Limit           string `json:"limit"`

@@ -130,7 +130,7 @@ func (l *Limit) OverrideLimit(n OverrideNumbers) (*ratelimit.Limit, []FieldError
 // override's subject is made of.
 func identityPart(k keys.PartKind) bool {
 	switch k {
-	case keys.PartClient, keys.PartIP, keys.PartAPIKey, keys.PartUser:
+	case keys.PartClient, keys.PartIP, keys.PartAPIKey, keys.PartUser, keys.PartMTLS, keys.PartConsumer:
 		return true
 	}
 	return false
@@ -148,7 +148,7 @@ func appendIdentityParts(dst, parts []keys.Part) []keys.Part {
 
 // OverrideSubject returns the subject under which an override of l for the
 // client id is stored and found: "key:" and the counter key of l's
-// identity parts (client, ip, api_key, user) for id. For a limit keyed by
+// identity parts (client, ip, api_key, user, mtls, consumer) for id. For a limit keyed by
 // nothing else that is the client's counter key itself; a limit that also
 // counts per route, method or header is overridden on every counter of the
 // client. The error says why l has no counter for id: it is not keyed by

@@ -57,7 +57,10 @@ func (p *Policy) CompileOverrides(list []ratelimit.Override) *Overrides {
 		switch {
 		case l == nil:
 			st.Problem = "no limit of that name is configured"
-		case rec.Scope != l.Scope:
+		case strings.HasPrefix(rec.Subject, "consumer:") && (p.Consumers.Registry == nil ||
+			p.Consumers.Registry.ByName(strings.TrimPrefix(rec.Subject, "consumer:")) == nil):
+			st.Problem = "no consumer of that name is registered"
+		case rec.Scope != l.Scope && !strings.HasPrefix(rec.Subject, "consumer:"):
 			st.Problem = "the limit's key parts changed since the override was made, so it names no counter; delete it and make it again"
 		default:
 			var rates []string

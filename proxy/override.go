@@ -8,12 +8,21 @@ import (
 )
 
 // limitFor returns the limit that decides a request of l whose key parts
-// are parts and counter key is key: the override in force for its client,
-// if any, else base (l's variant for the identity, l.For). Without overrides of l it costs one map lookup.
+// are parts and counter key is key: the override in force for its
+// consumer or client, if any, else base (l's variant for the identity,
+// l.For). Without overrides of l it costs one map lookup.
 func (h *Handler) limitFor(ovs *policy.Overrides, p *policy.Policy, l *policy.Limit, base *ratelimit.Limit, parts []keys.Part, key string, id *keys.Identity) *ratelimit.Limit {
+	if ov := h.override(ovs, p, l, parts, key, id); ov != nil {
+		return ov.Limit
+	}
+	return base
+}
+
+// override returns the override of l in force for the request, or nil.
+func (h *Handler) override(ovs *policy.Overrides, p *policy.Policy, l *policy.Limit, parts []keys.Part, key string, id *keys.Identity) *policy.Override {
 	lo := ovs.For(l)
 	if lo == nil {
-		return base
+		return nil
 	}
 	subject := ""
 	if lo.NeedsSubject() {
@@ -21,10 +30,7 @@ func (h *Handler) limitFor(ovs *policy.Overrides, p *policy.Policy, l *policy.Li
 	}
 	// Overrides expire on the wall clock: their expiry is an instant the
 	// operator named.
-	if ov := lo.Find(h.wallNow(), "", subject); ov != nil {
-		return ov.Limit
-	}
-	return base
+	return lo.Find(h.wallNow(), id.ConsumerName(), subject)
 }
 
 // variedPolicy is the RateLimit-Policy value of the limits that decided a

@@ -17,8 +17,12 @@ import (
 // budget on every route it reports.
 type QuotaAnswer struct {
 	// Client is the kind of identity the caller was known by ("api_key",
-	// "user", "ip"); its value is not echoed.
+	// "user", "ip", "consumer"); its value is not echoed.
 	Client string `json:"client"`
+	// Consumer and Plan are the caller's registered consumer and plan,
+	// omitted when none.
+	Consumer string `json:"consumer,omitempty"`
+	Plan     string `json:"plan,omitempty"`
 	// Routes are the routes reported, in configuration order.
 	Routes []QuotaRoute `json:"routes"`
 }
@@ -72,7 +76,7 @@ type QuotaWindow struct {
 // query or body can name another client), and its counter keys are built
 // by the same calls, with the quota request's own method and headers for
 // the limits keyed by them.
-func (h *Handler) quota(w http.ResponseWriter, r *http.Request, snap *snapshot, rt *policy.Route, now time.Time) {
+func (h *Handler) quota(w http.ResponseWriter, r *http.Request, snap *snapshot, rt *policy.Route, q *request, now time.Time) {
 	p := snap.p
 	id := p.Identity.Identify(r, h.wallNow())
 	var ovs *policy.Overrides
@@ -84,7 +88,14 @@ func (h *Handler) quota(w http.ResponseWriter, r *http.Request, snap *snapshot, 
 		key string
 	}
 	read := map[counter][]ratelimit.WindowUsage{}
-	ans := QuotaAnswer{Client: id.ClientKind.String(), Routes: make([]QuotaRoute, 0, len(rt.Respond.Quota.Routes))}
+	if id.Rejected {
+		// An API key no consumer owns, under unknown_api_key = "reject":
+		// the same 401 as on every route.
+		unknownKey(w, &q.ev, p)
+		return
+	}
+	ans := QuotaAnswer{Client: id.ClientKind.String(), Consumer: id.ConsumerName(), Plan: id.Plan,
+		Routes: make([]QuotaRoute, 0, len(rt.Respond.Quota.Routes))}
 	var key []byte
 	for _, target := range rt.Respond.Quota.Routes {
 		qr := QuotaRoute{Route: target.Name, Limits: make([]QuotaLimit, 0, len(target.Limits))}
@@ -101,24 +112,17 @@ func (h *Handler) quota(w http.ResponseWriter, r *http.Request, snap *snapshot, 
 				ql.Rejected = "requests without " + keys.MissingNames(l.By) + " are answered 401"
 			default:
 				key = p.Identity.AppendKey(key[:0], parts, &id, &keys.Values{Route: target.Name, Method: r.Method, Header: r.Header})
-				c := counter{l.Limit, string(key)}
-				if lo := ovs.For(l); lo != nil {
-					subject := ""
-					if lo.NeedsSubject() {
-						subject = lo.Subject(p.Identity, parts, c.key, &id)
-					}
-					if ov := lo.Find(h.wallNow(), "", subject); ov != nil {
-						c.l = ov.Limit
-						ql.OverrideExpires = ov.Record.Expires.UTC().Format(time.RFC3339)
-					}
+				c := counter{l.For(&id), string(key)}
+				if ov := h.override(ovs, p, l, parts, c.key, &id); ov != nil {
+					c.l = ov.Limit
+					ql.OverrideExpires = ov.Record.Expires.UTC().Format(time.RFC3339)
 				}
 				ws, done := read[c]
 				if !done {
 					var err error
 					ws, err = h.usage(r.Context(), p, now, c.l, c.key)
 					if err != nil {
-						q := &snap.p.Store
-						h.logStoreError(err, q.OnError, now)
+						h.logStoreError(err, p.Store.OnError, now)
 						w.Header()["Retry-After"] = headers.IntValue(1)
 						headers.WriteProblem(w, headers.Problem{Status: http.StatusServiceUnavailable, Title: "Service Unavailable",
 							Detail: "rate-limit store unavailable; retry in 1s", RetryAfter: 1})

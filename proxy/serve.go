@@ -167,7 +167,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if rt.Respond != nil {
 		q.respondStatus(rt.Respond.Status)
 		if rt.Respond.Quota != nil {
-			h.quota(w, r, snap, rt, start)
+			h.quota(w, r, snap, rt, q, start)
 			return
 		}
 		respond(w, rt.Respond)
