@@ -30,16 +30,29 @@ type packedLimit struct {
 	args string
 }
 
+// maxVariants bounds the definitions cached under one ID: a limit and its
+// variants (plans, consumers' own rates, overrides) that keep its windows
+// share its ID.
+const maxVariants = 16
+
 // limitArg returns the packed parameters of l (the decide script's
 // ARGV[1+h], lua/common.lua): algorithm, shadow, windows, then L, W, capacity, P, N per window. They
-// are built once per limit and cached under its ID; the cached value is
+// are built once per limit and cached under its ID; a cached value is
 // used only for the very limit it was built from, because a reload that
 // changes a limit's counts keeps its ID (the counters carry over) but not
-// its parameters. The cache holds one value per ID, so reloads do not
-// grow it.
+// its parameters, and so does a variant of a limit with other counts (a
+// plan, an override). The cache holds the last maxVariants definitions
+// per ID, so requests alternating between a limit and its variants do not
+// repack on every call, and reloads do not grow it.
 func (s *Store) limitArg(l *ratelimit.Limit) string {
-	if v, ok := s.params.Load(l.ID); ok && v.(*packedLimit).lim == l {
-		return v.(*packedLimit).args
+	var old []packedLimit
+	if v, ok := s.params.Load(l.ID); ok {
+		old = *v.(*[]packedLimit)
+		for i := range old {
+			if old[i].lim == l {
+				return old[i].args
+			}
+		}
 	}
 	n := l.Windows()
 	b := make([]byte, 0, 8*(3+5*n))
@@ -54,7 +67,11 @@ func (s *Store) limitArg(l *ratelimit.Limit) string {
 	}
 	b = appendMaxDelay(b, l)
 	v := string(b)
-	s.params.Store(l.ID, &packedLimit{lim: l, args: v})
+	// Copy on write: readers hold the old slice. A racing writer may
+	// drop this entry; it is packed again on its next use.
+	keep := old[max(0, len(old)-maxVariants+1):]
+	next := append(append(make([]packedLimit, 0, len(keep)+1), keep...), packedLimit{lim: l, args: v})
+	s.params.Store(l.ID, &next)
 	return v
 }
 

@@ -116,7 +116,7 @@ type Store struct {
 	deny        *lru.Cache[denyKey, *denied]
 	seeds       [2]maphash.Seed // of denyKey
 	stats       counters
-	params      sync.Map // limit ID → *packedLimit (limitArg)
+	params      sync.Map // limit ID → *[]packedLimit (limitArg)
 	holds       holdSet  // cluster keys that a decision in progress may refund
 	now         func() time.Time
 	refused     atomic.Pointer[refusal] // the last readiness probe's refusal
