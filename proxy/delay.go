@@ -31,6 +31,19 @@ func (w *waiters) counter(id string) *atomic.Int64 {
 // this ID in this gateway.
 func (h *Handler) Waiting(limitID string) int64 { return h.waiting.counter(limitID).Load() }
 
+// noWaitIfFull marks the hit just appended for l as one that must not
+// reserve a slot when l delays and its waiting room in this gateway is
+// full: reserving first and giving the slot back after would waste it
+// whenever another request reserved behind it in between, so a flood past
+// max_waiting would push every later slot out. (Requests deciding at the
+// same moment can still find the room full only after reserving; those
+// give their slots back.)
+func (h *Handler) noWaitIfFull(q *request, l *policy.Limit) {
+	if l.Limit.MaxDelay > 0 && h.waiting.counter(l.ID).Load() >= int64(l.MaxWaiting) {
+		q.hits[len(q.hits)-1].Mode = ratelimit.HitNoWait
+	}
+}
+
 // delayOf returns the longest Delay among q's decisions: how long the
 // request must wait before it is forwarded (0: at once).
 func delayOf(q *request) time.Duration {

@@ -139,6 +139,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			q.varied = q.varied || lim != base
 			q.hits = append(q.hits, ratelimit.Hit{Limit: lim, Key: key, Cost: cost})
 			q.peekResponse(l)
+			h.noWaitIfFull(q, l)
 		}
 	}
 

@@ -24,9 +24,13 @@ const (
 	// always), even past the limit. A window may then hold more than its
 	// limit; it admits nothing more until it has drained below.
 	HitTake
+	// HitNoWait is HitCount for a limit with MaxDelay that must not
+	// reserve a slot now (the gateway's waiting room for it is full): a
+	// hit that would have to wait is denied, as without MaxDelay.
+	HitNoWait
 )
 
-var hitModeNames = [...]string{HitCount: "count", HitPeek: "peek", HitTake: "take"}
+var hitModeNames = [...]string{HitCount: "count", HitPeek: "peek", HitTake: "take", HitNoWait: "no-wait"}
 
 // String returns "count", "peek" or "take".
 func (m HitMode) String() string {

@@ -316,7 +316,7 @@ func (s *Store) Decide(_ context.Context, now time.Time, hits []ratelimit.Hit, o
 			continue
 		}
 		sh.t.apply(&slots[sl.first].st, opCheck, h.Limit, &args{now: t, cost: cost, d: &out[i]})
-		window.Reserve(h.Limit, &out[i])
+		window.Reserve(h.Limit, h.Mode, &out[i])
 		if !out[i].Allowed && !h.Limit.Shadow {
 			allowed = false
 		}
@@ -394,7 +394,7 @@ func (s *Store) decideOne(h ratelimit.Hit, t int64, d *ratelimit.Decision) bool 
 		*d = ratelimit.Decision{Allowed: true}
 	} else {
 		sh.t.apply(&st, opCheck, h.Limit, &a)
-		window.Reserve(h.Limit, d)
+		window.Reserve(h.Limit, h.Mode, d)
 	}
 	// A shadow limit never denies the request, and counts only what it
 	// allowed itself.

@@ -11,9 +11,10 @@ import (
 // then allowed with Delay set to the wait, and the hit must be counted at
 // now + the returned ticks (Take at that instant), which is exactly the
 // state a count at the slot would leave. It returns 0 and leaves d alone
-// otherwise. See ARCHITECTURE.md "Delay".
-func Reserve(l *ratelimit.Limit, d *ratelimit.Decision) int64 {
-	if d.Allowed || d.Never || l.MaxDelay <= 0 || l.Shadow || d.RetryAfter <= 0 || d.RetryAfter > l.MaxDelay {
+// otherwise, and for a hit whose mode is not HitCount. See
+// ARCHITECTURE.md "Delay".
+func Reserve(l *ratelimit.Limit, mode ratelimit.HitMode, d *ratelimit.Decision) int64 {
+	if mode != ratelimit.HitCount || d.Allowed || d.Never || l.MaxDelay <= 0 || l.Shadow || d.RetryAfter <= 0 || d.RetryAfter > l.MaxDelay {
 		return 0
 	}
 	d.Allowed, d.Delay, d.RetryAfter = true, d.RetryAfter, 0

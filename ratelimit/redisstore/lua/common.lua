@@ -39,7 +39,7 @@
 --                 3 cancel: give back delayed hits' reservations (modes.lua)
 --           then, when any hit is not an ordinary count, the mode of each
 --           hit: 0 count, 1 peek (check, never count), 2 take (count
---           without a check)
+--           without a check), 3 count but never reserve a slot (no wait)
 -- ARGV[1+h] the limit of hit h, doubles: algorithm, shadow (0/1), windows n,
 --           then per window L, W, capacity, P, N (built once per limit),
 --           then, for a limit that delays, its max delay in ticks

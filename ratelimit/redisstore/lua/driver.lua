@@ -184,7 +184,9 @@ local function decide(KEYS, ARGV)
   local hpos
   now, usetime, mode, wantold, lease, margin, nhits, hpos = sunpack('<ddddddd', hdr)
   leasenow = nil
-  if nhits == 1 and mode ~= 2 then
+  -- (A hit mode or a max delay lengthens the header or the limit: the
+  -- general path handles them.)
+  if nhits == 1 and mode ~= 2 and mode ~= 3 and #hdr == 64 and #ARGV[2] == 64 then
     local pa = ARGV[2]
     local alg, shadow, nw, L, W, Cap, P, N = sunpack('<dddddddd', pa)
     local A = handler(alg)
@@ -332,7 +334,7 @@ local function decide(KEYS, ARGV)
         WR[wi + 2 * w - 1], WR[wi + 2 * w] = o, ra
         if not o then ok = false end
       end
-      if not ok and HD and HD[h] and not HIT[b + 2] then
+      if not ok and HD and HD[h] and not HIT[b + 2] and not (HM and HM[h] == 3) then
         local d = reserve(WR, wi, #ps, HD[h])
         if d then
           ok, DL = true, DL or {}
