@@ -179,3 +179,53 @@ func TestOverridesRedisTwoGateways(t *testing.T) {
 	g2 := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data})
 	checkOverrideRaisesAndRestores(t, g1, g2)
 }
+
+// TestOverridesSurviveReload: an override outlives a reload that changes
+// its limit's numbers (it still gives its own), and one whose limit a
+// reload removes is listed with the reason and applies nowhere.
+func TestOverridesSurviveReload(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	g := startGateway(t, "ops.toml.tmpl", gwOpts{Data: opsData(t, up, "Extra", quotaTOML)})
+	exp := time.Now().Add(time.Hour)
+	for _, b := range []string{
+		overrideBody("per-key", "key=ip:127.0.0.6", "6/minute", exp, ""),
+		overrideBody("quota-reads", "key=ip:127.0.0.6", "9/minute", exp, ""),
+	} {
+		if r := adminSend(t, g, "PUT", "/admin/overrides", "", b); r.Status != 200 {
+			t.Fatalf("PUT %s: %s", b, r)
+		}
+	}
+	before := time.Now()
+	g.rewrite(t, map[string]any{"Rate": "2/minute", "Extra": ""})
+	if r := adminDo(t, g, "POST", "/admin/reload", ""); r.Status != 200 {
+		t.Fatalf("reload: %s", r)
+	}
+	waitReload(t, g, before)
+	if w := limitUsage(t, g, "", "per-key", "ip:127.0.0.6").Windows[0]; w.Limit != 6 {
+		t.Errorf("per-key after a reload to 2/minute: limit %d, want the override's 6", w.Limit)
+	}
+	c := newClient(t, "127.0.0.6")
+	avoidWindowEdge(time.Minute)
+	admitted := 0
+	for range 8 {
+		if get(t, c, g.url("/api/x"), nil).Status == 200 {
+			admitted++
+		}
+	}
+	if admitted != 6 {
+		t.Errorf("%d of 8 admitted after the reload, want the override's 6", admitted)
+	}
+	for _, o := range listOverrides(t, g, "").Overrides {
+		switch o.Limit {
+		case "per-key":
+			if !o.InForce {
+				t.Errorf("per-key's override after the reload: %+v, want in force", o)
+			}
+		case "quota-reads":
+			if o.InForce || !strings.Contains(o.Problem, "no limit of that name") {
+				t.Errorf("the override of a removed limit: %+v, want not in force, naming why", o)
+			}
+		}
+	}
+}

@@ -152,4 +152,15 @@ func TestQuotaEndpointRedis(t *testing.T) {
 	g1 := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data})
 	g2 := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data})
 	checkQuotaMatchesNext(t, g1, g2)
+
+	// With Redis gone, a gateway whose requests fall back to local
+	// counters (on_error = "local") cannot read the shared ones: the
+	// quota answer is 503, never the local counters' numbers.
+	g3 := startGateway(t, "redis.toml.tmpl", gwOpts{Data: redisData(rs.Addr, nil, "local", "200ms", overrideLimits+quotaTOML)})
+	rs.Kill()
+	r := get(t, newClient(t, "127.0.0.5"), g3.url("/rate_limit"), nil)
+	r.problem(t, 503)
+	if ra, ok := r.retryAfter(t); !ok || ra != 1 {
+		t.Errorf("quota with the store down: Retry-After %d (present %v), want 1", ra, ok)
+	}
 }
