@@ -55,7 +55,9 @@ type caller interface {
 
 // run sends one decide call (keys, args as the script reads them) to
 // Redis through c and returns its reply. It is the single point where a
-// decision leaves the Store.
+// decision leaves the Store: through the coalescer (coalesce.go), which
+// batches the first attempts of concurrent calls into pipelines, when it
+// is on and c is the Store's own client; else alone on c.
 //
 // No blind retry: a call is sent again only when Redis answered that it
 // does not know the code (NOSCRIPT, or "Function not found" after FUNCTION
@@ -64,12 +66,30 @@ type caller interface {
 // (every master of a Cluster) and the call sent once more; should Redis
 // still not know it, the call runs as a script (EVALSHA, then EVAL).
 func (s *Store) run(ctx context.Context, c caller, keys []string, args []any) (any, error) {
-	switch s.chooseEngine(ctx) {
-	case engineFunction:
-		res, err := c.FCall(ctx, functionName, keys, args...).Result()
-		if err == nil || !isNoFunction(err) {
-			return res, err
-		}
+	if s.coal != nil && c == caller(s.client) {
+		return s.coal.do(ctx, keys, args)
+	}
+	return s.finish(ctx, c, s.first(ctx, c, keys, args), keys, args)
+}
+
+// first issues the first attempt of one call on c: sent at once on a
+// client, queued on a pipeline (whose Exec sends it).
+func (s *Store) first(ctx context.Context, c caller, keys []string, args []any) *redis.Cmd {
+	if s.chooseEngine(ctx) == engineFunction {
+		return c.FCall(ctx, functionName, keys, args...)
+	}
+	return s.decide.EvalSha(ctx, c, keys, args...)
+}
+
+// finish completes a call whose first attempt has been answered (cmd):
+// only an answer proving that nothing ran is followed by another attempt,
+// alone on c under the call's own ctx.
+func (s *Store) finish(ctx context.Context, c caller, cmd *redis.Cmd, keys []string, args []any) (any, error) {
+	res, err := cmd.Result()
+	switch {
+	case err == nil:
+		return res, nil
+	case isNoFunction(err):
 		if s.loadLibrary(ctx) == nil {
 			res, err = c.FCall(ctx, functionName, keys, args...).Result()
 			if err == nil || !isNoFunction(err) {
@@ -80,9 +100,10 @@ func (s *Store) run(ctx context.Context, c caller, keys []string, args []any) (a
 		// loadable now: this call runs as a script, whose EVAL carries
 		// the code.
 		return s.decide.Run(ctx, c, keys, args...).Result()
-	default:
-		return s.decide.Run(ctx, c, keys, args...).Result()
+	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+		return s.decide.Eval(ctx, c, keys, args...).Result()
 	}
+	return res, err
 }
 
 // chooseEngine returns the Store's engine, choosing it on first use: the

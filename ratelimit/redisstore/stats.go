@@ -27,6 +27,9 @@ type Stats struct {
 	DenyCacheHits uint64
 	// Refunds counts Cluster refunds of earlier slots after a later denial.
 	Refunds uint64
+	// Batches counts the pipelines the coalescer sent; Batched the calls
+	// they carried (calls sent alone are in neither).
+	Batches, Batched uint64
 	// Breaker is the breaker's state now.
 	Breaker BreakerState
 	// HeldSlots is the number of concurrency slots this Store holds now
@@ -57,7 +60,7 @@ type Stats struct {
 }
 
 type counters struct {
-	calls, timeouts, canceled, stateErrors, otherErrors, breakerRejects, denyCacheHits, refunds, libraryLoads atomic.Uint64
+	calls, timeouts, canceled, stateErrors, otherErrors, breakerRejects, denyCacheHits, refunds, libraryLoads, batches, batched atomic.Uint64
 }
 
 // Stats returns the store's counters.
@@ -74,6 +77,8 @@ func (s *Store) Stats() Stats {
 		BreakerRejects: s.stats.breakerRejects.Load(),
 		DenyCacheHits:  s.stats.denyCacheHits.Load(),
 		Refunds:        s.stats.refunds.Load(),
+		Batches:        s.stats.batches.Load(),
+		Batched:        s.stats.batched.Load(),
 		Breaker:        s.breaker.state(s.now()),
 
 		HeldSlots:       held,

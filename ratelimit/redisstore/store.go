@@ -96,6 +96,14 @@ type Options struct {
 	// that supports Function libraries (tests and benchmarks compare the
 	// two; FUNCTION LOAD refused by Redis selects EVALSHA by itself).
 	NoFunctions bool
+	// Coalesce lets decisions that arrive together share one round trip
+	// (a pipeline; coalesce.go) on standalone and Sentinel clients. A
+	// decision that finds a connection free is still sent at once, alone.
+	// Default false.
+	Coalesce bool
+	// CoalesceLanes is how many decide calls or batches may be on the
+	// wire at once when Coalesce is set. Default 4.
+	CoalesceLanes int
 	// Now is the clock of the breaker, the deny cache and the holds of
 	// Cluster refunds. Default time.Now. (Decisions use the instant passed
 	// to Decide, or Redis TIME with ClockStore.)
@@ -121,6 +129,7 @@ type Store struct {
 	now         func() time.Time
 	refused     atomic.Pointer[refusal] // the last readiness probe's refusal
 	engine      engineState             // how the decide script runs (engine.go)
+	coal        *coalescer              // nil unless Options.Coalesce (and not a Cluster)
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -135,7 +144,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: unknown clock %d", opts.Clock)
 	}
 	if opts.Timeout < 0 || opts.LeaseTTL < 0 || opts.MaxPendingReleases < 0 || opts.TTLMargin < 0 || opts.BreakerCooldown < 0 ||
-		opts.BreakerFailures < 0 || opts.DenyCacheTTL < 0 {
+		opts.BreakerFailures < 0 || opts.DenyCacheTTL < 0 || opts.CoalesceLanes < 0 {
 		return nil, errors.New("redisstore: negative timeout, lease, pending releases, margin, breaker or deny-cache setting")
 	}
 	if opts.DenyCacheTTL == 0 {
@@ -174,6 +183,13 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	s.leases.init()
 	s.breaker.init(opts.BreakerFailures, opts.BreakerCooldown)
 	_, s.cluster = client.(*redis.ClusterClient)
+	if opts.Coalesce && !s.cluster {
+		lanes := opts.CoalesceLanes
+		if lanes == 0 {
+			lanes = defaultLanes
+		}
+		s.coal = newCoalescer(s, lanes, defaultMaxBatch)
+	}
 	if opts.DenyCacheSize >= 0 {
 		size := opts.DenyCacheSize
 		if size == 0 {
