@@ -123,6 +123,10 @@ type Limit struct {
 	// limit's with the same name (the gateway puts the key parts there).
 	// It is part of ID and is not interpreted otherwise.
 	Scope string
+	// Batch, when set, lets a hybrid store decide this limit's hits from
+	// leases (see Batch). It is not part of ID: switching a limit between
+	// exact and batched keeps its counters.
+	Batch *Batch
 	// ID identifies the limit's counters: its name, algorithm, mode,
 	// Scope and the shape of its state (the window lengths and, for
 	// SlidingWindowCounter, the precision), but not its counts, burst or
@@ -213,6 +217,9 @@ func (l *Limit) Validate() error {
 				return fmt.Errorf("precision %s splits window %s into more than 3600 buckets", l.Precision, r.Window)
 			}
 		}
+	}
+	if err := l.checkBatch(); err != nil {
+		return err
 	}
 	return l.checkStateBytes()
 }

@@ -1,0 +1,433 @@
+// Package hybrid is a ratelimit.Store that decides the hits of batched
+// limits (ratelimit.Limit.Batch) from leases: each gateway takes a slice of
+// a key's budget from the shared store ahead of use (one store decision of
+// the lease's size) and admits from it locally, so that a hot key costs
+// the store about one call per lease instead of one per request. Every
+// other hit goes to the wrapped store unchanged, in the same call when a
+// request mixes both, so a request is still all-or-nothing.
+//
+// A gateway admits only units the store has counted, so the fleet never
+// admits more than the store would have counted: a fixed window admits at
+// most its limit per window for any number of gateways; a sliding window
+// counter, whose units are counted up to one lease earlier than used, may
+// admit up to N·(k−1) units past its estimate with N gateways and leases of
+// at most k units. The price is under-admission: units leased and not used
+// before the lease ends (after Batch.Interval, or with its window) stay
+// counted (ARCHITECTURE.md "Hybrid counting").
+//
+// The package knows nothing of HTTP and reads no clock: leases age on the
+// instants passed to Decide.
+package hybrid
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	// MaxKeys bounds the leases (and cached denials) held, one per batched
+	// limit and key; a batched hit on a new key past it is decided by the
+	// wrapped store like an exact one. Default 100000.
+	MaxKeys int
+}
+
+const nShards = 16
+
+// Store wraps a ratelimit.Store with leases for batched limits. It is safe
+// for concurrent use.
+type Store struct {
+	next   ratelimit.Store
+	perMax int // entries per shard
+	seed   maphash.Seed
+	shards [nShards]shard
+	stats  struct{ calls, leases, local, localDenied, exact atomic.Uint64 }
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[leaseKey]*lease
+}
+
+type leaseKey struct{ id, key string }
+
+// lease is one gateway's slice of one key's budget, or its cached denial.
+// Instants are ticks (µs) on the clock of the Decide calls.
+type lease struct {
+	lim   *ratelimit.Limit // the limit it was taken for (a reload replaces it)
+	units int64            // units left to admit locally
+	until int64            // the instant the units stop being admissible
+	size  int64            // the size of the last lease taken
+	used  int64            // units admitted since the last lease was taken
+	// The store's report when the lease was taken at instant at: what it
+	// had left beyond the lease, and its reset.
+	remaining, capacity int64
+	reset               time.Duration
+	at                  int64
+	// A denial of the hit at its own cost, repeated locally until
+	// denyUntil.
+	denyUntil, deniedAt int64
+	deny                ratelimit.Decision
+}
+
+var _ ratelimit.Store = (*Store)(nil)
+
+// New wraps next.
+func New(next ratelimit.Store, o Options) *Store {
+	if o.MaxKeys <= 0 {
+		o.MaxKeys = 100000
+	}
+	s := &Store{next: next, perMax: max(1, o.MaxKeys/nShards), seed: maphash.MakeSeed()}
+	for i := range s.shards {
+		s.shards[i].m = make(map[leaseKey]*lease)
+	}
+	return s
+}
+
+// Stats are a Store's cumulative counters.
+type Stats struct {
+	// StoreCalls counts the wrapped store's Decide calls made for requests
+	// with a batched hit; Leases the leases they carried.
+	StoreCalls, Leases uint64
+	// LocalAdmits and LocalDenials count batched hits decided without a
+	// store call.
+	LocalAdmits, LocalDenials uint64
+	// Exact counts batched hits decided exactly because the lease table
+	// was full.
+	Exact uint64
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{StoreCalls: s.stats.calls.Load(), Leases: s.stats.leases.Load(), LocalAdmits: s.stats.local.Load(),
+		LocalDenials: s.stats.localDenied.Load(), Exact: s.stats.exact.Load()}
+}
+
+func (s *Store) shard(k leaseKey) *shard {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(k.id)
+	h.WriteByte(0)
+	h.WriteString(k.key)
+	return &s.shards[h.Sum64()%nShards]
+}
+
+// kinds of plan
+const (
+	exact   = iota // sent to the wrapped store as it is
+	local          // admitted from the lease (units reserved)
+	denied         // denied from the cached denial
+	leasing        // sent to the wrapped store as a lease of size
+)
+
+// plan is what Decide does with one hit.
+type plan struct {
+	kind int
+	size int64
+	l    *lease
+	sh   *shard
+}
+
+// Decide implements ratelimit.Store.
+func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
+	batched := false
+	for _, h := range hits {
+		if h.Limit != nil && h.Limit.Batch != nil {
+			batched = true
+			break
+		}
+	}
+	if !batched {
+		return s.next.Decide(ctx, now, hits, out)
+	}
+	if len(out) < len(hits) {
+		return false, fmt.Errorf("hybrid: %d decisions for %d hits", len(out), len(hits))
+	}
+	for i, h := range hits {
+		if err := h.Check(); err != nil {
+			return false, fmt.Errorf("hybrid: hit %d: %w", i, err)
+		}
+	}
+	t := now.UnixMicro()
+	plans := make([]plan, len(hits))
+	anyStore, anyDenied := false, false
+	for i, h := range hits {
+		if h.Limit.Batch == nil {
+			anyStore = true
+			continue
+		}
+		plans[i] = s.reserve(h, t)
+		switch plans[i].kind {
+		case exact, leasing:
+			anyStore = true
+		case denied:
+			anyDenied = true
+		}
+	}
+	if anyDenied && !anyStore {
+		// Every hit decided locally and one denies: nothing counted.
+		for i, h := range hits {
+			s.rollback(h, plans[i], out, i, t)
+		}
+		return false, nil
+	}
+	if !anyStore {
+		for i, h := range hits {
+			sh := plans[i].sh
+			sh.mu.Lock()
+			out[i] = plans[i].l.report(h, t, true)
+			sh.mu.Unlock()
+		}
+		s.stats.local.Add(uint64(len(hits)))
+		return true, nil
+	}
+	return s.decideStore(ctx, now, t, hits, out, plans)
+}
+
+// reserve plans hit h at instant t. For a local admission the units are
+// taken at once. No lock is held on return: two hits of one request may
+// share a shard.
+func (s *Store) reserve(h ratelimit.Hit, t int64) plan {
+	k := leaseKey{h.Limit.ID, h.Key}
+	sh := s.shard(k)
+	sh.mu.Lock()
+	l := sh.m[k]
+	if l != nil && l.lim != h.Limit {
+		// Reloaded: the units were counted under the same ID, but the
+		// lease's sizes and bounds belong to the old definition.
+		l = nil
+		delete(sh.m, k)
+	}
+	if l == nil {
+		if len(sh.m) >= s.perMax {
+			sh.sweep(t)
+		}
+		if len(sh.m) >= s.perMax {
+			sh.mu.Unlock()
+			s.stats.exact.Add(1)
+			return plan{kind: exact}
+		}
+		l = &lease{lim: h.Limit}
+		sh.m[k] = l
+	}
+	defer sh.mu.Unlock()
+	switch {
+	case t < l.denyUntil:
+		return plan{kind: denied, l: l, sh: sh}
+	case t < l.until && l.units >= h.Cost:
+		l.units -= h.Cost
+		l.used += h.Cost
+		return plan{kind: local, l: l, sh: sh}
+	}
+	size := h.Cost
+	switch {
+	case l.size == 0:
+		// The first lease of a key is just the request: a key seen once
+		// strands nothing.
+	case t < l.until:
+		// Used up before it ended: double.
+		size = max(size, 2*l.size)
+	default:
+		// Ended with units left, or long ago: twice what the last one
+		// admitted.
+		size = max(size, 2*l.used)
+	}
+	size = min(size, max(h.Cost, h.Limit.Batch.Lease))
+	return plan{kind: leasing, size: size, l: l}
+}
+
+// sweep drops the entries that hold nothing at t. sh.mu is held.
+func (sh *shard) sweep(t int64) {
+	for k, l := range sh.m {
+		if t >= l.until && t >= l.denyUntil {
+			delete(sh.m, k)
+		}
+	}
+}
+
+// rollback undoes a locally planned hit of a denied request and writes
+// its decision.
+func (s *Store) rollback(h ratelimit.Hit, p plan, out []ratelimit.Decision, i int, t int64) {
+	if p.sh == nil {
+		return
+	}
+	p.sh.mu.Lock()
+	defer p.sh.mu.Unlock()
+	switch p.kind {
+	case local:
+		p.l.units += h.Cost
+		p.l.used -= h.Cost
+		out[i] = p.l.report(h, t, false)
+	case denied:
+		s.stats.localDenied.Add(1)
+		out[i] = p.l.denial(t)
+	}
+}
+
+// report is the decision of a hit admitted from l (counted) or of a
+// locally admissible hit of a denied request (not counted).
+func (l *lease) report(h ratelimit.Hit, t int64, counted bool) ratelimit.Decision {
+	el := time.Duration(t-l.at) * ratelimit.Tick
+	return ratelimit.Decision{Allowed: true, Counted: counted, Limit: l.capacity,
+		Remaining: min(l.capacity, l.remaining+l.units), Reset: max(0, l.reset-el)}
+}
+
+// denial is the cached denial as seen at t.
+func (l *lease) denial(t int64) ratelimit.Decision {
+	d := l.deny
+	el := time.Duration(t-l.deniedAt) * ratelimit.Tick
+	d.RetryAfter = max(ratelimit.Tick, d.RetryAfter-el)
+	d.Reset = min(max(0, d.Reset-el), d.RetryAfter)
+	return d
+}
+
+// decideStore sends the exact hits and the leases to the wrapped store in
+// one call, retrying once with leases of just the hits' costs when a
+// larger lease was denied, and settles the plans.
+func (s *Store) decideStore(ctx context.Context, now time.Time, t int64, hits []ratelimit.Hit, out []ratelimit.Decision, plans []plan) (bool, error) {
+	var sub []ratelimit.Hit
+	var idx []int
+	for i, h := range hits {
+		switch plans[i].kind {
+		case exact:
+			sub = append(sub, h)
+			idx = append(idx, i)
+		case leasing:
+			h.Cost = plans[i].size
+			sub = append(sub, h)
+			idx = append(idx, i)
+		case denied:
+			// Ask the store again at the hit's own cost, within the
+			// request's single call: the request needs the store anyway.
+			plans[i].kind, plans[i].size = leasing, h.Cost
+			sub = append(sub, h)
+			idx = append(idx, i)
+		}
+	}
+	subOut := make([]ratelimit.Decision, len(sub))
+	allowed, err := s.call(ctx, now, sub, subOut, plans, idx)
+	if err == nil && !allowed {
+		retry := false
+		for j, i := range idx {
+			if plans[i].kind == leasing && plans[i].size > hits[i].Cost && !subOut[j].Allowed {
+				plans[i].size, sub[j].Cost, retry = hits[i].Cost, hits[i].Cost, true
+			}
+		}
+		if retry {
+			allowed, err = s.call(ctx, now, sub, subOut, plans, idx)
+		}
+	}
+	for i, h := range hits {
+		p := plans[i]
+		if p.kind != local {
+			continue
+		}
+		if err != nil || !allowed {
+			s.rollback(h, p, out, i, t)
+			continue
+		}
+		p.sh.mu.Lock()
+		out[i] = p.l.report(h, t, true)
+		p.sh.mu.Unlock()
+		s.stats.local.Add(1)
+	}
+	if err != nil {
+		return false, err
+	}
+	for j, i := range idx {
+		d := subOut[j]
+		if plans[i].kind == leasing {
+			d = s.settle(hits[i], plans[i], d, allowed, t)
+		}
+		out[i] = d
+	}
+	return allowed, nil
+}
+
+func (s *Store) call(ctx context.Context, now time.Time, sub []ratelimit.Hit, subOut []ratelimit.Decision, plans []plan, idx []int) (bool, error) {
+	s.stats.calls.Add(1)
+	for _, i := range idx {
+		if plans[i].kind == leasing {
+			s.stats.leases.Add(1)
+		}
+	}
+	return s.next.Decide(ctx, now, sub, subOut)
+}
+
+// settle records what the store decided on a lease hit sent at t and
+// returns the hit's decision.
+func (s *Store) settle(h ratelimit.Hit, p plan, d ratelimit.Decision, allowed bool, t int64) ratelimit.Decision {
+	k := leaseKey{h.Limit.ID, h.Key}
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	l := sh.m[k]
+	if l != p.l {
+		// Reset or reloaded meanwhile: keep nothing.
+		return d
+	}
+	if !allowed {
+		if !d.Allowed && p.size == h.Cost && !d.Never && d.RetryAfter > 0 {
+			l.denyUntil = t + int64(min(d.RetryAfter, h.Limit.Batch.Interval)/ratelimit.Tick)
+			l.deny, l.deniedAt = d, t
+		}
+		return d
+	}
+	extra := p.size - h.Cost
+	hold := h.Limit.Batch.Interval
+	if h.Limit.Algorithm == ratelimit.FixedWindow {
+		// The units belong to the window they were counted in: the lease
+		// ends with it. d.Reset is measured from the store's instant of
+		// the count, which is not before t (the call was sent at t), so
+		// t+Reset is not after the window's end.
+		hold = min(hold, d.Reset)
+	}
+	until := t + int64(hold/ratelimit.Tick)
+	if t >= l.until {
+		l.units, l.until = 0, until
+	} else {
+		// Another lease is still open: the units of both end with the
+		// earlier.
+		l.until = min(l.until, until)
+	}
+	l.units += extra
+	l.size, l.used = p.size, h.Cost
+	l.remaining, l.capacity, l.reset, l.at = d.Remaining, d.Limit, d.Reset, t
+	l.denyUntil = 0
+	d.Remaining = min(d.Limit, d.Remaining+l.units)
+	return d
+}
+
+// Release implements ratelimit.Store: batched limits hold nothing to
+// release (concurrency is never batched).
+func (s *Store) Release(ctx context.Context, hits []ratelimit.Hit, ds []ratelimit.Decision) error {
+	return s.next.Release(ctx, hits, ds)
+}
+
+// Usage implements ratelimit.Store: the store's view, which counts every
+// gateway's leases whole.
+func (s *Store) Usage(ctx context.Context, now time.Time, limit *ratelimit.Limit, key string) ([]ratelimit.WindowUsage, error) {
+	return s.next.Usage(ctx, now, limit, key)
+}
+
+// Reset implements ratelimit.Store: it also drops this gateway's lease and
+// cached denial for the key (other gateways' end within their interval).
+func (s *Store) Reset(ctx context.Context, limit *ratelimit.Limit, key string) error {
+	if limit != nil {
+		k := leaseKey{limit.ID, key}
+		sh := s.shard(k)
+		sh.mu.Lock()
+		delete(sh.m, k)
+		sh.mu.Unlock()
+	}
+	return s.next.Reset(ctx, limit, key)
+}
+
+// Close implements ratelimit.Store: it closes the wrapped store.
+func (s *Store) Close() error { return s.next.Close() }

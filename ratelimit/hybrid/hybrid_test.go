@@ -1,0 +1,175 @@
+package hybrid_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/hybrid"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+)
+
+func limit(t *testing.T, alg ratelimit.Algorithm, n int64, w time.Duration, b *ratelimit.Batch) *ratelimit.Limit {
+	t.Helper()
+	l := &ratelimit.Limit{Name: "l" + strconv.Itoa(int(n)), Algorithm: alg, Rates: []ratelimit.Rate{{Limit: n, Window: w}}, Batch: b}
+	if err := l.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// counting is a store that counts the Decide calls reaching it.
+type counting struct {
+	ratelimit.Store
+	calls int
+}
+
+func (c *counting) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
+	c.calls++
+	return c.Store.Decide(ctx, now, hits, out)
+}
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// TestHotKeyCallsPerLease: a hot key under its limit costs the store one
+// call per lease once leases reach their size, and admits every request;
+// once its window is spent, denials come from the cached denial.
+func TestHotKeyCallsPerLease(t *testing.T) {
+	back := &counting{Store: memstore.New(memstore.Options{})}
+	s := hybrid.New(back, hybrid.Options{})
+	l := limit(t, ratelimit.FixedWindow, 10_000, time.Minute, &ratelimit.Batch{Interval: time.Second, Lease: 100})
+	out := make([]ratelimit.Decision, 1)
+	hit := []ratelimit.Hit{{Limit: l, Key: "hot", Cost: 1}}
+	now := t0
+	for i := range 5000 {
+		now = now.Add(100 * time.Microsecond)
+		ok, err := s.Decide(context.Background(), now, hit, out)
+		if err != nil || !ok {
+			t.Fatalf("request %d: allowed=%v err=%v", i, ok, err)
+		}
+		if out[0].Remaining < 0 || out[0].Remaining > 10_000 || out[0].Limit != 10_000 {
+			t.Fatalf("request %d: %+v", i, out[0])
+		}
+	}
+	// Slow start 1, 2, 4, ..., 64, then 100 per lease: 7 + 4873/100.
+	if back.calls > 60 {
+		t.Fatalf("%d store calls for 5000 requests with leases of 100", back.calls)
+	}
+	u, _ := back.Usage(context.Background(), now, l, "hot")
+	if u[0].Used < 5000 || u[0].Used > 5100 {
+		t.Fatalf("the store counted %d units for 5000 admitted", u[0].Used)
+	}
+	// Spend the window, then hammer: the denial is cached per interval.
+	for range 10_000 {
+		now = now.Add(time.Microsecond)
+		s.Decide(context.Background(), now, hit, out)
+	}
+	before := back.calls
+	denied := 0
+	for range 1000 {
+		now = now.Add(100 * time.Microsecond) // 0.1 s in all
+		if ok, _ := s.Decide(context.Background(), now, hit, out); !ok {
+			denied++
+			if out[0].RetryAfter <= 0 {
+				t.Fatalf("denial without RetryAfter: %+v", out[0])
+			}
+		}
+	}
+	if denied != 1000 || back.calls-before > 2 {
+		t.Fatalf("%d of 1000 denied with %d store calls: want all, from the cached denial", denied, back.calls-before)
+	}
+}
+
+// TestMixedRequestAtomic: a request with a batched hit admitted from its
+// lease and an exact hit that denies is denied whole: the lease keeps its
+// units and the exact counter is untouched.
+func TestMixedRequestAtomic(t *testing.T) {
+	mem := memstore.New(memstore.Options{})
+	back := &counting{Store: mem}
+	s := hybrid.New(back, hybrid.Options{})
+	b := limit(t, ratelimit.FixedWindow, 1000, time.Hour, &ratelimit.Batch{Interval: time.Minute, Lease: 50})
+	x := limit(t, ratelimit.FixedWindow, 3, time.Hour, nil)
+	out := make([]ratelimit.Decision, 2)
+	now := t0
+	// Warm the lease up on the batched limit alone.
+	for range 20 {
+		now = now.Add(time.Millisecond)
+		if ok, err := s.Decide(context.Background(), now, []ratelimit.Hit{{Limit: b, Key: "k", Cost: 1}}, out); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	hits := []ratelimit.Hit{{Limit: b, Key: "k", Cost: 1}, {Limit: x, Key: "k", Cost: 1}}
+	admitted := 0
+	for range 10 {
+		now = now.Add(time.Millisecond)
+		ok, err := s.Decide(context.Background(), now, hits, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			admitted++
+			if !out[0].Counted || !out[1].Counted {
+				t.Fatalf("allowed but not counted: %+v", out)
+			}
+		} else if out[0].Counted || out[1].Counted || !out[0].Allowed || out[1].Allowed {
+			t.Fatalf("denied by the exact hit: %+v", out)
+		}
+	}
+	if admitted != 3 {
+		t.Fatalf("admitted %d mixed requests, want 3 (the exact limit)", admitted)
+	}
+	// The batched limit alone now: 20 + 3 admitted; its lease units were
+	// given back locally for the 7 denied requests, so the next requests
+	// come from the lease without a call.
+	before := back.calls
+	for range 5 {
+		now = now.Add(time.Millisecond)
+		if ok, _ := s.Decide(context.Background(), now, hits[:1], out); !ok {
+			t.Fatal("batched hit denied")
+		}
+	}
+	if back.calls != before {
+		t.Fatalf("%d store calls: the lease lost the units of denied requests", back.calls-before)
+	}
+}
+
+// TestWindowEndsLease: a fixed window's lease ends with its window, even
+// with a longer interval: units of one window are never admitted in the
+// next.
+func TestWindowEndsLease(t *testing.T) {
+	back := &counting{Store: memstore.New(memstore.Options{})}
+	s := hybrid.New(back, hybrid.Options{})
+	l := limit(t, ratelimit.FixedWindow, 100, time.Second, &ratelimit.Batch{Interval: time.Minute, Lease: 50})
+	out := make([]ratelimit.Decision, 1)
+	hit := []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}
+	now := t0.Add(900 * time.Millisecond)
+	for range 10 { // leases 1, 2, 4, 8: 4 calls, 15 units counted
+		now = now.Add(time.Millisecond)
+		s.Decide(context.Background(), now, hit, out)
+	}
+	before := back.calls
+	now = t0.Add(time.Second) // the next window: the lease's 5 units left are gone
+	s.Decide(context.Background(), now, hit, out)
+	if back.calls != before+1 {
+		t.Fatal("a unit leased in one window was admitted in the next")
+	}
+}
+
+// TestTableBounded: a client inventing a key per request cannot grow the
+// lease table past MaxKeys; past it hits are decided exactly.
+func TestTableBounded(t *testing.T) {
+	back := &counting{Store: memstore.New(memstore.Options{})}
+	s := hybrid.New(back, hybrid.Options{MaxKeys: 64})
+	l := limit(t, ratelimit.FixedWindow, 5, time.Hour, &ratelimit.Batch{Interval: time.Minute, Lease: 5})
+	out := make([]ratelimit.Decision, 1)
+	for i := range 10_000 {
+		if ok, err := s.Decide(context.Background(), t0, []ratelimit.Hit{{Limit: l, Key: strconv.Itoa(i), Cost: 1}}, out); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	if st := s.Stats(); st.Exact < 10_000-64 {
+		t.Fatalf("%d of 10000 new keys decided exactly with a table of 64", st.Exact)
+	}
+}

@@ -1,0 +1,114 @@
+package hybrid_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/hybrid"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+)
+
+// admission is one admitted hit as the naive model sees it: its true
+// instant (ticks) and cost.
+type admission struct{ t, c int64 }
+
+// naiveFixed is the fixed window's definition written out: the units
+// admitted in the aligned window of t.
+func naiveFixed(adm []admission, w, t int64) int64 {
+	var n int64
+	for _, a := range adm {
+		if a.t/w == t/w {
+			n += a.c
+		}
+	}
+	return n
+}
+
+// naiveSliding is the sliding counter's estimate at t over the admissions
+// at their true instants: the N newest buckets in full, the one before
+// weighed by the part of it still inside the window.
+func naiveSliding(adm []admission, w, p, t int64) float64 {
+	n := w / p
+	i := t / p
+	e := t - i*p
+	var full, partial int64
+	for _, a := range adm {
+		j := a.t / p
+		switch {
+		case j > i-n && j <= i:
+			full += a.c
+		case j == i-n:
+			partial += a.c
+		}
+	}
+	return float64(full) + float64(partial)*float64(p-e)/float64(p)
+}
+
+// TestFleetBound: N gateways (hybrid stores) share one store; requests of
+// random costs arrive at random gateways at random instants. Every
+// admission is checked against the naive definition of the algorithm over
+// the true admission instants: a fixed window never passes its limit, a
+// sliding counter never passes it by more than N·(k−1) units.
+func TestFleetBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for run := range 300 {
+		alg := ratelimit.FixedWindow
+		if run%2 == 1 {
+			alg = ratelimit.SlidingWindowCounter
+		}
+		limit := 5 + rng.Int64N(200)
+		window := time.Duration(1+rng.IntN(10)) * 100 * time.Millisecond
+		l := ratelimit.Limit{Name: "p", Algorithm: alg, Rates: []ratelimit.Rate{{Limit: limit, Window: window}},
+			Batch: &ratelimit.Batch{Interval: time.Duration(1+rng.IntN(300)) * time.Millisecond, Lease: 1 + rng.Int64N(limit)}}
+		if alg == ratelimit.SlidingWindowCounter && rng.IntN(2) == 0 {
+			l.Precision = window / 4
+		}
+		if err := l.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		gateways := 1 + rng.IntN(6)
+		name := fmt.Sprintf("run%d/%s/L=%d/W=%s/P=%s/k=%d/every=%s/N=%d", run, alg, limit, window, l.Precision, l.Batch.Lease, l.Batch.Interval, gateways)
+		mem := memstore.New(memstore.Options{})
+		fleet := make([]*hybrid.Store, gateways)
+		for i := range fleet {
+			fleet[i] = hybrid.New(mem, hybrid.Options{})
+		}
+		w := int64(window / ratelimit.Tick)
+		p := w
+		if l.Precision > 0 {
+			p = int64(l.Precision / ratelimit.Tick)
+		}
+		bound := float64(limit)
+		if alg == ratelimit.SlidingWindowCounter {
+			bound += float64(int64(gateways) * (l.Batch.Lease - 1))
+		}
+		var adm []admission
+		now := time.UnixMicro(1_700_000_000_000_000)
+		out := make([]ratelimit.Decision, 1)
+		for range 2000 {
+			now = now.Add(time.Duration(rng.Int64N(int64(window) / 50)))
+			cost := 1 + rng.Int64N(3)
+			g := fleet[rng.IntN(gateways)]
+			ok, err := g.Decide(context.Background(), now, []ratelimit.Hit{{Limit: &l, Key: "k", Cost: cost}}, out)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if !ok {
+				continue
+			}
+			ts := now.UnixMicro()
+			if alg == ratelimit.FixedWindow {
+				if used := naiveFixed(adm, w, ts); used+cost > limit {
+					t.Fatalf("%s: admitted %d units on %d in one window (limit %d)", name, cost, used, limit)
+				}
+			} else if est := naiveSliding(adm, w, p, ts); est+float64(cost) > bound+1e-9 {
+				t.Fatalf("%s: admitted %d units on an estimate of %.3f (limit %d, bound %.0f)", name, cost, est, limit, bound)
+			}
+			adm = append(adm, admission{ts, cost})
+		}
+	}
+}
