@@ -105,6 +105,7 @@ func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
 	}
 	compileCostTrust(l, c, path, e)
 	compileResponse(l, c, path, e)
+	buildSync(c, rl, path, e)
 	l.ExemptIPs = prefixes(c.Exempt.IPs, path+".exempt.ips", e)
 	c.Exempt.apiKeysSource(path).check(e)
 	if len(*e) > n || rl.Algorithm == 0 {

@@ -66,7 +66,7 @@ func buildStore(c *StoreConfig, e *problems) Store {
 	}
 	r := &c.Redis
 	s.Redis = RedisStore{URL: r.URL, Cluster: r.Cluster, SentinelMaster: r.Sentinel.Master,
-		SentinelAddrs: r.Sentinel.Addrs, Prefix: r.Prefix, Username: r.Username}
+		SentinelAddrs: r.Sentinel.Addrs, Prefix: r.Prefix, Username: r.Username, Coalesce: r.Coalesce}
 	if c.Backend != "redis" {
 		return s
 	}

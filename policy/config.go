@@ -237,6 +237,10 @@ type RedisConfig struct {
 	// every third of it, and a slot not renewed for a whole lease (its
 	// gateway crashed) is given back. Default "30s".
 	LeaseTTL string `mapstructure:"lease_ttl" json:"lease_ttl"`
+	// Coalesce lets decisions that arrive together share one round trip
+	// (a pipeline) on standalone and Sentinel servers; a decision that
+	// finds a connection free is still sent at once, alone. Default true.
+	Coalesce bool `mapstructure:"coalesce" json:"coalesce"`
 }
 
 // SentinelConfig is `sentinel = { master = "...", addrs = [...] }`.
@@ -395,6 +399,19 @@ type LimitConfig struct {
 	// MaxWaiting bounds the requests waiting on this limit in one gateway,
 	// with on_limit = "delay"; past it a request is rejected. Default 1024.
 	MaxWaiting int `mapstructure:"max_waiting" json:"max_waiting"`
+	// Sync is "exact" (every hit decided by the store) or "batched" (each
+	// gateway admits from leases of the budget taken from the store; a
+	// bounded error, see ARCHITECTURE.md "Hybrid counting"). Default
+	// "exact".
+	Sync string `mapstructure:"sync" json:"sync"`
+	// SyncInterval is, with sync = "batched", the longest a gateway
+	// admits from one lease before asking the store again. Default
+	// "100ms".
+	SyncInterval string `mapstructure:"sync_interval" json:"sync_interval"`
+	// LeaseSize is, with sync = "batched", the most units one lease
+	// takes. 0 (the default) means a hundredth of the rate's limit, at
+	// least 1.
+	LeaseSize int64 `mapstructure:"lease_size" json:"lease_size"`
 }
 
 // ExemptConfig is `exempt = { ips = [...], api_keys_env = "..." }`.
@@ -487,7 +504,7 @@ func Default() Config {
 			OnError: "local",
 			Timeout: "50ms",
 			Memory:  MemoryConfig{MaxKeys: 1000000},
-			Redis:   RedisConfig{Prefix: "tollgate:", LeaseTTL: "30s"},
+			Redis:   RedisConfig{Prefix: "tollgate:", LeaseTTL: "30s", Coalesce: true},
 		},
 		Identity: IdentityConfig{
 			Sources:      []string{"user", "api_key", "ip"},

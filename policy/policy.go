@@ -166,6 +166,8 @@ type RedisStore struct {
 	Password Secret
 	// LeaseTTL is the lease of a concurrency slot.
 	LeaseTTL time.Duration
+	// Coalesce lets concurrent decisions share round trips.
+	Coalesce bool
 }
 
 // Limit is one compiled [[limits]] entry.

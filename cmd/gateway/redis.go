@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/ratelimit/hybrid"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 	"github.com/tollgate/gateway/ratelimit/redisstore"
 	"github.com/tollgate/gateway/telemetry"
@@ -30,13 +31,15 @@ func (g *gateway) openRedis(p *policy.Policy, mem *memstore.Store) error {
 		clock = redisstore.ClockStore
 	}
 	rs, err := redisstore.New(client, redisstore.Options{Prefix: p.Store.Redis.Prefix, Clock: clock, Timeout: p.Store.Timeout,
-		LeaseTTL: p.Store.Redis.LeaseTTL})
+		LeaseTTL: p.Store.Redis.LeaseTTL, Coalesce: p.Store.Redis.Coalesce})
 	if err != nil {
 		client.Close()
 		return fmt.Errorf("store.redis: %w", err)
 	}
 	health := &redisstore.Health{Ready: rs.Ready, Log: g.log}
-	g.store, g.local = rs, mem
+	// Batched limits (sync = "batched") admit from leases of the shared
+	// budget; every other hit goes to Redis as it is.
+	g.store, g.local = hybrid.New(rs, hybrid.Options{}), mem
 	g.rr = &redisRuntime{client: client, store: rs, monitor: redisstore.NewMonitor(rs, g.log)}
 	g.ready = health.Check
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

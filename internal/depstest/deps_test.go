@@ -69,6 +69,8 @@ var rules = map[string]rule{
 	"ratelimit/memstore": {allow: []string{"ratelimit", "ratelimit/window", "github.com/hashicorp/golang-lru/v2/..."}},
 	"ratelimit/redisstore": {allow: []string{"ratelimit", "github.com/redis/go-redis/v9",
 		"github.com/hashicorp/golang-lru/v2/..."}},
+	// Batched counting from leases, wrapping any store: no HTTP, no clock.
+	"ratelimit/hybrid": {allow: []string{"ratelimit"}, stdDeny: []string{"net/...", "log/..."}},
 	// The store conformance suite (linked only into tests).
 	"ratelimit/storetest": {allow: []string{"ratelimit"}},
 	// A gateway's copy of the store's override table, compiled against
@@ -101,7 +103,7 @@ var rules = map[string]rule{
 	"bench/keyrot":     {allow: []string{"bench/soak/probe"}},
 	// `gateway replay`: an access log through the configured limits on a
 	// virtual clock, via the real handler and an in-memory store.
-	"replay": {allow: []string{"accesslog", "accuracy", "consumers", "keys", "policy", "proxy", "ratelimit", "ratelimit/memstore", "ratelimit/window"}},
+	"replay": {allow: []string{"accesslog", "accuracy", "consumers", "keys", "policy", "proxy", "ratelimit", "ratelimit/hybrid", "ratelimit/memstore", "ratelimit/window"}},
 	// Test support: compiled policies from the defaults.
 	"internal/policytest": {allow: []string{"policy"}},
 	// Test support: real redis-server processes.

@@ -431,3 +431,13 @@ func (s *Store) Reset(ctx context.Context, limit *ratelimit.Limit, key string) e
 
 // Close implements ratelimit.Store: it closes the wrapped store.
 func (s *Store) Close() error { return s.next.Close() }
+
+// PurgeDenials forgets the wrapped store's cached denials, if it keeps
+// any (the gateway calls it when it swaps in a new policy). The leases'
+// own cached denials belong to the limit they were taken for and end
+// with it.
+func (s *Store) PurgeDenials() {
+	if p, ok := s.next.(interface{ PurgeDenials() }); ok {
+		p.PurgeDenials()
+	}
+}
