@@ -39,7 +39,7 @@ func (g *gateway) openRedis(p *policy.Policy, mem *memstore.Store) error {
 	health := &redisstore.Health{Ready: rs.Ready, Log: g.log}
 	// Batched limits (sync = "batched") admit from leases of the shared
 	// budget; every other hit goes to Redis as it is.
-	g.store, g.local = hybrid.New(rs, hybrid.Options{}), mem
+	g.store, g.local = hybrid.Wrap(rs, hybrid.Options{}), mem
 	g.rr = &redisRuntime{client: client, store: rs, monitor: redisstore.NewMonitor(rs, g.log)}
 	g.ready = health.Check
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -138,7 +138,7 @@ type plan struct {
 func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
 	batched := false
 	for _, h := range hits {
-		if h.Limit != nil && h.Limit.Batch != nil {
+		if leased(h) {
 			batched = true
 			break
 		}
@@ -158,7 +158,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 	plans := make([]plan, len(hits))
 	anyStore, anyDenied := false, false
 	for i, h := range hits {
-		if h.Limit.Batch == nil {
+		if !leased(h) {
 			anyStore = true
 			continue
 		}
@@ -188,6 +188,12 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 		return true, nil
 	}
 	return s.decideStore(ctx, now, t, hits, out, plans)
+}
+
+// leased reports whether h is decided from leases: a counted hit of a
+// batched limit (a peek or a take goes to the store as it is).
+func leased(h ratelimit.Hit) bool {
+	return h.Limit != nil && h.Limit.Batch != nil && h.Mode == ratelimit.HitCount
 }
 
 // reserve plans hit h at instant t. For a local admission the units are
@@ -440,4 +446,26 @@ func (s *Store) PurgeDenials() {
 	if p, ok := s.next.(interface{ PurgeDenials() }); ok {
 		p.PurgeDenials()
 	}
+}
+
+// Wrap returns New(next, o) as a ratelimit.Store that is also a
+// ratelimit.Canceler exactly when next is, so that callers asking the
+// store whether it can cancel a delay get next's answer. Delayed limits
+// are never batched: Cancel goes to next as it is.
+func Wrap(next ratelimit.Store, o Options) ratelimit.Store {
+	s := New(next, o)
+	if c, ok := next.(ratelimit.Canceler); ok {
+		return canceling{s, c}
+	}
+	return s
+}
+
+type canceling struct {
+	*Store
+	c ratelimit.Canceler
+}
+
+// Cancel implements ratelimit.Canceler.
+func (s canceling) Cancel(ctx context.Context, now time.Time, hits []ratelimit.Hit, ds []ratelimit.Decision) error {
+	return s.c.Cancel(ctx, now, hits, ds)
 }

@@ -173,3 +173,40 @@ func TestTableBounded(t *testing.T) {
 		t.Fatalf("%d of 10000 new keys decided exactly with a table of 64", st.Exact)
 	}
 }
+
+// TestWrapCanceler: the wrapped store cancels exactly when the store it
+// wraps does.
+func TestWrapCanceler(t *testing.T) {
+	mem := memstore.New(memstore.Options{})
+	_, memCancels := any(mem).(ratelimit.Canceler)
+	_, wrapCancels := hybrid.Wrap(mem, hybrid.Options{}).(ratelimit.Canceler)
+	if memCancels != wrapCancels {
+		t.Fatalf("memstore cancels: %v, wrapped: %v", memCancels, wrapCancels)
+	}
+	_, plain := hybrid.Wrap(&counting{Store: mem}, hybrid.Options{}).(ratelimit.Canceler)
+	if plain {
+		t.Fatal("a wrapped store that cannot cancel claims to")
+	}
+}
+
+// TestPeekAndTakeExact: peek and take hits of a batched limit go to the
+// store as they are: a take past the limit is counted there, a peek
+// counts nothing.
+func TestPeekAndTakeExact(t *testing.T) {
+	back := &counting{Store: memstore.New(memstore.Options{})}
+	s := hybrid.New(back, hybrid.Options{})
+	l := limit(t, ratelimit.FixedWindow, 10, time.Hour, &ratelimit.Batch{Interval: time.Minute, Lease: 5})
+	out := make([]ratelimit.Decision, 1)
+	for range 3 {
+		if ok, _ := s.Decide(context.Background(), t0, []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1, Mode: ratelimit.HitPeek}}, out); !ok {
+			t.Fatal("peek denied")
+		}
+	}
+	if ok, _ := s.Decide(context.Background(), t0, []ratelimit.Hit{{Limit: l, Key: "k", Cost: 12, Mode: ratelimit.HitTake}}, out); !ok {
+		t.Fatal("take denied")
+	}
+	u, _ := back.Usage(context.Background(), t0, l, "k")
+	if back.calls != 4 || u[0].Used != 10 {
+		t.Fatalf("%d store calls, used %d: want 4 calls and the take counted", back.calls, u[0].Used)
+	}
+}
