@@ -74,6 +74,11 @@ type lease struct {
 	// denyUntil.
 	denyUntil, deniedAt int64
 	deny                ratelimit.Decision
+	// pending, while a request's store call takes a lease for the key,
+	// is closed when it is settled: the key's other requests wait for it
+	// instead of each asking the store (a burst on a hot key would
+	// otherwise send one call per request until the first lease lands).
+	pending chan struct{}
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -124,6 +129,7 @@ const (
 	local          // admitted from the lease (units reserved)
 	denied         // denied from the cached denial
 	leasing        // sent to the wrapped store as a lease of size
+	waiting        // another request is taking a lease for the key: wait on ch
 )
 
 // plan is what Decide does with one hit.
@@ -132,6 +138,10 @@ type plan struct {
 	size int64
 	l    *lease
 	sh   *shard
+	// ch is, for leasing, the pending channel this request owns (nil if
+	// another request's lease was pending and this one could not wait);
+	// for waiting, the channel to wait on.
+	ch chan struct{}
 }
 
 // Decide implements ratelimit.Store.
@@ -156,13 +166,32 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 	}
 	t := now.UnixMicro()
 	plans := make([]plan, len(hits))
-	anyStore, anyDenied := false, false
+	defer s.unblock(plans)
+	anyStore, anyDenied, owns := false, false, false
 	for i, h := range hits {
 		if !leased(h) {
 			anyStore = true
 			continue
 		}
-		plans[i] = s.reserve(h, t)
+		for {
+			// A request that owns a pending lease never waits for
+			// another's, so waiters own nothing and cannot wait in a
+			// cycle.
+			plans[i] = s.reserve(h, t, !owns)
+			if plans[i].kind != waiting {
+				break
+			}
+			select {
+			case <-plans[i].ch:
+			case <-ctx.Done():
+				plans[i] = plan{}
+				for j := range i {
+					s.rollback(hits[j], plans[j], out, j, t)
+				}
+				return false, fmt.Errorf("hybrid: %w: waiting for a lease: %w", ratelimit.ErrStore, ctx.Err())
+			}
+		}
+		owns = owns || plans[i].ch != nil
 		switch plans[i].kind {
 		case exact, leasing:
 			anyStore = true
@@ -199,7 +228,7 @@ func leased(h ratelimit.Hit) bool {
 // reserve plans hit h at instant t. For a local admission the units are
 // taken at once. No lock is held on return: two hits of one request may
 // share a shard.
-func (s *Store) reserve(h ratelimit.Hit, t int64) plan {
+func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 	k := leaseKey{h.Limit.ID, h.Key}
 	sh := s.shard(k)
 	sh.mu.Lock()
@@ -231,6 +260,14 @@ func (s *Store) reserve(h ratelimit.Hit, t int64) plan {
 		l.used += h.Cost
 		return plan{kind: local, l: l, sh: sh}
 	}
+	if l.pending != nil && mayWait {
+		return plan{kind: waiting, ch: l.pending}
+	}
+	var ch chan struct{}
+	if l.pending == nil {
+		ch = make(chan struct{})
+		l.pending = ch
+	}
 	size := h.Cost
 	switch {
 	case l.size == 0:
@@ -245,7 +282,23 @@ func (s *Store) reserve(h ratelimit.Hit, t int64) plan {
 		size = max(size, 2*l.used)
 	}
 	size = min(size, max(h.Cost, h.Limit.Batch.Lease))
-	return plan{kind: leasing, size: size, l: l}
+	return plan{kind: leasing, size: size, l: l, sh: sh, ch: ch}
+}
+
+// unblock wakes the requests waiting for the leases plans took (settled,
+// failed or abandoned).
+func (s *Store) unblock(plans []plan) {
+	for _, p := range plans {
+		if p.kind != leasing || p.ch == nil {
+			continue
+		}
+		p.sh.mu.Lock()
+		if p.l.pending == p.ch {
+			p.l.pending = nil
+		}
+		p.sh.mu.Unlock()
+		close(p.ch)
+	}
 }
 
 // sweep drops the entries that hold nothing at t. sh.mu is held.

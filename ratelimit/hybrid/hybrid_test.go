@@ -3,6 +3,8 @@ package hybrid_test
 import (
 	"context"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -209,4 +211,47 @@ func TestPeekAndTakeExact(t *testing.T) {
 	if back.calls != 4 || u[0].Used != 10 {
 		t.Fatalf("%d store calls, used %d: want 4 calls and the take counted", back.calls, u[0].Used)
 	}
+}
+
+// TestBurstSingleFlight: 400 concurrent requests on one cold key share
+// the lease calls: a request that finds a lease being taken waits for it
+// instead of asking the store itself.
+func TestBurstSingleFlight(t *testing.T) {
+	mem := memstore.New(memstore.Options{})
+	back := &slowCounting{Store: mem}
+	s := hybrid.New(back, hybrid.Options{})
+	l := limit(t, ratelimit.FixedWindow, 100_000, time.Hour, &ratelimit.Batch{Interval: time.Minute, Lease: 100})
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	for range 400 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]ratelimit.Decision, 1)
+			if ok, err := s.Decide(context.Background(), t0, []ratelimit.Hit{{Limit: l, Key: "hot", Cost: 1}}, out); ok && err == nil {
+				admitted.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted.Load() != 400 {
+		t.Fatalf("admitted %d of 400", admitted.Load())
+	}
+	// Leases 1, 2, 4, ..., 64, then 100s: about a dozen calls, not 400.
+	if c := back.calls.Load(); c > 20 {
+		t.Fatalf("%d store calls for a burst of 400 on one key", c)
+	}
+}
+
+// slowCounting counts Decide calls and makes each take a millisecond, so
+// that a burst overlaps them.
+type slowCounting struct {
+	ratelimit.Store
+	calls atomic.Int64
+}
+
+func (c *slowCounting) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
+	c.calls.Add(1)
+	time.Sleep(time.Millisecond)
+	return c.Store.Decide(ctx, now, hits, out)
 }

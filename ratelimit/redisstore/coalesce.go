@@ -57,11 +57,13 @@ type queued struct {
 	done        chan struct{}
 }
 
-// Default coalescer bounds. Two lanes keep Redis busy while the gateway
-// reads one batch's replies and writes the next; past that, more lanes
-// only split batches (measured: BENCHMARKS.md "Coalescing").
+// Default coalescer bounds. Several lanes keep Redis busy while the
+// gateway reads one batch's replies and writes the next; at 512 clients
+// one or two lanes made batches of 150–250 and halved the throughput of
+// four, while eight split batches for little more (BENCHMARKS.md
+// "Coalescing").
 const (
-	defaultLanes    = 2
+	defaultLanes    = 4
 	defaultMaxBatch = 256
 )
 
