@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"time"
+
 	"github.com/tollgate/gateway/accuracy"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
@@ -12,9 +14,10 @@ import (
 // beside every approximate limit. Replay is sequential, so it needs no
 // lock: Observe runs on the goroutine that called ServeHTTP.
 type observer struct {
-	rep    *Report
-	now    int64 // the decision instant, in ticks
-	limits map[*ratelimit.Limit]*tally
+	rep     *Report
+	now     int64 // the decision instant, in ticks
+	limits  map[*ratelimit.Limit]*tally
+	batched bool // some limit is batched
 }
 
 // tally is one limit's counters and, for approximate limits, its exact
@@ -23,9 +26,10 @@ type tally struct {
 	r     *LimitReport
 	exact *accuracy.Referee // nil when the limit is not compared
 	logs  map[string][]window.LogState
+	batch *batchJudge // nil when the limit is not batched
 }
 
-func newObserver(p *policy.Policy, rep *Report) *observer {
+func newObserver(p *policy.Policy, rep *Report, opts Options) *observer {
 	o := &observer{rep: rep, limits: make(map[*ratelimit.Limit]*tally, len(p.Limits))}
 	for _, l := range p.Limits {
 		lr := &LimitReport{Name: l.Name, Algorithm: l.Algorithm, Shadow: l.Shadow}
@@ -37,6 +41,13 @@ func newObserver(p *policy.Policy, rep *Report) *observer {
 		if !l.Algorithm.Exact() && len(vs) == 1 {
 			if ref, err := accuracy.NewReferee(l.Name, l.Rates); err == nil { // the same rates passed Finish already
 				t.exact, t.logs, lr.Compared = ref, make(map[string][]window.LogState), true
+			}
+		}
+		if b := l.Batch; b != nil {
+			t.batch, o.batched = newBatchJudge(vs, opts.MaxKeys), true
+			lr.Batched, lr.Gateways = true, opts.Gateways
+			if l.Algorithm == ratelimit.SlidingWindowCounter {
+				lr.BatchBound = int64(opts.Gateways) * (b.Lease - 1)
 			}
 		}
 		for _, v := range vs {
@@ -64,6 +75,14 @@ func (o *observer) Observe(ev *proxy.Event) {
 		}
 		if used := d.Limit - d.Remaining; d.Limit > 0 && used*r.PeakLimit > r.PeakUsed*d.Limit || r.PeakLimit == 0 {
 			r.PeakUsed, r.PeakLimit = used, d.Limit
+		}
+		if t.batch != nil {
+			switch ok := t.batch.judge(time.UnixMicro(o.now), h, d.Counted); {
+			case d.Allowed && !ok:
+				r.BatchFalseAllows++
+			case !d.Allowed && ok:
+				r.BatchFalseDenies++
+			}
 		}
 		if t.exact == nil {
 			continue

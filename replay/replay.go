@@ -74,6 +74,10 @@ type Options struct {
 	// full the earliest line is decided at once. Default
 	// DefaultMaxBuffered.
 	MaxBuffered int
+	// Gateways is the fleet the batched limits (sync = "batched") are
+	// replayed across: that many gateways with leases of their own on
+	// one shared store, requests dealt to them in turn. Default 1.
+	Gateways int
 }
 
 // Report is the outcome of a replay.
@@ -122,6 +126,15 @@ type LimitReport struct {
 	// admitted history (see package accuracy for the method).
 	Compared                 bool
 	FalseAllows, FalseDenies int64
+	// Batched reports whether the limit is batched; BatchFalseAllows and
+	// BatchFalseDenies are then the decisions on which the fleet of
+	// Gateways differed from the same algorithm decided exactly, fed the
+	// same admitted history, and BatchBound the most units the fleet may
+	// admit past the exact limit (ARCHITECTURE.md "Hybrid counting").
+	Batched                            bool
+	Gateways                           int
+	BatchFalseAllows, BatchFalseDenies int64
+	BatchBound                         int64
 }
 
 // Run replays the access log read from log through p and returns what each
@@ -158,6 +171,9 @@ func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Repo
 	if o.MaxBuffered <= 0 {
 		o.MaxBuffered = DefaultMaxBuffered
 	}
+	if o.Gateways <= 0 {
+		o.Gateways = 1
+	}
 	window, grow := o.ReorderWindow, false
 	if window <= 0 {
 		d, ok, err := longestLatency(log, o.Format)
@@ -173,10 +189,14 @@ func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Repo
 	}
 	order := newReorder(window, grow, o.MaxBuffered)
 	rep := &Report{Outcomes: make(map[proxy.Outcome]int64)}
-	obs := newObserver(p, rep)
+	obs := newObserver(p, rep, o)
 	clk := &clock{}
+	var store ratelimit.Store = memstore.New(memstore.Options{MaxKeys: o.MaxKeys})
+	if obs.batched {
+		store = newFleet(store.(*memstore.Store), o.Gateways)
+	}
 	h, err := proxy.New(p, proxy.Options{
-		Store:     memstore.New(memstore.Options{MaxKeys: o.MaxKeys}),
+		Store:     store,
 		Now:       clk.Now,
 		Transport: okTransport{},
 		Observer:  obs,

@@ -37,7 +37,7 @@ func (r *Report) Write(w io.Writer) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "limit\talgorithm\tmode\trequests\tallowed\tdenied\tpeak usage\tvs exact log\t")
+	fmt.Fprintln(tw, "limit\talgorithm\tmode\trequests\tallowed\tdenied\tpeak usage\tvs exact log\tbatched vs exact\t")
 	for _, l := range r.Limits {
 		mode := "enforce"
 		if l.Shadow {
@@ -52,8 +52,13 @@ func (r *Report) Write(w io.Writer) error {
 			cmp = fmt.Sprintf("%d false allows, %d false denies (%s)", l.FalseAllows, l.FalseDenies,
 				percent(l.FalseAllows+l.FalseDenies, l.Requests))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", l.Name, l.Algorithm, mode,
-			l.Requests, l.Allowed, l.Denied, peak, cmp)
+		batch := "-"
+		if l.Batched {
+			batch = fmt.Sprintf("%d gateways: %d false allows, %d false denies (%s); bound +%d units", l.Gateways,
+				l.BatchFalseAllows, l.BatchFalseDenies, percent(l.BatchFalseAllows+l.BatchFalseDenies, l.Requests), l.BatchBound)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t\n", l.Name, l.Algorithm, mode,
+			l.Requests, l.Allowed, l.Denied, peak, cmp, batch)
 	}
 	return tw.Flush()
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // replayCommand implements `gateway replay --config PATH --log FILE
-// [--format combined|jsonl] [--reorder-window D]`: it replays an access log through the
+// [--format combined|jsonl] [--reorder-window D] [--gateways N]`: it replays an access log through the
 // configured routes, identities and limits on the log's own clock and
 // prints what every limit decided. Malformed lines go to stderr.
 func replayCommand(args, environ []string, stdout, stderr io.Writer) int {
@@ -21,6 +21,7 @@ func replayCommand(args, environ []string, stdout, stderr io.Writer) int {
 	logPath := fs.String("log", "", "access log to replay (required; - for stdin)")
 	format := fs.String("format", "auto", "log format: combined, jsonl or auto (per line)")
 	window := fs.Duration("reorder-window", 0, "put lines in time order within this latency (default: the longest latency in the log)")
+	gateways := fs.Int("gateways", 1, "replay batched limits (sync = \"batched\") across this many gateways sharing one store")
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
 	}
@@ -50,7 +51,11 @@ func replayCommand(args, environ []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	rep, err := replay.Run(ctx, p, in, replay.Options{Format: lf, Errors: stderr, ReorderWindow: *window})
+	if *gateways < 1 || *gateways > 1000 {
+		fmt.Fprintln(stderr, "gateway replay: --gateways must be in 1..1000")
+		return exitInvalid
+	}
+	rep, err := replay.Run(ctx, p, in, replay.Options{Format: lf, Errors: stderr, ReorderWindow: *window, Gateways: *gateways})
 	if rep != nil {
 		if werr := rep.Write(stdout); werr != nil && err == nil {
 			err = werr

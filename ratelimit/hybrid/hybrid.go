@@ -276,10 +276,13 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 	case t < l.until:
 		// Used up before it ended: double.
 		size = max(size, 2*l.size)
+	case l.units == 0:
+		// Used up, then ended: the same again.
+		size = max(size, l.size)
 	default:
-		// Ended with units left, or long ago: twice what the last one
-		// admitted.
-		size = max(size, 2*l.used)
+		// Ended with units left: what it admitted, so that a key whose
+		// requests come slower than the interval strands nothing.
+		size = max(size, l.used)
 	}
 	size = min(size, max(h.Cost, h.Limit.Batch.Lease))
 	return plan{kind: leasing, size: size, l: l, sh: sh, ch: ch}
@@ -435,6 +438,9 @@ func (s *Store) settle(h ratelimit.Hit, p plan, d ratelimit.Decision, allowed bo
 		if !d.Allowed && p.size == h.Cost && !d.Never && d.RetryAfter > 0 {
 			l.denyUntil = t + int64(min(d.RetryAfter, h.Limit.Batch.Interval)/ratelimit.Tick)
 			l.deny, l.deniedAt = d, t
+			// After a denial, ask again at the request's cost: a larger
+			// lease would be denied and asked again, two calls for one.
+			l.size = h.Cost
 		}
 		return d
 	}
@@ -448,11 +454,11 @@ func (s *Store) settle(h ratelimit.Hit, p plan, d ratelimit.Decision, allowed bo
 		hold = min(hold, d.Reset)
 	}
 	until := t + int64(hold/ratelimit.Tick)
-	if t >= l.until {
+	if t >= l.until || l.units == 0 {
 		l.units, l.until = 0, until
 	} else {
-		// Another lease is still open: the units of both end with the
-		// earlier.
+		// Another lease still holds units: the units of both end with
+		// the earlier.
 		l.until = min(l.until, until)
 	}
 	l.units += extra

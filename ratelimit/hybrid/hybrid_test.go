@@ -255,3 +255,30 @@ func (c *slowCounting) Decide(ctx context.Context, now time.Time, hits []ratelim
 	time.Sleep(time.Millisecond)
 	return c.Store.Decide(ctx, now, hits, out)
 }
+
+// TestSteadyFleetStrandsNothing: two gateways dealt 30 requests a second
+// in turn (each sees one every 67 ms, within the 100 ms interval) admit
+// the whole limit of every window: a lease that is used up gives way to
+// the next one whole (a used-up lease's end once cut the next lease
+// short, stranding a third of the budget).
+func TestSteadyFleetStrandsNothing(t *testing.T) {
+	mem := memstore.New(memstore.Options{})
+	var gws []*hybrid.Store
+	for range 2 {
+		gws = append(gws, hybrid.New(mem, hybrid.Options{}))
+	}
+	l := limit(t, ratelimit.FixedWindow, 100, 10*time.Second, &ratelimit.Batch{Interval: 100 * time.Millisecond, Lease: 10})
+	out := make([]ratelimit.Decision, 1)
+	per := map[int64]int{}
+	for i := range 1800 {
+		now := t0.Add(time.Duration(i) * time.Second / 30)
+		if ok, _ := gws[i%2].Decide(context.Background(), now, []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, out); ok {
+			per[now.Unix()/10]++
+		}
+	}
+	for w, n := range per {
+		if n != 100 {
+			t.Errorf("window %d admitted %d of 300 offered, want the limit, 100", w, n)
+		}
+	}
+}

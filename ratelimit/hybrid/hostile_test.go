@@ -1,0 +1,101 @@
+package hybrid_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/hybrid"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+)
+
+// TestHostile: what a client can send at a batched limit to dodge it or
+// make the gateway spend memory or store calls, one row each (the rows of
+// docs/hostile-inputs.md "Batched limits").
+func TestHostile(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"a new key per request: the lease table stays bounded, past it hits are exact", func(t *testing.T) {
+			back := &counting{Store: memstore.New(memstore.Options{})}
+			s := hybrid.New(back, hybrid.Options{MaxKeys: 32})
+			l := limit(t, ratelimit.FixedWindow, 5, time.Hour, &ratelimit.Batch{Interval: time.Minute, Lease: 5})
+			out := make([]ratelimit.Decision, 1)
+			for i := range 5000 {
+				s.Decide(ctx, t0, []ratelimit.Hit{{Limit: l, Key: "k" + strconv.Itoa(i), Cost: 1}}, out)
+			}
+			if st := s.Stats(); st.Exact < 5000-32 {
+				t.Fatalf("%d of 5000 keys decided exactly with room for 32", st.Exact)
+			}
+		}},
+		{"a declared cost above the lease: the lease is the cost, nothing more", func(t *testing.T) {
+			mem := memstore.New(memstore.Options{})
+			s := hybrid.New(mem, hybrid.Options{})
+			l := limit(t, ratelimit.FixedWindow, 1000, time.Hour, &ratelimit.Batch{Interval: time.Minute, Lease: 10})
+			out := make([]ratelimit.Decision, 1)
+			s.Decide(ctx, t0, []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, out) // a first lease
+			if ok, _ := s.Decide(ctx, t0, []ratelimit.Hit{{Limit: l, Key: "k", Cost: 500}}, out); !ok {
+				t.Fatal("cost 500 of 1000 denied")
+			}
+			if u, _ := mem.Usage(ctx, t0, l, "k"); u[0].Used != 501 {
+				t.Fatalf("the store counted %d, want 501: a large cost takes no spare units", u[0].Used)
+			}
+		}},
+		{"a cost above the capacity: never, nothing counted, no denial cached", func(t *testing.T) {
+			back := &counting{Store: memstore.New(memstore.Options{})}
+			s := hybrid.New(back, hybrid.Options{})
+			l := limit(t, ratelimit.FixedWindow, 10, time.Hour, &ratelimit.Batch{Interval: time.Minute, Lease: 5})
+			out := make([]ratelimit.Decision, 1)
+			if ok, _ := s.Decide(ctx, t0, []ratelimit.Hit{{Limit: l, Key: "k", Cost: 11}}, out); ok || !out[0].Never {
+				t.Fatalf("cost 11 of 10: %+v", out[0])
+			}
+			if ok, _ := s.Decide(ctx, t0, []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, out); !ok {
+				t.Fatal("a cost-1 request after an impossible one was denied")
+			}
+		}},
+		{"requests spread over every gateway: a fixed window still admits its limit, no more", func(t *testing.T) {
+			mem := memstore.New(memstore.Options{})
+			var fleet []*hybrid.Store
+			for range 8 {
+				fleet = append(fleet, hybrid.New(mem, hybrid.Options{}))
+			}
+			l := limit(t, ratelimit.FixedWindow, 50, time.Hour, &ratelimit.Batch{Interval: time.Minute, Lease: 20})
+			out := make([]ratelimit.Decision, 1)
+			admitted := 0
+			for i := range 2000 {
+				if ok, _ := fleet[i%8].Decide(ctx, t0.Add(time.Duration(i)*time.Millisecond), []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, out); ok {
+					admitted++
+				}
+			}
+			if admitted > 50 {
+				t.Fatalf("8 gateways admitted %d on a limit of 50", admitted)
+			}
+		}},
+		{"a flood on a denied key: one store call per gateway per interval", func(t *testing.T) {
+			back := &counting{Store: memstore.New(memstore.Options{})}
+			s := hybrid.New(back, hybrid.Options{})
+			l := limit(t, ratelimit.FixedWindow, 3, time.Hour, &ratelimit.Batch{Interval: 100 * time.Millisecond, Lease: 3})
+			out := make([]ratelimit.Decision, 1)
+			now := t0
+			for range 10 {
+				s.Decide(ctx, now, []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, out)
+			}
+			before := back.calls
+			for range 10_000 { // one second
+				now = now.Add(100 * time.Microsecond)
+				if ok, _ := s.Decide(ctx, now, []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, out); ok {
+					t.Fatal("admitted past the limit")
+				}
+			}
+			if c := back.calls - before; c > 11 {
+				t.Fatalf("%d store calls for a second of flood, want one per 100 ms", c)
+			}
+		}},
+	} {
+		t.Run(tc.name, tc.run)
+	}
+}
