@@ -39,5 +39,8 @@ func buildSync(c *LimitConfig, rl *ratelimit.Limit, path string, e *problems) {
 		// call per 1% of its budget.
 		b.Lease = max(1, rl.Rates[0].Limit/100)
 	}
+	if len(rl.Rates) > 0 && b.Lease > rl.Rates[0].Limit {
+		e.add(path+".lease_size", "must be at most the rate's limit, %d, got %d", rl.Rates[0].Limit, b.Lease)
+	}
 	rl.Batch = b
 }

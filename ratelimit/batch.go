@@ -15,7 +15,8 @@ type Batch struct {
 	// asks the store again (a lease also ends with its window for
 	// FixedWindow). It bounds how stale a gateway's view is.
 	Interval time.Duration
-	// Lease is the most units one lease takes (k). A fleet of N gateways
+	// Lease is the most units one lease takes (k), and never more than
+	// the rate's limit (a plan's smaller rates clamp it). A fleet of N gateways
 	// may strand up to N·(k−1) units, and a SlidingWindowCounter may
 	// admit up to N·(k−1) units past its estimate.
 	Lease int64
@@ -47,8 +48,8 @@ func (l *Limit) checkBatch() error {
 		return errors.New("sync = \"batched\" applies to enforced limits, not shadow ones")
 	case b.Interval < MinBatchInterval || b.Interval > MaxBatchInterval:
 		return fmt.Errorf("sync_interval must be between %s and %s, got %s", MinBatchInterval, MaxBatchInterval, b.Interval)
-	case b.Lease < 1 || b.Lease > l.Rates[0].Limit:
-		return fmt.Errorf("lease_size must be in 1..%d (the rate's limit), got %d", l.Rates[0].Limit, b.Lease)
+	case b.Lease < 1 || b.Lease > MaxLimit:
+		return fmt.Errorf("lease_size must be in 1..2^53, got %d", b.Lease)
 	}
 	return nil
 }

@@ -284,7 +284,7 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 		// requests come slower than the interval strands nothing.
 		size = max(size, l.used)
 	}
-	size = min(size, max(h.Cost, h.Limit.Batch.Lease))
+	size = min(size, max(h.Cost, min(h.Limit.Batch.Lease, h.Limit.Rates[0].Limit)))
 	return plan{kind: leasing, size: size, l: l, sh: sh, ch: ch}
 }
 
