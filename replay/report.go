@@ -15,7 +15,8 @@ var outcomeOrder = []proxy.Outcome{proxy.OutcomeForwarded, proxy.OutcomeLimited,
 
 // Write prints r as text: a summary line, the outcomes, then one row per
 // limit with requests, allowed, denied, peak usage and, for approximate
-// limits, the disagreement with the exact sliding log.
+// limits, the disagreement with the exact sliding log, and, when a limit is
+// batched, a column with the fleet's disagreement with the exact algorithm.
 func (r *Report) Write(w io.Writer) error {
 	span := r.Last.Sub(r.First)
 	fmt.Fprintf(w, "replayed %d requests from %d lines (%d malformed)", r.Requests, r.Lines, r.Malformed)
@@ -37,7 +38,15 @@ func (r *Report) Write(w io.Writer) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "limit\talgorithm\tmode\trequests\tallowed\tdenied\tpeak usage\tvs exact log\tbatched vs exact\t")
+	batched := false
+	for _, l := range r.Limits {
+		batched = batched || l.Batched
+	}
+	head := "limit\talgorithm\tmode\trequests\tallowed\tdenied\tpeak usage\tvs exact log\t"
+	if batched {
+		head += "batched vs exact\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, l := range r.Limits {
 		mode := "enforce"
 		if l.Shadow {
@@ -52,13 +61,16 @@ func (r *Report) Write(w io.Writer) error {
 			cmp = fmt.Sprintf("%d false allows, %d false denies (%s)", l.FalseAllows, l.FalseDenies,
 				percent(l.FalseAllows+l.FalseDenies, l.Requests))
 		}
-		batch := "-"
-		if l.Batched {
-			batch = fmt.Sprintf("%d gateways: %d false allows, %d false denies (%s); bound +%d units", l.Gateways,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t", l.Name, l.Algorithm, mode,
+			l.Requests, l.Allowed, l.Denied, peak, cmp)
+		switch {
+		case l.Batched:
+			fmt.Fprintf(tw, "%d gateways: %d false allows, %d false denies (%s); bound +%d units\t", l.Gateways,
 				l.BatchFalseAllows, l.BatchFalseDenies, percent(l.BatchFalseAllows+l.BatchFalseDenies, l.Requests), l.BatchBound)
+		case batched:
+			fmt.Fprint(tw, "exact\t")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t\n", l.Name, l.Algorithm, mode,
-			l.Requests, l.Allowed, l.Denied, peak, cmp, batch)
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }
