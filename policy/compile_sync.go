@@ -21,6 +21,12 @@ func buildSync(c *LimitConfig, rl *ratelimit.Limit, path string, e *problems) {
 		}
 		return
 	case "batched":
+		if c.Count == "response" {
+			// A response-counted limit is checked without counting and
+			// counted after the response: nothing a lease could hold.
+			e.add(path+".sync", `"batched" cannot be combined with count = "response"`)
+			return
+		}
 	default:
 		e.add(path+".sync", "unknown value %q (want exact or batched)", c.Sync)
 		return

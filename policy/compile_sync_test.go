@@ -31,6 +31,7 @@ func TestSyncFields(t *testing.T) {
 		{"interval", func(c *Config) { batched(c); c.Limits[0].SyncInterval = "10us" }, `limits[0]: sync_interval must be between 1ms and 1m0s, got 10µs`},
 		{"bad interval", func(c *Config) { batched(c); c.Limits[0].SyncInterval = "soon" }, `limits[0].sync_interval: invalid duration "soon"`},
 		{"lease above limit", func(c *Config) { batched(c); c.Limits[0].LeaseSize = 1001 }, `limits[0].lease_size: must be at most the rate's limit, 1000, got 1001`},
+		{"count by response", func(c *Config) { batched(c); c.Limits[0].Count = "response" }, `limits[0].sync: "batched" cannot be combined with count = "response"`},
 		{"negative lease", func(c *Config) { batched(c); c.Limits[0].LeaseSize = -1 }, `limits[0].lease_size: must be positive, got -1`},
 	}
 	for _, tt := range tests {
