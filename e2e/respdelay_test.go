@@ -343,3 +343,40 @@ func (m metrics) sum() float64 {
 	}
 	return s
 }
+
+// TestResponseCountOvershoot measures the documented bound: requests in
+// flight at once are all checked before any of them is counted, so they
+// may pass the limit by at most their number. Twelve concurrent failed
+// logins against 5/15m: all twelve reach the upstream and are counted
+// (7 past the limit, fewer than the 12 in flight); the next is denied.
+func TestResponseCountOvershoot(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			g, u := startRespDelay(t, backend, "token_bucket")
+			c := newClient(t, "")
+			var wg sync.WaitGroup
+			codes := make([]int, 12)
+			for i := range codes {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					codes[i] = get(t, c, g.url("/login"), map[string]string{"X-Password": "wrong", "X-Sleep": "300ms"}).Status
+				}()
+			}
+			wg.Wait()
+			forwarded := len(u.times("/login"))
+			for _, code := range codes {
+				if code != http.StatusUnauthorized && code != http.StatusTooManyRequests {
+					t.Fatalf("status %d", code)
+				}
+			}
+			if forwarded > 5+12 || forwarded < 5 {
+				t.Fatalf("%d of 12 concurrent attempts forwarded: the bound is L + in flight = 17", forwarded)
+			}
+			t.Logf("%d of 12 concurrent failed logins forwarded and counted against 5/15m: %d past the limit", forwarded, forwarded-5)
+			check429Body(t, get(t, c, g.url("/login"), map[string]string{"X-Password": "right"}), "login-failures")
+		})
+	}
+}
