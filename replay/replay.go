@@ -327,12 +327,21 @@ type clock struct{ now atomic.Int64 }
 // Now returns the clock's instant.
 func (c *clock) Now() time.Time { return time.UnixMicro(c.now.Load()) }
 
-// okTransport answers every upstream request 200 with an empty body.
+// okTransport answers every upstream request with an empty body, 200 or
+// the status its line logged (loggedStatus).
 type okTransport struct{}
 
+// loggedStatus carries a line's logged status to okTransport, so that a
+// limit counting by response counts what the upstream answered then.
+type loggedStatus struct{}
+
 func (okTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	code := http.StatusOK
+	if c, ok := r.Context().Value(loggedStatus{}).(int); ok {
+		code = c
+	}
 	return &http.Response{
-		Status: "200 OK", StatusCode: http.StatusOK,
+		Status: http.StatusText(code), StatusCode: code,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{}, Body: http.NoBody, Request: r,
 	}, nil
@@ -345,6 +354,9 @@ type builder struct {
 	userHeader string
 	proxyAddr  string // RemoteAddr of a trusted proxy, "" when none
 	synthetic  map[string]string
+	// byResponse is set when a limit counts by response: requests then
+	// carry their line's status to the upstream stand-in.
+	byResponse bool
 }
 
 func newBuilder(p *policy.Policy) *builder {
@@ -359,6 +371,9 @@ func newBuilder(p *policy.Policy) *builder {
 	}
 	for _, rt := range p.Routes {
 		b.hosts[rt.Name] = rt.Host
+		for _, l := range rt.Limits {
+			b.byResponse = b.byResponse || l.Response != nil
+		}
 	}
 	return b
 }
@@ -430,6 +445,9 @@ func (b *builder) request(ctx context.Context, e *accesslog.Entry) *http.Request
 		r.RemoteAddr = b.proxyAddr
 	} else {
 		r.RemoteAddr = net.JoinHostPort(ip, "0")
+	}
+	if b.byResponse && e.Status >= 100 && e.Status <= 599 {
+		ctx = context.WithValue(ctx, loggedStatus{}, e.Status)
 	}
 	return r.WithContext(ctx)
 }
