@@ -163,6 +163,9 @@ func build(c *Config) (*Policy, []error) {
 	for i, rt := range p.Routes {
 		if rt.Respond != nil && rt.Respond.Quota != nil {
 			resolveQuota(rt.Respond.Quota, c.Routes[i].Respond.Routes, p.Routes, fmt.Sprintf("routes[%d].respond.routes", i), &e)
+			if len(rt.Limits) == 0 {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("routes[%d]: quota route %q has no limit, so any client may make it read the store as often as it likes; give it one (limits = [...])", i, rt.Name))
+			}
 		}
 	}
 	return p, e

@@ -30,13 +30,22 @@ func TestQuotaCounterBound(t *testing.T) {
 		_, err := Compile(c, noEnv, nil)
 		return err
 	}
+	// No limit on the quota route itself: valid, with a warning.
+	c := base()
+	q := DefaultRoute()
+	q.Name, q.PathPrefix, q.Respond = "quota", "/rate_limit", &RespondConfig{Quota: true}
+	c.Gateway.Limits, c.Routes = nil, append(c.Routes, q)
+	p, err := Compile(c, noEnv, nil)
+	if err != nil || len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], `quota route "quota" has no limit`) {
+		t.Errorf("a quota route without limits: %v, warnings %q; want one warning", err, p.Warnings)
+	}
 	if err := build(100, []string{"client"}); err != nil {
 		t.Errorf("100 routes sharing one per-client limit: %v", err)
 	}
 	if err := build(MaxQuotaCounters, []string{"client", "route"}); err != nil {
 		t.Errorf("%d routes with a per-route limit: %v", MaxQuotaCounters, err)
 	}
-	err := build(MaxQuotaCounters+1, []string{"client", "route"})
+	err = build(MaxQuotaCounters+1, []string{"client", "route"})
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("respond.routes: a quota answer would read %d counters, more than %d", MaxQuotaCounters+1, MaxQuotaCounters)) {
 		t.Errorf("%d routes with a per-route limit: %v, want the bound", MaxQuotaCounters+1, err)
 	}
