@@ -73,6 +73,10 @@ var rules = map[string]rule{
 	"ratelimit/hybrid": {allow: []string{"ratelimit"}, stdDeny: []string{"net/...", "log/..."}},
 	// The store conformance suite (linked only into tests).
 	"ratelimit/storetest": {allow: []string{"ratelimit"}},
+	// The JSON Schema of the configuration, generated from policy's
+	// structs and checked against the shipped examples (not linked into
+	// the gateway).
+	"schema": {allow: []string{"policy", "ratelimit", "github.com/pelletier/go-toml/v2", "github.com/santhosh-tekuri/jsonschema/v6"}},
 	// A gateway's copy of the store's override table, compiled against
 	// the policy.
 	"override": {allow: []string{"policy", "ratelimit"}},
