@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // servedSerial is the serial of the certificate a new TLS handshake with
