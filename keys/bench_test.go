@@ -76,3 +76,18 @@ func BenchmarkAppendKey(b *testing.B) {
 		}
 	})
 }
+
+// TestIdentifyAllocs: resolving a client by its API key builds nothing on
+// the heap (the token claims, unused without a token, stay on the stack).
+func TestIdentifyAllocs(t *testing.T) {
+	e, err := NewExtractor(Config{TrustedProxies: testTrusted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newTestRequest("10.1.2.3:4711")
+	r.Header["X-Api-Key"] = []string{"k-0123456789"}
+	now := time.Unix(1_800_000_000, 0)
+	if n := testing.AllocsPerRun(100, func() { _ = e.Identify(r, now) }); n != 0 {
+		t.Errorf("Identify by API key: %v allocations, want 0", n)
+	}
+}

@@ -146,12 +146,18 @@ func (v *jwtVerifier) verify(tok string, now time.Time, out *tokenClaims) error 
 		return err
 	}
 	out.user = u
-	// A claim that is not a string names nothing.
+	// A claim that is not a string names nothing. Decoded into locals:
+	// out itself handed to json.Unmarshal would move the caller's claims
+	// to the heap on every request, token or not.
 	if v.consumerClaim != "" {
-		_ = json.Unmarshal(claims[v.consumerClaim], &out.consumer)
+		var c string
+		_ = json.Unmarshal(claims[v.consumerClaim], &c)
+		out.consumer = c
 	}
 	if v.planClaim != "" {
-		_ = json.Unmarshal(claims[v.planClaim], &out.plan)
+		var p string
+		_ = json.Unmarshal(claims[v.planClaim], &p)
+		out.plan = p
 	}
 	return nil
 }
