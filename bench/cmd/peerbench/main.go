@@ -38,6 +38,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "upstream" {
 		os.Exit(upstreamMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "protocols" {
+		os.Exit(protocolsMain(os.Args[2:]))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
