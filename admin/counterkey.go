@@ -16,7 +16,7 @@ import (
 // live path uses for it and the client an operator names, so that the
 // admin API reads and resets exactly the counter a client's requests hit.
 //
-// client is "api_key:VALUE", "user:VALUE" or "ip:ADDR"; a bare value is an
+// client is "api_key:VALUE", "user:VALUE", "mtls:SUBJECT" or "ip:ADDR"; a bare value is an
 // IP when it parses as one and an API key otherwise; "" names no client
 // (for limits not keyed by one). q supplies the other key parts a limit
 // may use: "route", "method" and "header:<Name>". The limit's on_missing
@@ -50,7 +50,7 @@ func parseClient(client string) (keys.Identity, error) {
 		return id, nil
 	}
 	kind, value, ok := strings.Cut(client, ":")
-	if !ok || (kind != "api_key" && kind != "user" && kind != "ip") {
+	if !ok || (kind != "api_key" && kind != "user" && kind != "ip" && kind != "mtls") {
 		kind, value = "api_key", client
 		if _, err := netip.ParseAddr(client); err == nil {
 			kind = "ip"
@@ -64,6 +64,8 @@ func parseClient(client string) (keys.Identity, error) {
 		id.Client, id.ClientKind, id.APIKey = value, keys.SourceAPIKey, value
 	case "user":
 		id.Client, id.ClientKind, id.User = value, keys.SourceUser, value
+	case "mtls":
+		id.Client, id.ClientKind, id.MTLS = value, keys.SourceMTLS, value
 	case "ip":
 		ip, err := netip.ParseAddr(value)
 		if err != nil {
@@ -92,7 +94,7 @@ func queryValues(q url.Values) keys.Values {
 func checkParts(name string, parts []keys.Part, id *keys.Identity, v *keys.Values) error {
 	for _, part := range parts {
 		switch part.Kind {
-		case keys.PartClient, keys.PartAPIKey, keys.PartUser:
+		case keys.PartClient, keys.PartAPIKey, keys.PartUser, keys.PartMTLS:
 			if id.ClientKind == 0 {
 				return fmt.Errorf("key: limit %q is keyed by a client identity; give key=api_key:V, user:V or ip:A", name)
 			}

@@ -147,6 +147,7 @@ func TestCounterKeyHostile(t *testing.T) {
 		{"an API key that spells an IP vs that IP", key("per-client", "api_key:10.0.0.1", nil), key("per-client", "ip:10.0.0.1", nil)},
 		{"an API key vs a user of the same text", key("per-client", "api_key:x", nil), key("per-client", "user:x", nil)},
 		{"an API key with a kind prefix inside", key("per-client", "api_key:user:x", nil), key("per-client", "user:x", nil)},
+		{"a certificate subject vs a user of the same text", key("per-client", "mtls:CN=x", nil), key("per-client", "user:CN=x", nil)},
 		{"two tenants", key("per-tenant", "k", url.Values{"header:X-Tenant": {"a"}}), key("per-tenant", "k", url.Values{"header:X-Tenant": {"b"}})},
 	}
 	for _, d := range distinct {

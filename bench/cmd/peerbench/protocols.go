@@ -291,6 +291,10 @@ http {
     proxy_set_header X-Forwarded-Proto $scheme;
     proxy_set_header X-Forwarded-Host $host;
     http2_max_concurrent_streams 100;
+    # nginx closes a connection after 1000 requests by default; h2load
+    # does not reconnect, and the gateway sets no such bound.
+    keepalive_requests 100000000;
+    keepalive_timeout 600s;
     ssl_protocols TLSv1.2 TLSv1.3;
     ssl_certificate %[5]s;
     ssl_certificate_key %[6]s;
