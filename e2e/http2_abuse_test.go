@@ -113,7 +113,7 @@ func dialRawH2(t testing.TB, addr string, rcvBuf int, read bool) *rawH2 {
 	return c
 }
 
-// headers encodes a GET of path.
+// h2Headers encodes a GET of path with extra header fields (name, value).
 func h2Headers(host, path string, extra ...string) []byte {
 	var b bytes.Buffer
 	e := hpack.NewEncoder(&b)

@@ -21,8 +21,10 @@ const (
 	// receiveWindowConn bounds the request body bytes one connection may
 	// have buffered in the gateway, across its streams.
 	receiveWindowConn = 1 << 20
-	// receiveWindowStream bounds them per stream.
-	receiveWindowStream = 256 << 10
+	// receiveWindowStream bounds them per stream: as much as the
+	// connection, so one upload is not held to less than a window per
+	// round trip than HTTP/1.1 would give it.
+	receiveWindowStream = 1 << 20
 	// pingTimeout closes a connection whose peer does not answer a PING
 	// (sent after the connection has been idle for SendPingTimeout) in time.
 	pingTimeout     = 15 * time.Second
