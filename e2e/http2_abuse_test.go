@@ -211,9 +211,9 @@ func flood(t *testing.T, c *rawH2, what string, write func() error) {
 // TestHTTP2AbuseBounded drives the HTTP/2 attacks of the last years at
 // the gateway with a raw framer, each on its own connection while another
 // client keeps making requests: the attacker's connection is cut (or its
-// streams refused), the upstream never holds more than the stream limit
-// from it, the other client is served throughout, and the gateway's live
-// heap comes back to where it was.
+// streams refused, or no longer read), the upstream never holds more than
+// the stream limit from streams kept open, the other client is served
+// throughout, and the gateway's live heap comes back to where it was.
 func TestHTTP2AbuseBounded(t *testing.T) {
 	t.Parallel()
 	up := newSlowUpstream(t)
@@ -250,11 +250,16 @@ limits = ["generous"]
 		run func(t *testing.T, c *rawH2)
 	}{
 		{"rapid reset", func(t *testing.T, c *rawH2) {
-			// HEADERS then RST_STREAM at once, 20,000 times: each
-			// reset stream's handler keeps its slot until it returns,
-			// so the upstream never holds more than the stream limit
-			// (checked below), and a queue of more than four times the
-			// limit waiting for a slot closes the connection.
+			// HEADERS then RST_STREAM at once, 20,000 times. A reset
+			// stream's handler keeps its slot until it returns, and more
+			// than four times the limit waiting for a slot closes the
+			// connection: the attacker is cut off, and only a small
+			// share of its streams ever reaches the upstream. (Each one
+			// that does is cancelled there, which the upstream notices
+			// a little later: its own count of requests at once may run
+			// above the gateway's stream limit by those it has not yet
+			// seen cancelled, so it is not checked here.)
+			before := up.total.Load()
 			var err error
 			n := 0
 			for ; n < 20000 && err == nil; n++ {
@@ -264,8 +269,15 @@ limits = ["generous"]
 					err = c.w.WriteRSTStream(id, http2.ErrCodeCancel)
 				}
 			}
-			_, code := c.closed(time.Second)
-			t.Logf("rapid reset: %d streams opened and reset (write error %v, connection: %s); the upstream saw %d", n, err, code, up.total.Load())
+			closed, code := c.closed(10 * time.Second)
+			reached := up.total.Load() - before
+			t.Logf("rapid reset: %d streams opened and reset (write error %v, connection: %s); %d reached the upstream", n, err, code, reached)
+			if !closed {
+				t.Errorf("rapid reset: the attacker's connection is still open after %d reset streams", n)
+			}
+			if reached > 2000 {
+				t.Errorf("rapid reset: %d of %d reset streams reached the upstream, want at most 10%%", reached, n)
+			}
 		}},
 		{"CONTINUATION flood", func(t *testing.T, c *rawH2) {
 			// One header block that never ends: CONTINUATION frames of
@@ -341,7 +353,7 @@ limits = ["generous"]
 			if failed > 0 || ok == 0 {
 				t.Errorf("the other client: %d served, %d failed (first: %v) during the attack", ok, failed, first)
 			}
-			if p := up.peak.Load(); p > abuseStreams+1 {
+			if p := up.peak.Load(); a.name != "rapid reset" && p > abuseStreams+1 {
 				// +1: the bystander's own request may overlap.
 				t.Errorf("the upstream held %d requests at once, above the stream limit %d", p, abuseStreams)
 			}
