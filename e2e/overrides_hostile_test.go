@@ -123,9 +123,9 @@ func TestOverridesHostile(t *testing.T) {
 			r.problem(t, tc.status)
 			if tc.field != "" {
 				var p struct {
-					Errors []struct{ Field string } `json:"errors"`
+					Errors []map[string]string `json:"errors"`
 				}
-				if err := json.Unmarshal(r.Body, &p); err != nil || len(p.Errors) == 0 || p.Errors[0].Field != tc.field {
+				if err := json.Unmarshal(r.Body, &p); err != nil || len(p.Errors) == 0 || p.Errors[0]["field"] != tc.field || p.Errors[0]["message"] == "" {
 					t.Errorf("problem names %+v, want field %q: %s", p.Errors, tc.field, r.Body)
 				}
 			}

@@ -37,7 +37,10 @@ type OverrideNumbers struct {
 // FieldError is a problem with one field of an override, named as in its
 // JSON body ("rates[1]").
 type FieldError struct {
-	Field, Message string
+	// Field names the field, e.g. "rates[1]".
+	Field string `json:"field"`
+	// Message says what is wrong with it.
+	Message string `json:"message"`
 }
 
 func (e FieldError) Error() string { return e.Field + ": " + e.Message }
