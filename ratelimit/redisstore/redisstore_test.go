@@ -112,6 +112,13 @@ func TestOverrideTableStandalone(t *testing.T) {
 	})
 }
 
+func TestOverrideTableSentinel(t *testing.T) {
+	c := newFailoverClient(t, sharedSentinel())
+	storetest.RunOverrides(t, func(t *testing.T) ratelimit.OverrideTable {
+		return newStore(t, c, redisstore.Options{})
+	})
+}
+
 func TestOverrideTableCluster(t *testing.T) {
 	c := newClusterClient(t, sharedCluster().Addrs())
 	storetest.RunOverrides(t, func(t *testing.T) ratelimit.OverrideTable {
