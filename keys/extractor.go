@@ -224,6 +224,10 @@ func (e *Extractor) ClientIP(r *http.Request) (ip netip.Addr, fallback bool) {
 // trusted proxies, i.e. whether its X-Forwarded-For and user header are
 // believed.
 func (e *Extractor) PeerTrusted(r *http.Request) bool {
+	if len(e.trusted) == 0 {
+		// No proxy is trusted (the default): no address to parse.
+		return false
+	}
 	peer, _ := ParseIP(r.RemoteAddr)
 	return peer.IsValid() && trusted(peer, e.trusted)
 }

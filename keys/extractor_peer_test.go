@@ -29,3 +29,43 @@ func TestPeerTrusted(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerTrustedNone: with no trusted proxy no peer is trusted, whatever
+// its address.
+func TestPeerTrustedNone(t *testing.T) {
+	e, err := NewExtractor(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, remote := range []string{"10.1.2.3:443", "[::1]:80", "127.0.0.1:1", "garbage", ""} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		if e.PeerTrusted(r) {
+			t.Errorf("PeerTrusted(%q) with no trusted proxy = true", remote)
+		}
+	}
+}
+
+// BenchmarkPeerTrusted is the check the upstream request's Rewrite makes
+// on every proxied request, without and with trusted proxies.
+//
+//	go test -run '^$' -bench PeerTrusted -benchmem -count 10 ./keys
+func BenchmarkPeerTrusted(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		trusted []netip.Prefix
+	}{{"none", nil}, {"trusted", []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}} {
+		b.Run(c.name, func(b *testing.B) {
+			e, err := NewExtractor(Config{TrustedProxies: c.trusted})
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = "192.0.2.1:40000"
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = e.PeerTrusted(r)
+			}
+		})
+	}
+}
