@@ -371,3 +371,78 @@ limits = ["generous"]
 		t.Errorf("the gateway's live heap grew by %d bytes over the attacks", grown)
 	}
 }
+
+// TestHTTP2ResetReleasesSlots: HTTP/2 streams reset while they hold a
+// concurrency slot (waiting on a slow upstream) give it back, on both
+// stores: a client cannot lock a limit shut, or leak its own slots, by
+// resetting streams instead of waiting for answers.
+func TestHTTP2ResetReleasesSlots(t *testing.T) {
+	t.Parallel()
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			up := newSlowUpstream(t)
+			body := fmt.Sprintf(`
+[[limits]]
+name = "slots"
+algorithm = "concurrency"
+max_in_flight = 2
+by = ["api_key"]
+
+[[routes]]
+name = "slow"
+path_prefix = "/slow"
+upstream = %q
+limits = ["slots"]
+`, up.URL)
+			f := startFront(t, protocols[1], store == "redis", body)
+			c := dialRawH2(t, f.Listen, 0, true)
+			// 200 streams of one API key, each reset right after its
+			// headers, some while holding a slot.
+			for i := uint32(0); i < 200; i++ {
+				id := 2*i + 1
+				if err := c.w.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndStream: true, EndHeaders: true,
+					BlockFragment: h2Headers(f.Listen, "/slow", "x-api-key", "resetter")}); err != nil {
+					t.Fatal(err)
+				}
+				if i%2 == 0 {
+					time.Sleep(time.Millisecond) // let some reach the upstream first
+				}
+				if err := c.w.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if up.total.Load() == 0 {
+				t.Fatal("no reset stream reached the upstream: the test held no slot")
+			}
+			// Every slot comes back: two requests at once are admitted.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				u := limitUsage(t, f.gw, "", "slots", "api_key:resetter")
+				if u.Windows[0].Used == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("10 s after the resets, %d of 2 slots are still held", u.Windows[0].Used)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			cl := f.client(t)
+			var wg sync.WaitGroup
+			codes := make([]int, 2)
+			for i := range codes {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if r, err := tryDo(cl, "GET", f.url("/slow"), map[string]string{"X-API-Key": "resetter"}, nil); err == nil {
+						codes[i] = r.Status
+					}
+				}()
+			}
+			wg.Wait()
+			if codes[0] != 200 || codes[1] != 200 {
+				t.Errorf("after the resets, two requests at once got %v, want 200 and 200", codes)
+			}
+		})
+	}
+}
