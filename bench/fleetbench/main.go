@@ -37,6 +37,7 @@ func main() {
 	clients := flag.String("clients", "1,64,512", "with -coalesce: concurrent clients per row")
 	gateways := flag.Int("gateways", 4, "with -hybrid: gateway processes")
 	rate := flag.Int("rate", 20000, "with -hybrid: requests per second over all gateways")
+	flag.IntVar(&rounds, "rounds", 3, "with -coalesce: rounds; the configurations of a client count alternate within a round and each column is the median over rounds")
 	flag.StringVar(&laneList, "lanes", "2", "with -coalesce: lanes (Options.CoalesceLanes) of the coalescing rows, comma separated")
 	child := flag.String("child", "", "internal: run as one gateway process of -hybrid against this Redis address")
 	flag.Parse()
@@ -96,8 +97,18 @@ func scriptCalls(srv *redistest.Server) int64 {
 	return n
 }
 
-// laneList are the coalescing rows' lane counts.
-var laneList string
+// laneList are the coalescing rows' lane counts; rounds the rounds of
+// each row.
+var (
+	laneList string
+	rounds   int
+)
+
+// row is one measured configuration.
+type row struct {
+	rate, p50, p99, gcpu, rcpu, calls, batch float64
+	fails                                    int64
+}
 
 func runCoalesce(dur time.Duration, clientList string) error {
 	m := &redistest.Main{}
@@ -115,31 +126,79 @@ func runCoalesce(dur time.Duration, clientList string) error {
 		if err != nil {
 			return err
 		}
-		if err := coalesceRow(srv, l, n, 0, dur); err != nil {
-			return err
-		}
+		configs := []int{0}
 		for _, lf := range strings.Split(laneList, ",") {
 			lanes, err := strconv.Atoi(lf)
 			if err != nil || lanes < 1 {
 				return fmt.Errorf("-lanes: %q", lf)
 			}
-			if err := coalesceRow(srv, l, n, lanes, dur); err != nil {
-				return err
+			configs = append(configs, lanes)
+		}
+		got := make([][]row, len(configs))
+		for r := range rounds {
+			for j := range configs {
+				// Alternate the order between rounds, so that a load
+				// change on the machine does not favour one column.
+				k := j
+				if r%2 == 1 {
+					k = len(configs) - 1 - j
+				}
+				rw, err := coalesceRow(srv, l, n, configs[k], dur)
+				if err != nil {
+					return err
+				}
+				got[k] = append(got[k], rw)
+			}
+		}
+		for k, lanes := range configs {
+			onOff := "off"
+			if lanes > 0 {
+				onOff = fmt.Sprintf("on, %d lanes", lanes)
+			}
+			m := median(got[k])
+			batch := "-"
+			if m.batch > 0 {
+				batch = fmt.Sprintf("%.1f", m.batch)
+			}
+			fmt.Printf("| %d | %s | %.0f | %.0f | %.0f | %.1f | %.1f | %.3f | %s |\n", n, onOff, m.rate,
+				m.p50, m.p99, m.gcpu, m.rcpu, m.calls, batch)
+			if m.fails > 0 {
+				fmt.Printf("(%d failed decisions in the row above)\n", m.fails)
 			}
 		}
 	}
 	return nil
 }
 
-// coalesceRow measures one row; lanes 0 means coalescing off.
-func coalesceRow(srv *redistest.Server, l *ratelimit.Limit, clients, lanes int, dur time.Duration) error {
+// median returns each column's median over rs.
+func median(rs []row) row {
+	col := func(f func(row) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	var fails int64
+	for _, r := range rs {
+		fails += r.fails
+	}
+	return row{rate: col(func(r row) float64 { return r.rate }), p50: col(func(r row) float64 { return r.p50 }),
+		p99: col(func(r row) float64 { return r.p99 }), gcpu: col(func(r row) float64 { return r.gcpu }),
+		rcpu: col(func(r row) float64 { return r.rcpu }), calls: col(func(r row) float64 { return r.calls }),
+		batch: col(func(r row) float64 { return r.batch }), fails: fails}
+}
+
+// coalesceRow measures one configuration; lanes 0 means coalescing off.
+func coalesceRow(srv *redistest.Server, l *ratelimit.Limit, clients, lanes int, dur time.Duration) (row, error) {
 	co := lanes > 0
 	c := newClient(srv.Addr)
 	defer c.Close()
 	st, err := redisstore.New(c, redisstore.Options{Prefix: fmt.Sprintf("co%d%v:", clients, co), Timeout: 2 * time.Second,
 		DenyCacheSize: -1, Coalesce: co, CoalesceLanes: lanes})
 	if err != nil {
-		return err
+		return row{}, err
 	}
 	defer st.Close()
 	// Warm up: connections and the script.
@@ -183,20 +242,12 @@ func coalesceRow(srv *redistest.Server, l *ratelimit.Limit, clients, lanes int, 
 	sort.Slice(lat, func(a, b int) bool { return lat[a] < lat[b] })
 	pct := func(p float64) float64 { return float64(lat[int(p*float64(n-1))]) / 1e3 }
 	per := func(d time.Duration) float64 { return float64(d) / 1e3 / float64(n) }
-	batch := "-"
+	var batch float64
 	if b := s.Batches - stats0.Batches; b > 0 {
-		batch = fmt.Sprintf("%.1f", float64(s.Batched-stats0.Batched)/float64(b))
+		batch = float64(s.Batched-stats0.Batched) / float64(b)
 	}
-	onOff := "off"
-	if co {
-		onOff = fmt.Sprintf("on, %d lanes", lanes)
-	}
-	fmt.Printf("| %d | %s | %.0f | %.0f | %.0f | %.1f | %.1f | %.3f | %s |\n", clients, onOff, float64(n)/el.Seconds(),
-		pct(0.5), pct(0.99), per(gcpu), per(rcpu), float64(calls)/float64(n), batch)
-	if f := fails.Load(); f > 0 {
-		fmt.Printf("(%d failed decisions in the row above)\n", f)
-	}
-	return nil
+	return row{rate: float64(n) / el.Seconds(), p50: pct(0.5), p99: pct(0.99), gcpu: per(gcpu), rcpu: per(rcpu),
+		calls: float64(calls) / float64(n), batch: batch, fails: fails.Load()}, nil
 }
 
 func warm(st *redisstore.Store, l *ratelimit.Limit, clients int) {

@@ -375,10 +375,18 @@ func (s *Store) decideStore(ctx context.Context, now time.Time, t int64, hits []
 	subOut := make([]ratelimit.Decision, len(sub))
 	allowed, err := s.call(ctx, now, sub, subOut, plans, idx)
 	if err == nil && !allowed {
+		// A fixed window's units left, fewer than the lease, come back
+		// only when the window ends: take what is left. A sliding
+		// counter's come back continuously: the denial of the whole lease
+		// stands (for at most the interval), so that at its limit the
+		// key is leased k units at a time, not one call per unit.
 		retry := false
 		for j, i := range idx {
-			if plans[i].kind == leasing && plans[i].size > hits[i].Cost && !subOut[j].Allowed {
-				plans[i].size, sub[j].Cost, retry = hits[i].Cost, hits[i].Cost, true
+			p, d := &plans[i], subOut[j]
+			if p.kind == leasing && p.size > hits[i].Cost && !d.Allowed && !d.Never &&
+				hits[i].Limit.Algorithm == ratelimit.FixedWindow && d.Remaining >= hits[i].Cost {
+				p.size = min(p.size, d.Remaining)
+				sub[j].Cost, retry = p.size, true
 			}
 		}
 		if retry {
@@ -435,12 +443,16 @@ func (s *Store) settle(h ratelimit.Hit, p plan, d ratelimit.Decision, allowed bo
 		return d
 	}
 	if !allowed {
-		if !d.Allowed && p.size == h.Cost && !d.Never && d.RetryAfter > 0 {
+		if !d.Allowed && !d.Never && d.RetryAfter > 0 {
+			// Denied at the lease's size: until the size fits (or the
+			// interval ends), this gateway denies the key by itself.
 			l.denyUntil = t + int64(min(d.RetryAfter, h.Limit.Batch.Interval)/ratelimit.Tick)
 			l.deny, l.deniedAt = d, t
-			// After a denial, ask again at the request's cost: a larger
-			// lease would be denied and asked again, two calls for one.
-			l.size = h.Cost
+			if h.Limit.Algorithm == ratelimit.FixedWindow {
+				// Its units return with the next window: start that one
+				// at the request's cost.
+				l.size = h.Cost
+			}
 		}
 		return d
 	}

@@ -12,8 +12,8 @@ import (
 // most lanes calls or batches are on the wire at once. A call that finds a
 // lane free is sent at once, alone, by its own goroutine: at low load
 // nothing waits and nothing changes. A call that finds every lane busy
-// queues; when a lane comes free, everything queued by then (up to
-// maxBatch calls) goes out as one pipeline, one write and one read for the
+// queues; when a lane comes free, the calls queued by then (up to
+// maxBatch of them) goes out as one pipeline, one write and one read for the
 // whole batch, so the syscalls and Redis's per-call overhead are paid once
 // per batch. There is no timer: a batch leaves as soon as a lane is free,
 // so a call waits at most for the round trips ahead of it.
@@ -57,14 +57,14 @@ type queued struct {
 	done        chan struct{}
 }
 
-// Default coalescer bounds. Several lanes keep Redis busy while the
-// gateway reads one batch's replies and writes the next; at 512 clients
-// one or two lanes made batches of 150–250 and halved the throughput of
-// four, while eight split batches for little more (BENCHMARKS.md
-// "Coalescing").
+// Default coalescer bounds, measured (BENCHMARKS.md "Coalescing"): with
+// several lanes Redis stays busy while the gateway reads one batch's
+// replies and writes the next; small batches beat large ones: at 512
+// clients, batches of up to 256 calls cost Redis 2–4 times the CPU per
+// call of batches of up to 16, and halved the throughput.
 const (
 	defaultLanes    = 4
-	defaultMaxBatch = 256
+	defaultMaxBatch = 16
 )
 
 func newCoalescer(s *Store, lanes, maxBatch int) *coalescer {
