@@ -95,13 +95,17 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, p *policy.Policy,
 			return false
 		}
 	}
+	done := r.Context().Done()
+	if q.resp.clientDone != nil {
+		done = q.resp.clientDone // the context was detached for counting by response
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		ev.Delay = d
 		return true
-	case <-r.Context().Done():
+	case <-done:
 		h.cancelReservations(q, p)
 		ev.Outcome = OutcomeCanceled
 		w.WriteHeader(499)

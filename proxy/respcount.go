@@ -23,6 +23,10 @@ type respCount struct {
 	// takes and tds are the scratch space of the counting call.
 	takes []ratelimit.Hit
 	tds   []ratelimit.Decision
+	// clientDone is the client's own context's Done, kept when the
+	// request's context was detached from it (a wait for a delay slot
+	// still ends when the client goes).
+	clientDone <-chan struct{}
 }
 
 func (c *respCount) reset() {
@@ -30,6 +34,7 @@ func (c *respCount) reset() {
 	clear(c.takes)
 	c.takes, c.tds = c.takes[:0], c.tds[:0]
 	c.status = 0
+	c.clientDone = nil
 }
 
 // respKey carries the request's scratch space to ModifyResponse.
@@ -53,6 +58,7 @@ func (q *request) peekResponse(l *policy.Limit) {
 // for ModifyResponse: a client that sends a login attempt and hangs up
 // before the answer must not keep the attempt from being counted.
 func detachForResponse(r *http.Request, q *request) *http.Request {
+	q.resp.clientDone = r.Context().Done()
 	ctx := context.WithValue(context.WithoutCancel(r.Context()), respKey{}, q)
 	return r.WithContext(ctx)
 }

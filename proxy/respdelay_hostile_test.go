@@ -164,3 +164,45 @@ func TestResponseAndDelayHostile(t *testing.T) {
 		}
 	})
 }
+
+// TestDelayWithResponseCount: a request under both a limit that counts by
+// response (whose upstream exchange the client cannot cancel) and a delay
+// limit still stops waiting, and gives its slot back, when the client
+// goes away.
+func TestDelayWithResponseCount(t *testing.T) {
+	up := newUpstream(t, nil)
+	p := compile(t, func(c *policy.Config) {
+		resp := limit("resp", "fixed_window", "100/1h")
+		resp.Count = "response"
+		del := limit("del", "token_bucket", "1/1s")
+		del.By, del.OnLimit, del.MaxDelay, del.Burst = []string{}, "delay", "10s", 1
+		c.Limits = []policy.LimitConfig{resp, del}
+		c.Routes = []policy.RouteConfig{route("both", "/", up.URL, "resp", "del")}
+	})
+	rec := &recorder{}
+	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{}), Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := gateway(t, h)
+	if resp := get(t, gw.URL+"/x"); resp.StatusCode != 200 {
+		t.Fatalf("first: %d", resp.StatusCode)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", gw.URL+"/x", nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("answered before its slot")
+	}
+	deadline := time.Now().Add(700 * time.Millisecond) // the slot is 1s away
+	for rec.count(proxy.OutcomeCanceled) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the request kept waiting after its client left (forwarded: %d)", rec.count(proxy.OutcomeForwarded))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := up.hits.Load(); n != 1 {
+		t.Fatalf("the upstream saw %d requests, want 1", n)
+	}
+}
