@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,7 +62,7 @@ func (u *respUpstream) times(path string) []time.Time {
 func startRespDelay(t *testing.T, backend, algorithm string) (*gw, *respUpstream) {
 	t.Helper()
 	u, url := startRespUpstream(t)
-	data := map[string]any{"Upstream": url, "Redis": "", "Algorithm": algorithm}
+	data := map[string]any{"Upstream": url, "Redis": "", "Algorithm": algorithm, "Count": ""}
 	if backend == "redis" {
 		rs := redistest.Standalone(t)
 		data["Redis"], data["Prefix"] = rs.Addr, "rd:"
@@ -387,4 +388,35 @@ func TestResponseCountOvershoot(t *testing.T) {
 			check429Body(t, get(t, c, g.url("/login"), map[string]string{"X-Password": "right"}), "login-failures")
 		})
 	}
+}
+
+// TestResponseCountReload: a reload switches a limit between counting by
+// response and by request (SIGHUP); its counters carry over, since how a
+// request is counted is not part of their identity.
+func TestResponseCountReload(t *testing.T) {
+	t.Parallel()
+	g, _ := startRespDelay(t, "memory", "token_bucket")
+	c := newClient(t, "")
+	right := map[string]string{"X-Password": "right"}
+	for i := range 6 {
+		if r := get(t, c, g.url("/login"), right); r.Status != 200 {
+			t.Fatalf("successful login %d counted by response: %s", i+1, r)
+		}
+	}
+	if r := get(t, c, g.url("/login"), map[string]string{"X-Password": "wrong"}); r.Status != http.StatusUnauthorized {
+		t.Fatalf("a failed login: %s", r)
+	}
+	before := readyz(t, g).LastReload.At
+	g.rewrite(t, map[string]any{"Count": "request"})
+	g.signal(t, syscall.SIGHUP)
+	if rd := waitReload(t, g, before); !rd.LastReload.OK {
+		t.Fatalf("reload failed: %+v", rd.LastReload)
+	}
+	// One failure counted before; four more requests of any kind fill 5/15m.
+	for i := range 4 {
+		if r := get(t, c, g.url("/login"), right); r.Status != 200 {
+			t.Fatalf("login %d after the reload: %s", i+1, r)
+		}
+	}
+	check429Body(t, get(t, c, g.url("/login"), right), "login-failures")
 }
