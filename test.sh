@@ -33,6 +33,8 @@ need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-sentinel >/dev/null 2>&1 || [ -x /usr/bin/redis-sentinel ] || need+=(redis-sentinel)
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+# e2e.TestCurlHTTP2 drives the gateway with curl --http2.
+command -v curl >/dev/null 2>&1 || need+=(curl)
 # -race needs cgo, which needs a C compiler.
 cc=$(go env CC)
 command -v "${cc:-gcc}" >/dev/null 2>&1 || need+=(build-essential)
