@@ -30,7 +30,10 @@ const (
 	pingTimeout     = 15 * time.Second
 	sendPingTimeout = 30 * time.Second
 	// writeByteTimeout closes a connection whose peer stops reading the
-	// responses (a window it never opens again) for this long.
+	// responses for this long. One stuck HTTP/2 connection pins up to
+	// the stream limit's handlers and upstream requests, so the bound is
+	// worth its cost: Go arms a write deadline on every flush, about 10%
+	// of the CPU of an h2c request (BENCHMARKS.md).
 	writeByteTimeout = 30 * time.Second
 )
 
