@@ -183,8 +183,8 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 // read once now so that overrides apply from the first request. A cached
 // denial may predate a change, so a change forgets them.
 func (g *gateway) openOverrides() {
-	t, ok := g.store.(ratelimit.OverrideTable)
-	if !ok {
+	t := g.overrideTable()
+	if t == nil {
 		return
 	}
 	g.overrides = overrides.New(t, overrides.Options{Logger: g.log, Changed: func() {
@@ -473,18 +473,13 @@ func (g *gateway) adminMux() *http.ServeMux {
 	token := g.handler.Policy().AdminToken.Reveal()
 	mux.Handle("GET /metrics", admin.RequireToken(token, g.otel.MetricsHandler()))
 	mux.Handle("/admin/", admin.Handler(admin.Options{
-		Config: func() any { return g.handler.Policy().Config },
-		Store:  g.store,
-		Policy: g.handler.Policy,
-		Reload: g.reload,
-		Token:  token,
-		Logger: g.log,
-		Overrides: func() ratelimit.OverrideTable {
-			if g.overrides == nil {
-				return nil
-			}
-			return g.store.(ratelimit.OverrideTable)
-		}(),
+		Config:       func() any { return g.handler.Policy().Config },
+		Store:        g.store,
+		Policy:       g.handler.Policy,
+		Reload:       g.reload,
+		Token:        token,
+		Logger:       g.log,
+		Overrides:    g.overrideTable(),
 		OverrideSync: g.adminOverrideSync(),
 	}))
 	debug := http.NewServeMux()
@@ -495,6 +490,18 @@ func (g *gateway) adminMux() *http.ServeMux {
 	debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("/debug/pprof/", admin.RequireToken(token, debug))
 	return mux
+}
+
+// overrideTable is the override table of the store that counts: the Redis
+// store's (under whatever wraps it), else the memory store's.
+func (g *gateway) overrideTable() ratelimit.OverrideTable {
+	if g.rr != nil {
+		return g.rr.store
+	}
+	if t, ok := g.store.(ratelimit.OverrideTable); ok {
+		return t
+	}
+	return nil
 }
 
 // adminOverrideSync is the override copy the admin API reads, nil when
