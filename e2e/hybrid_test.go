@@ -53,8 +53,10 @@ func TestHybridFleet(t *testing.T) {
 		batchedTOML("hot-swc", "200/10s", "sliding_window_counter", lease) + routeTOML("swc", "/swc", "hot-swc")
 	data := redisData(rs.Addr, nil, "deny", "10s", body)
 	var urls [2][]string
+	var gws []*gw
 	for range gateways {
 		g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data})
+		gws = append(gws, g)
 		urls[0] = append(urls[0], g.url("/fw"))
 		urls[1] = append(urls[1], g.url("/swc"))
 	}
@@ -67,6 +69,7 @@ func TestHybridFleet(t *testing.T) {
 	} {
 		t.Run(tc.alg, func(t *testing.T) {
 			avoidWindowEdge(10 * time.Second)
+			defer checkLeaseMetrics(t, gws)
 			before := evalCalls(t, rs)
 			res := burst(n, urls[i], nil)
 			calls := evalCalls(t, rs) - before
@@ -87,7 +90,27 @@ func TestHybridFleet(t *testing.T) {
 			if calls > n/10 {
 				t.Errorf("%d script calls for %d requests", calls, n)
 			}
+
 		})
+	}
+}
+
+// checkLeaseMetrics fails t unless the gateways' /metrics report leases
+// taken and decisions made without a call.
+func checkLeaseMetrics(t *testing.T, gws []*gw) {
+	t.Helper()
+	var leases, local float64
+	for _, g := range gws {
+		m := scrape(t, g, "")
+		for _, v := range m.family("tollgate_store_leases_total") {
+			leases += v
+		}
+		for _, v := range m.family("tollgate_store_local_decisions_total") {
+			local += v
+		}
+	}
+	if leases == 0 || local == 0 {
+		t.Errorf("metrics: %v leases, %v local decisions over the fleet; want both > 0", leases, local)
 	}
 }
 
@@ -101,5 +124,42 @@ func TestHybridMemoryExact(t *testing.T) {
 	for _, path := range []string{"/fw", "/swc"} {
 		avoidWindowEdge(10 * time.Second)
 		burst(600, []string{g.url(path)}, nil).check(t, 600, 200)
+	}
+}
+
+// TestRedisCoalescing: through the binary, 300 concurrent requests of
+// distinct clients are decided exactly with coalescing (the default) and
+// without it, and /metrics shows decide calls sent in pipelines only
+// when it is on.
+func TestRedisCoalescing(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Standalone(t)
+	body := limitTOML("pc", "1/hour", "fixed_window", "client") + routeTOML("r", "/c", "pc")
+	for _, tc := range []struct {
+		name string
+		env  []string
+		on   bool
+	}{
+		{"default", nil, true},
+		{"off", []string{"TOLLGATE_STORE_REDIS_COALESCE=false"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := redisData(rs.Addr, nil, "deny", "10s", body)
+			data["Prefix"] = "co-" + tc.name + ":"
+			g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data, Env: tc.env})
+			key := func(i int) map[string]string { return map[string]string{"X-API-Key": fmt.Sprintf("co-%d", i%150)} }
+			// 150 clients, two requests each, all at once: exactly one
+			// of each client's two is admitted.
+			burst(300, []string{g.url("/c")}, key).check(t, 300, 150)
+			m := scrape(t, g, "")
+			var coalesced float64
+			for _, v := range m.family("tollgate_store_coalesced_total") {
+				coalesced = v
+			}
+			if tc.on != (coalesced > 0) {
+				t.Errorf("tollgate_store_coalesced_total = %v with coalescing %s", coalesced, tc.name)
+			}
+			t.Logf("%s: %v of 300 decisions coalesced", tc.name, coalesced)
+		})
 	}
 }

@@ -19,6 +19,9 @@ const (
 	MetricStoreReleasesDropped = "tollgate.store.releases.dropped"
 	MetricStoreSlotsHeld       = "tollgate.store.slots.held"
 	MetricStoreClockSkew       = "tollgate.store.clock.skew"
+	MetricStoreCoalesced       = "tollgate.store.coalesced"
+	MetricStoreLeases          = "tollgate.store.leases"
+	MetricStoreLocalDecisions  = "tollgate.store.local_decisions"
 )
 
 // RedisStats are the Redis store's figures exported by RegisterRedisStats,
@@ -48,6 +51,13 @@ type RedisStats struct {
 	ClockSkew time.Duration
 	// SkewKnown reports whether ClockSkew holds a measurement.
 	SkewKnown bool
+	// Coalesced counts decide calls sent in a coalesced pipeline rather
+	// than alone (store.redis.coalesce).
+	Coalesced uint64
+	// Leases counts the leases batched limits asked Redis for;
+	// LocalDecisions the hits of batched limits decided from a lease or a
+	// repeated denial, without a call.
+	Leases, LocalDecisions uint64
 }
 
 // RegisterRedisStats exports the Redis store's figures as observable
@@ -73,6 +83,9 @@ func RegisterRedisStats(meter metric.Meter, read func() RedisStats) (metric.Regi
 	pending := gauge(MetricStoreReleasesPending, "{release}", "Concurrency releases that could not reach Redis and wait to be retried.")
 	dropped := counter(MetricStoreReleasesDropped, "{release}", "Concurrency releases given up (lease ended, or the pending queue was full).")
 	held := gauge(MetricStoreSlotsHeld, "{slot}", "Concurrency slots this gateway holds in Redis now.")
+	coalesced := counter(MetricStoreCoalesced, "{call}", "Decide calls sent to Redis in a coalesced pipeline rather than alone.")
+	leases := counter(MetricStoreLeases, "{lease}", "Leases of a key's budget that batched limits asked Redis for.")
+	local := counter(MetricStoreLocalDecisions, "{decision}", "Hits of batched limits decided from a lease or a repeated denial, without a Redis call.")
 	skew, e := meter.Float64ObservableGauge(MetricStoreClockSkew, metric.WithUnit("s"),
 		metric.WithDescription("Redis's clock (TIME) minus this gateway's, measured at startup and every minute."))
 	err = errors.Join(err, e)
@@ -89,9 +102,12 @@ func RegisterRedisStats(meter metric.Meter, read func() RedisStats) (metric.Regi
 		o.ObserveInt64(pending, int64(st.PendingReleases))
 		o.ObserveInt64(dropped, int64(st.ReleasesDropped))
 		o.ObserveInt64(held, int64(st.HeldSlots))
+		o.ObserveInt64(coalesced, int64(st.Coalesced))
+		o.ObserveInt64(leases, int64(st.Leases))
+		o.ObserveInt64(local, int64(st.LocalDecisions))
 		if st.SkewKnown {
 			o.ObserveFloat64(skew, st.ClockSkew.Seconds())
 		}
 		return nil
-	}, breaker, calls, canceled, hits, refunds, pending, dropped, held, skew)
+	}, breaker, calls, canceled, hits, refunds, pending, dropped, held, coalesced, leases, local, skew)
 }

@@ -41,6 +41,9 @@ func (g *gateway) openRedis(p *policy.Policy, mem *memstore.Store) error {
 	// budget; every other hit goes to Redis as it is.
 	g.store, g.local = hybrid.Wrap(rs, hybrid.Options{}), mem
 	g.rr = &redisRuntime{client: client, store: rs, monitor: redisstore.NewMonitor(rs, g.log)}
+	if hs, ok := g.store.(interface{ Stats() hybrid.Stats }); ok {
+		g.rr.hybrid = hs.Stats
+	}
 	g.ready = health.Check
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -66,6 +69,7 @@ type redisRuntime struct {
 	store   *redisstore.Store
 	monitor *redisstore.Monitor
 	reg     metric.Registration
+	hybrid  func() hybrid.Stats // the batched limits' figures
 }
 
 // start registers the store's metrics with meter and starts the
@@ -93,9 +97,15 @@ func (r *redisRuntime) register(meter metric.Meter) error {
 	reg, err := telemetry.RegisterRedisStats(meter, func() telemetry.RedisStats {
 		st := r.store.Stats()
 		skew, known := r.monitor.Skew()
-		return telemetry.RedisStats{Breaker: int64(st.Breaker), Calls: st.Calls, Canceled: st.Canceled,
+		out := telemetry.RedisStats{Breaker: int64(st.Breaker), Calls: st.Calls, Canceled: st.Canceled,
 			DenyCacheHits: st.DenyCacheHits, Refunds: st.Refunds, PendingReleases: st.PendingReleases,
-			ReleasesDropped: st.ReleasesDropped, HeldSlots: st.HeldSlots, ClockSkew: skew, SkewKnown: known}
+			ReleasesDropped: st.ReleasesDropped, HeldSlots: st.HeldSlots, ClockSkew: skew, SkewKnown: known,
+			Coalesced: st.Batched}
+		if r.hybrid != nil {
+			hs := r.hybrid()
+			out.Leases, out.LocalDecisions = hs.Leases, hs.LocalAdmits+hs.LocalDenials
+		}
+		return out
 	})
 	r.reg = reg
 	return err
