@@ -142,6 +142,14 @@ func appendSFString(b []byte, name string, withWindow bool, l *ratelimit.Limit, 
 // are left out. The result depends on limits alone, so it is byte-identical
 // on every response; compute it once per route.
 func PolicyValue(limits []*ratelimit.Limit) string {
+	return PolicyValueAt(limits, time.Time{})
+}
+
+// PolicyValueAt is PolicyValue for a response at now: the window of a
+// quota is the length of its calendar period containing now (a day of 23
+// or 25 hours across a DST change, a month of 28 to 31 days), or, with a
+// zero now, its nominal length (a day, 7 days, 31 days).
+func PolicyValueAt(limits []*ratelimit.Limit, now time.Time) string {
 	var b []byte
 	for _, l := range limits {
 		if l == nil || l.Shadow {
@@ -161,7 +169,13 @@ func PolicyValue(limits []*ratelimit.Limit) string {
 			}
 			b = appendItemName(b, l, i)
 			b = strconv.AppendInt(append(b, ";q="...), r.Limit, 10)
-			b = strconv.AppendInt(append(b, ";w="...), r.Seconds(), 10)
+			w := r.Seconds()
+			if l.Algorithm != ratelimit.Quota || now.IsZero() {
+				// A uniform window: its length.
+			} else if start, end, ok := l.PeriodAt(i, now); ok {
+				w = ratelimit.Rate{Limit: 1, Window: end.Sub(start)}.Seconds()
+			}
+			b = strconv.AppendInt(append(b, ";w="...), w, 10)
 		}
 	}
 	return string(b)

@@ -136,6 +136,7 @@ func build(c *Config) (*Policy, []error) {
 		}
 		p.Limits = append(p.Limits, l)
 	}
+	p.Warnings = append(p.Warnings, quotaWarnings(p)...)
 	global := resolveLimits(c.Gateway.Limits, p.byName, "gateway.limits", &e)
 
 	for i := range c.Routes {
@@ -149,6 +150,7 @@ func build(c *Config) (*Policy, []error) {
 		}
 		rt.RateLimitPolicy = headers.PolicyValue(rl)
 		buildPlanPolicies(rt, len(p.Plans))
+		rt.quotaPolicy = newPeriodPolicy(rl)
 		shadowed := false
 		for j, prev := range p.Routes {
 			if rt.Name != "" && prev.Name == rt.Name {

@@ -30,6 +30,10 @@ func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
 			e.add(fmt.Sprintf("%s.rates[%d]", path, i), "%v", err)
 			continue
 		}
+		if isMonth(s) && c.Algorithm != ratelimit.Quota.String() {
+			e.add(fmt.Sprintf("%s.rates[%d]", path, i), "rate %q: a month is a calendar period, counted only by algorithm \"quota\"", s)
+			continue
+		}
 		for _, prev := range rl.Rates {
 			if prev.Window == r.Window {
 				e.add(fmt.Sprintf("%s.rates[%d]", path, i), "window %s appears twice", r.Window)
@@ -52,6 +56,10 @@ func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
 	}
 	if c.Precision != "" {
 		rl.Precision = duration(c.Precision, path+".precision", true, e)
+	}
+	compileCalendar(rl, c, path, e)
+	if c.Penalty != "" {
+		rl.Penalty = duration(c.Penalty, path+".penalty", true, e)
 	}
 	for i, s := range c.By {
 		part, err := keys.ParsePart(s)

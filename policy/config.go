@@ -330,8 +330,10 @@ type LimitConfig struct {
 	// Name identifies the limit in routes, headers and metrics: 1..64
 	// letters, digits, '-' and '_'. Required.
 	Name string `mapstructure:"name" json:"name"`
-	// Rates are the windows, all enforced: "N/second|minute|hour|day",
-	// "N/s", "N/10s", "N/1h30m". Required, except for concurrency.
+	// Rates are the windows, all enforced: "N/second|minute|hour|day|week",
+	// "N/s", "N/10s", "N/1h30m"; the quota algorithm takes "N/day",
+	// "N/week" and "N/month" (calendar periods). Required, except for
+	// concurrency.
 	Rates []string `mapstructure:"rates" json:"rates"`
 	// Algorithm is one of the algorithms ARCHITECTURE.md defines. Default "sliding_window_counter".
 	Algorithm string `mapstructure:"algorithm" json:"algorithm"`
@@ -369,6 +371,19 @@ type LimitConfig struct {
 	// name = rate list); a plan not listed, anonymous clients and
 	// consumers without a plan get Rates. Default none.
 	PlanRates map[string][]string `mapstructure:"plan_rates" json:"plan_rates,omitempty"`
+	// Timezone is the IANA zone whose calendar the quota algorithm's
+	// periods follow (they begin at its local midnights). Only for quota.
+	// Default "" (UTC).
+	Timezone string `mapstructure:"timezone" json:"timezone"`
+	// MonthStartsOn is the day of the month, 1..28, on which the quota
+	// algorithm's monthly periods begin (a billing day). Only for quota.
+	// Default 0 (the 1st).
+	MonthStartsOn int `mapstructure:"month_starts_on" json:"month_starts_on"`
+	// Penalty, when set, keeps a client that this limit denied denied by
+	// it for that long ("15m"), counting nothing meanwhile; requests
+	// during the penalty do not extend it. Not for concurrency or shadow
+	// limits. Default "" (none).
+	Penalty string `mapstructure:"penalty" json:"penalty"`
 	// OnMissing is what a request lacking one of the by parts api_key,
 	// user or header:<Name> gets: "shared" (the part is the literal
 	// "-", so every such request shares one counter), "ip" (the missing

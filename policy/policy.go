@@ -286,8 +286,12 @@ type Route struct {
 	// Limits are gateway.limits then the route's own, duplicates removed.
 	Limits []*Limit
 	// RateLimitPolicy is the RateLimit-Policy header value of Limits'
-	// enforced windows, built once.
+	// enforced windows, built once (with quotas' nominal windows: see
+	// RateLimitPolicyAt).
 	RateLimitPolicy string
+	// quotaPolicy is set when Limits have a quota, whose window in the
+	// header is its current period's (RateLimitPolicyAt).
+	quotaPolicy *periodPolicy
 
 	// loose says how PathPrefix reads in Match's loose reading, and
 	// foldedPrefix is that reading when it is a plain path that differs.

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"time"
+
 	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/keys"
 	"github.com/tollgate/gateway/policy"
@@ -35,10 +37,10 @@ func (h *Handler) override(ovs *policy.Overrides, p *policy.Policy, l *policy.Li
 
 // variedPolicy is the RateLimit-Policy value of the limits that decided a
 // request, for a request whose limits are not the route's own.
-func variedPolicy(hits []ratelimit.Hit) string {
+func variedPolicy(hits []ratelimit.Hit, now time.Time) string {
 	ls := make([]*ratelimit.Limit, len(hits))
 	for i := range hits {
 		ls[i] = hits[i].Limit
 	}
-	return headers.PolicyValue(ls)
+	return headers.PolicyValueAt(ls, now)
 }

@@ -283,9 +283,9 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot,
 		}
 	}
 	ev.Hits, ev.Decisions = q.hits, q.ds
-	pol := rt.RateLimitPolicyFor(&q.id)
+	pol := rt.RateLimitPolicyAt(&q.id, now)
 	if q.varied {
-		pol = variedPolicy(q.hits)
+		pol = variedPolicy(q.hits, now)
 	}
 	headers.Set(w.Header(), p.Headers, pol, q.hits, q.ds, now)
 	h.logShadow(snap, q.hits, q.ds, now)

@@ -13,7 +13,7 @@ func TestAlgorithmNames(t *testing.T) {
 	names := map[string]Algorithm{
 		"fixed_window": FixedWindow, "fixed_window_elastic": FixedWindowElastic,
 		"sliding_window_log": SlidingWindowLog, "sliding_window_counter": SlidingWindowCounter,
-		"token_bucket": TokenBucket, "gcra": GCRA, "concurrency": Concurrency,
+		"token_bucket": TokenBucket, "gcra": GCRA, "concurrency": Concurrency, "quota": Quota,
 	}
 	for name, a := range names {
 		got, err := ParseAlgorithm(name)
@@ -29,12 +29,12 @@ func TestAlgorithmNames(t *testing.T) {
 			t.Errorf("ParseAlgorithm(%q) = %v, %v; want an unknown-algorithm error", bad, a, err)
 		}
 	}
-	for _, a := range []Algorithm{0, 8, 200} {
-		if want := "Algorithm(" + map[Algorithm]string{0: "0", 8: "8", 200: "200"}[a] + ")"; a.String() != want {
+	for _, a := range []Algorithm{0, 9, 200} {
+		if want := "Algorithm(" + map[Algorithm]string{0: "0", 9: "9", 200: "200"}[a] + ")"; a.String() != want {
 			t.Errorf("Algorithm %d String = %q, want %q", a, a.String(), want)
 		}
 	}
-	want := []Algorithm{FixedWindow, FixedWindowElastic, SlidingWindowLog, SlidingWindowCounter, TokenBucket, GCRA, Concurrency}
+	want := []Algorithm{FixedWindow, FixedWindowElastic, SlidingWindowLog, SlidingWindowCounter, TokenBucket, GCRA, Concurrency, Quota}
 	if got := Algorithms(); !slices.Equal(got, want) {
 		t.Errorf("Algorithms() = %v, want %v", got, want)
 	}

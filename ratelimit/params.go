@@ -18,6 +18,9 @@ type Params struct {
 	Precision int64
 	// Buckets is N = W / P for SlidingWindowCounter; 0 otherwise.
 	Buckets int64
+	// Calendar is where the periods of a Quota window begin; the zero
+	// Calendar for other algorithms.
+	Calendar Calendar
 }
 
 // Windows returns the number of window states a key of l keeps: one per
@@ -49,6 +52,7 @@ func (l *Limit) Params(i int) Params {
 		}
 		p.Buckets = p.Window / p.Precision
 	}
+	p.Calendar = l.calendar(i)
 	return p
 }
 

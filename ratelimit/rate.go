@@ -18,8 +18,11 @@ type Rate struct {
 	Window time.Duration
 }
 
-// ParseRate parses the configuration's rate syntax (README, "Configuration reference"): "N/second|minute|hour|day", the
-// short units "s m h d", and "N/<duration>" such as "5/10s" or "1000/1h30m".
+// ParseRate parses the configuration's rate syntax (README, "Configuration
+// reference"): "N/second|minute|hour|day|week|month", the short units
+// "s m h d", and "N/<duration>" such as "5/10s" or "1000/1h30m". A week
+// is 7 days and a month 31 days (MonthWindow): the quota algorithm reads
+// those windows, and a day's, as calendar periods.
 // N and the window must be positive.
 func ParseRate(s string) (Rate, error) {
 	n, unit, ok := strings.Cut(strings.TrimSpace(s), "/")
@@ -40,7 +43,11 @@ func ParseRate(s string) (Rate, error) {
 	case "hour", "h":
 		w = time.Hour
 	case "day", "d":
-		w = 24 * time.Hour
+		w = dayWindow
+	case "week":
+		w = weekWindow
+	case "month":
+		w = monthWindow
 	default:
 		w, err = parseWindow(unit)
 		if err != nil {

@@ -54,6 +54,11 @@ const (
 	GCRA
 	// Concurrency allows at most MaxInFlight units in flight at once.
 	Concurrency
+	// Quota allows at most L units per calendar period (day, ISO week or
+	// month) of the limit's Location: a fixed window whose boundaries are
+	// local midnights, so its periods last 23 to 25 hours across DST
+	// changes and 28 to 31 days for months.
+	Quota
 )
 
 var algorithmNames = [...]string{
@@ -64,6 +69,7 @@ var algorithmNames = [...]string{
 	TokenBucket:          "token_bucket",
 	GCRA:                 "gcra",
 	Concurrency:          "concurrency",
+	Quota:                "quota",
 }
 
 // String returns the configuration name of a, e.g. "sliding_window_log".
@@ -87,7 +93,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 // Algorithms lists every algorithm, in the order the README lists them.
 func Algorithms() []Algorithm {
 	return []Algorithm{FixedWindow, FixedWindowElastic, SlidingWindowLog,
-		SlidingWindowCounter, TokenBucket, GCRA, Concurrency}
+		SlidingWindowCounter, TokenBucket, GCRA, Concurrency, Quota}
 }
 
 // Exact reports whether a is exact (its decisions follow its definition to
@@ -119,6 +125,21 @@ type Limit struct {
 	MaxDelay time.Duration
 	// Shadow marks a limit that counts and reports but never denies.
 	Shadow bool
+	// Location is the zone whose calendar a Quota limit's periods follow;
+	// nil means UTC. Only Quota accepts it.
+	Location *time.Location
+	// MonthStartsOn is the day of the month, 1..28, on which a Quota
+	// limit's monthly periods begin (a billing day); 0 means 1. Only
+	// Quota accepts it.
+	MonthStartsOn int
+	// Penalty, when positive, is how long a key stays denied by this limit
+	// after the limit denied one of its requests: every request of the
+	// key is then denied by it, and counted nowhere, until the penalty
+	// ends (requests denied meanwhile do not extend it). 0 means none. Not
+	// for Concurrency (whose denials say more about others' requests in
+	// flight than about the client) nor for a shadow limit (which never
+	// denies).
+	Penalty time.Duration
 	// Scope is what else tells this limit's counters apart from another
 	// limit's with the same name (the gateway puts the key parts there).
 	// It is part of ID and is not interpreted otherwise.
@@ -139,6 +160,9 @@ type Limit struct {
 	// params caches Params(i) for every window; set by Finish so that the
 	// hot path passes a pointer to it without allocating.
 	params []Params
+	// penaltyBox is the limit that holds the penalty of this one's keys
+	// (see PenaltyBox); set by Finish when Penalty is positive.
+	penaltyBox *Limit
 }
 
 // Finish validates l and computes its ID. It must be called once after the
@@ -159,7 +183,19 @@ func (l *Limit) Finish() error {
 		// the counts only judge it.
 		fmt.Fprintf(h, "|%d/%d", p.Window, p.Precision)
 	}
+	if l.Algorithm == Quota {
+		// The zone and the billing day decide where periods begin, so
+		// counts made under others belong to other periods.
+		fmt.Fprintf(h, "|%s|%d", l.location(), l.monthStartsOn())
+		for _, r := range l.Rates {
+			fmt.Fprintf(h, "/%s", periodOf(r))
+		}
+	}
 	l.ID = strconv.FormatUint(h.Sum64(), 36)
+	l.penaltyBox = nil
+	if l.Penalty > 0 {
+		l.penaltyBox = newPenaltyBox(l)
+	}
 	return nil
 }
 
@@ -178,10 +214,22 @@ func (l *Limit) Validate() error {
 		if l.MaxInFlight <= 0 || l.MaxInFlight > MaxLimit {
 			return fmt.Errorf("max_in_flight must be in 1..2^53, got %d", l.MaxInFlight)
 		}
+		if l.Penalty != 0 {
+			return errors.New("penalty does not apply to the concurrency algorithm (its denials depend on other requests in flight)")
+		}
+		if l.Location != nil || l.MonthStartsOn != 0 {
+			return errors.New("timezone and month_starts_on apply only to the quota algorithm")
+		}
 		return nil
 	}
 	if l.MaxInFlight != 0 {
 		return errors.New("max_in_flight applies only to the concurrency algorithm")
+	}
+	if err := l.validateCalendar(); err != nil {
+		return err
+	}
+	if err := l.validatePenalty(); err != nil {
+		return err
 	}
 	if len(l.Rates) == 0 {
 		return errors.New("at least one rate is required")
@@ -295,6 +343,11 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Never is set when the cost exceeds the capacity: no wait helps.
 	Never bool
+	// Penalty is set when the limit's penalty box decided the hit: the
+	// key was in it (the hit denied, RetryAfter the time left, nothing
+	// checked or counted), or this denial put it there (RetryAfter then
+	// at least the penalty). See Limit.Penalty.
+	Penalty bool
 	// Lease identifies the units a counted Concurrency hit holds, for
 	// Release: a non-zero id of the slot (Redis, whose slots carry their
 	// own leases) or of the counter it was counted on (memory), so that a

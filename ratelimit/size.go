@@ -50,6 +50,8 @@ func windowBytes(a Algorithm, r Rate, precision time.Duration) int64 {
 		return counterHeaderBytes + 8*(buckets+1)
 	case GCRA:
 		return 8
+	case Quota:
+		return 24
 	default:
 		return 16
 	}

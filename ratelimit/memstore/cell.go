@@ -93,6 +93,8 @@ func newCell(l *ratelimit.Limit, now int64) cell {
 		return build[window.TokenBucketState](l, now)
 	case ratelimit.GCRA:
 		return build[window.GCRAState](l, now)
+	case ratelimit.Quota:
+		return build[window.QuotaState](l, now)
 	default:
 		return build[window.ConcurrencyState](l, now)
 	}

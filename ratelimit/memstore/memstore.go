@@ -160,7 +160,7 @@ func (sh *shard) commitReplace(st state, old int32) state {
 // counts and commits, so no state in use is pending.
 func (sh *shard) fit(now int64) {
 	t := &sh.t
-	keep := t.head
+	keep := [2]int32{t.head, t.qhead}
 	for t.bytes > sh.maxBytes && t.n > 1 {
 		if !sh.evict(now, keep) {
 			return
@@ -190,15 +190,17 @@ const reclaimGrace = int64(time.Minute / ratelimit.Tick)
 // evicting the least recently used state if the shard is still full.
 func (sh *shard) commitNew(st state, l *ratelimit.Limit, hit string, h uint32, now int64) {
 	t := &sh.t
-	for range 2 {
-		// Written as a subtraction from now: expiries may be ±MaxInt64.
-		if t.tail == none || now-reclaimGrace < t.expiry(t.tail) {
-			break
+	for _, tail := range [2]*int32{&t.tail, &t.qtail} {
+		for range 2 {
+			// Written as a subtraction from now: expiries may be ±MaxInt64.
+			if *tail == none || now-reclaimGrace < t.expiry(*tail) {
+				break
+			}
+			t.remove(*tail)
 		}
-		t.remove(t.tail)
 	}
 	if t.n >= sh.max {
-		sh.evict(now, none)
+		sh.evict(now, [2]int32{none, none})
 	}
 	i := st.idx
 	if st.k == kBox {
@@ -211,28 +213,39 @@ func (sh *shard) commitNew(st state, l *ratelimit.Limit, hit string, h uint32, n
 	t.link(i)
 }
 
-// evict removes the least recently used state that is neither keep nor a
-// held concurrency slot, and reports whether there was one: evicting a
+// evict removes the least recently used state that is neither in keep nor
+// a held concurrency slot, and reports whether there was one: evicting a
 // held slot would forget units that are in flight, and the next requests
 // would be admitted past max_in_flight. Held slots met on the way are
 // moved to the head of the list, so the next eviction does not walk them
 // again. When every state of the shard is a held slot nothing is evicted
 // and the shard grows past its bounds: held slots are bounded by the
 // requests in flight, not by what clients send, so a shard holds at most
-// max(its key bound, held slots + 1) states.
-func (sh *shard) evict(now int64, keep int32) bool {
+// max(its key bound, held slots + 1) states. Quota states live in a list
+// of their own and are evicted only when the main list has nothing to
+// evict: a forgotten quota gives its key a new period (up to a month's
+// worth of units), a forgotten rate window a few seconds' worth.
+func (sh *shard) evict(now int64, keep [2]int32) bool {
 	t := &sh.t
-	for range t.n {
-		i := t.tail
-		if l := t.at(i).lim; i == keep || l.Algorithm == ratelimit.Concurrency && t.expiry(i) == math.MaxInt64 {
-			t.touch(i)
-			continue
+	for _, tail := range [2]*int32{&t.tail, &t.qtail} {
+		for range t.n {
+			i := *tail
+			if i == none {
+				break
+			}
+			if l := t.at(i).lim; i == keep[0] || i == keep[1] || l.Algorithm == ratelimit.Concurrency && t.expiry(i) == math.MaxInt64 {
+				if head, _ := t.ends(i); *head == i {
+					break // the list holds nothing else
+				}
+				t.touch(i)
+				continue
+			}
+			if now < t.expiry(i) {
+				sh.evictions.Add(1)
+			}
+			t.remove(i)
+			return true
 		}
-		if now < t.expiry(i) {
-			sh.evictions.Add(1)
-		}
-		t.remove(i)
-		return true
 	}
 	return false
 }
@@ -271,9 +284,18 @@ func (s *Store) Decide(_ context.Context, now time.Time, hits []ratelimit.Hit, o
 		}
 	}
 	t := now.UnixMicro()
+	if hasPenalty(hits) {
+		return s.decidePenalties(hits, t, out), nil
+	}
 	if len(hits) == 1 {
 		return s.decideOne(hits[0], t, &out[0]), nil
 	}
+	return s.decideMany(hits, t, out, false), nil
+}
+
+// decideMany is Decide for any number of hits; with deny set the request
+// is denied whatever the hits decide, and nothing is counted.
+func (s *Store) decideMany(hits []ratelimit.Hit, t int64, out []ratelimit.Decision, deny bool) bool {
 	var slotBuf [8]slot
 	var orderBuf [8]int
 	slots, order := slotBuf[:0], orderBuf[:0]
@@ -297,7 +319,7 @@ func (s *Store) Decide(_ context.Context, now time.Time, hits []ratelimit.Hit, o
 	}
 
 	// Pass 1: check every hit without changing anything.
-	allowed := true
+	allowed := !deny
 	for i, h := range hits {
 		sl := &slots[i]
 		sh := &s.shards[sl.shard]
@@ -370,7 +392,7 @@ func (s *Store) Decide(_ context.Context, now time.Time, hits []ratelimit.Hit, o
 	for j := len(order) - 1; j >= 0; j-- {
 		s.shards[order[j]].mu.Unlock()
 	}
-	return allowed, nil
+	return allowed
 }
 
 // wasCounted reports whether any hit sharing hit first's state counted.
@@ -507,7 +529,8 @@ func (s *Store) Usage(_ context.Context, now time.Time, limit *ratelimit.Limit, 
 	return out, nil
 }
 
-// Reset implements ratelimit.Store.
+// Reset implements ratelimit.Store. It also empties the key's penalty
+// box, if the limit has one.
 func (s *Store) Reset(_ context.Context, limit *ratelimit.Limit, hitKey string) error {
 	if err := (ratelimit.Hit{Limit: limit, Cost: 1}).Check(); err != nil {
 		return fmt.Errorf("memstore: %w", err)
@@ -519,6 +542,9 @@ func (s *Store) Reset(_ context.Context, limit *ratelimit.Limit, hitKey string) 
 		sh.t.remove(i)
 	}
 	sh.mu.Unlock()
+	if box := limit.PenaltyBox(); box != nil {
+		return s.Reset(context.Background(), box, hitKey)
+	}
 	return nil
 }
 

@@ -19,6 +19,7 @@ const (
 	kGCRA                 // GCRAState inline (8 B)
 	kConc                 // ConcurrencyState inline (8 B), then its incarnation (Store.incarnation)
 	kCounter1             // SlidingCounterState with one bucket per window: Newest, Counts[2] inline (24 B)
+	kQuota                // QuotaState inline (24 B)
 	kBox                  // any other state: a cell in table.boxes
 )
 
@@ -28,6 +29,7 @@ var _ = [1]struct{}{}[unsafe.Sizeof(window.ElasticState{})/25]
 var _ = [1]struct{}{}[unsafe.Sizeof(window.TokenBucketState{})/25]
 var _ = [1]struct{}{}[unsafe.Sizeof(window.GCRAState{})/25]
 var _ = [1]struct{}{}[unsafe.Sizeof(window.ConcurrencyState{})/25]
+var _ = [1]struct{}{}[unsafe.Sizeof(window.QuotaState{})/25]
 
 // kindOf returns the kind of l's state.
 func kindOf(l *ratelimit.Limit) kind {
@@ -46,6 +48,8 @@ func kindOf(l *ratelimit.Limit) kind {
 		return kBucket
 	case ratelimit.GCRA:
 		return kGCRA
+	case ratelimit.Quota:
+		return kQuota
 	case ratelimit.SlidingWindowCounter:
 		if l.Precision == 0 || l.Precision == l.Rates[0].Window {
 			return kCounter1
@@ -147,6 +151,8 @@ func (t *table) apply(s *state, o op, l *ratelimit.Limit, a *args) int64 {
 		return apply[window.GCRAState](o, l, inline[window.GCRAState](e), a)
 	case kConc:
 		return apply[window.ConcurrencyState](o, l, inline[window.ConcurrencyState](e), a)
+	case kQuota:
+		return apply[window.QuotaState](o, l, inline[window.QuotaState](e), a)
 	default: // kCounter1: Newest in st[0], the two bucket counts in st[1:3]
 		t.cv[0] = window.SlidingCounterState{Newest: e.st[0], Counts: e.st[1:3:3]}
 		x := apply[window.SlidingCounterState](o, l, t.cv[:], a)
@@ -190,6 +196,8 @@ func (t *table) expiryOf(s *state, l *ratelimit.Limit) int64 {
 		return inline[window.GCRAState](e)[0].Expiry(nil)
 	case kConc:
 		return inline[window.ConcurrencyState](e)[0].Expiry(nil)
+	case kQuota:
+		return inline[window.QuotaState](e)[0].Expiry(nil)
 	}
 	return t.apply(s, opExpiry, l, &args{})
 }

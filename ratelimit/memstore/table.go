@@ -33,23 +33,27 @@ type entry struct {
 // paged entries, which an intrusive doubly linked list with int32 links
 // keeps in least-recently-used order. It is not safe for concurrent use.
 type table struct {
-	slots     []uint32 // 0 when empty, else entry index + 1; len is a power of two
-	pages     []*[pageSize]entry
-	used      int32 // entries ever handed out (the rest of the last page is unused)
-	free      int32 // head of the free list
-	head      int32 // most recently used
-	tail      int32 // least recently used
-	n         int   // entries linked into the index and the list
-	bytes     int64 // the sizes of the linked entries
-	boxes     []cell
-	freeBoxes []int32
+	slots []uint32 // 0 when empty, else entry index + 1; len is a power of two
+	pages []*[pageSize]entry
+	used  int32 // entries ever handed out (the rest of the last page is unused)
+	free  int32 // head of the free list
+	head  int32 // most recently used
+	tail  int32 // least recently used
+	// qhead and qtail are the ends of a second list, of quota states:
+	// they are evicted only when no other state can be (see evict), since
+	// a quota forgotten gives its key a whole new period.
+	qhead, qtail int32
+	n            int   // entries linked into the index and the list
+	bytes        int64 // the sizes of the linked entries
+	boxes        []cell
+	freeBoxes    []int32
 	// cv is scratch space for a sliding counter's view of an inline
 	// state (see apply), kept here so that it never escapes a stack.
 	cv [1]window.SlidingCounterState
 }
 
 func newTable() table {
-	return table{free: none, head: none, tail: none}
+	return table{free: none, head: none, tail: none, qhead: none, qtail: none}
 }
 
 func (t *table) at(i int32) *entry {
@@ -173,28 +177,40 @@ func (t *table) unlink(i int32) {
 	t.detach(i)
 }
 
-func (t *table) pushFront(i int32) {
-	e := t.at(i)
-	e.prev, e.next = none, t.head
-	if t.head != none {
-		t.at(t.head).prev = i
-	} else {
-		t.tail = i
+// ends returns the head and tail of the list entry i belongs in: the
+// quota list for a quota state, the main list for any other. (A limit's
+// algorithm is part of its ID, so an entry never changes lists.)
+func (t *table) ends(i int32) (head, tail *int32) {
+	if t.at(i).lim.Algorithm == ratelimit.Quota {
+		return &t.qhead, &t.qtail
 	}
-	t.head = i
+	return &t.head, &t.tail
+}
+
+func (t *table) pushFront(i int32) {
+	head, tail := t.ends(i)
+	e := t.at(i)
+	e.prev, e.next = none, *head
+	if *head != none {
+		t.at(*head).prev = i
+	} else {
+		*tail = i
+	}
+	*head = i
 }
 
 func (t *table) detach(i int32) {
+	head, tail := t.ends(i)
 	e := t.at(i)
 	if e.prev != none {
 		t.at(e.prev).next = e.next
 	} else {
-		t.head = e.next
+		*head = e.next
 	}
 	if e.next != none {
 		t.at(e.next).prev = e.prev
 	} else {
-		t.tail = e.prev
+		*tail = e.prev
 	}
 }
 
@@ -207,7 +223,7 @@ func (t *table) resize(i int32, size uint32) {
 
 // touch makes entry i the most recently used.
 func (t *table) touch(i int32) {
-	if t.head != i {
+	if head, _ := t.ends(i); *head != i {
 		t.detach(i)
 		t.pushFront(i)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/gateway/ratelimit"
@@ -28,6 +29,10 @@ func appendF64(b []byte, v float64) []byte {
 type packedLimit struct {
 	lim  *ratelimit.Limit // the limit they were packed from
 	args string
+	// periods caches a quota's arguments for its current periods
+	// (hitArg); nil for other algorithms. A pointer, so that the copies
+	// of the cache's slice share it.
+	periods *atomic.Pointer[periodArgs]
 }
 
 // maxVariants bounds the definitions cached under one ID: a limit and its
@@ -66,11 +71,21 @@ func (s *Store) limitArg(l *ratelimit.Limit) string {
 		}
 	}
 	b = appendMaxDelay(b, l)
+	if l.Penalty > 0 {
+		if l.MaxDelay <= 0 {
+			b = appendF64(b, 0) // no max delay: the penalty comes second
+		}
+		b = appendF64(b, float64(l.Penalty/ratelimit.Tick))
+	}
 	v := string(b)
 	// Copy on write: readers hold the old slice. A racing writer may
 	// drop this entry; it is packed again on its next use.
 	keep := old[max(0, len(old)-maxVariants+1):]
-	next := append(append(make([]packedLimit, 0, len(keep)+1), keep...), packedLimit{lim: l, args: v})
+	pl := packedLimit{lim: l, args: v}
+	if l.Algorithm == ratelimit.Quota {
+		pl.periods = new(atomic.Pointer[periodArgs])
+	}
+	next := append(append(make([]packedLimit, 0, len(keep)+1), keep...), pl)
 	s.params.Store(l.ID, &next)
 	return v
 }

@@ -56,7 +56,7 @@ func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld
 		l := h.Limit
 		d := ratelimit.Decision{}
 		counted := r.next() == 1
-		never := int(r.next())
+		never, marker := penaltyMarker(int(r.next()))
 		if e := r.next() == 1; wantOld {
 			existed[i] = e
 		}
@@ -104,6 +104,7 @@ func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld
 			d.Remaining = remS[d.Window]
 			d.Reset = time.Duration(resetS[d.Window]) * ratelimit.Tick
 		}
+		applyPenalty(h, marker, &d)
 		out[i] = d
 	}
 	r.readDelays(out, len(hits))

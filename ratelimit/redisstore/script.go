@@ -73,8 +73,9 @@ func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Tim
 	ca.args = append(ca.args, ca.hdr)
 	for _, h := range hits {
 		ca.keys = append(ca.keys, s.Key(h.Limit, h.Key))
-		ca.args = append(ca.args, s.limitArg(h.Limit))
+		ca.args = append(ca.args, s.hitArg(h.Limit, now))
 	}
+	ca.keys = s.appendPenaltyKeys(ca.keys, hits)
 	if rf != nil {
 		var ts [16]byte
 		binary.LittleEndian.PutUint64(ts[:], math.Float64bits(float64(rf.t.at)))

@@ -352,7 +352,7 @@ func (s *Store) Usage(ctx context.Context, now time.Time, limit *ratelimit.Limit
 	err := s.call(ctx, func(ctx context.Context) error {
 		keys := []string{s.Key(limit, key)}
 		one := func(yield func(int64) bool) { yield(1) }
-		args := []any{s.header(nil, modeCheck, now, false, one, 1), s.limitArg(limit)}
+		args := []any{s.header(nil, modeCheck, now, false, one, 1), s.hitArg(limit, now)}
 		res, err := s.run(ctx, s.client, keys, args)
 		if err != nil {
 			return err
@@ -399,7 +399,7 @@ func (s *Store) Reset(ctx context.Context, limit *ratelimit.Limit, key string) e
 		s.deny.Purge()
 	}
 	return s.call(ctx, func(ctx context.Context) error {
-		return s.client.Del(ctx, s.Key(limit, key)).Err()
+		return s.client.Del(ctx, s.resetKeys(limit, key)...).Err()
 	})
 }
 

@@ -94,6 +94,10 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("UsageAndReset", s.usageAndReset)
 	t.Run("Keys", s.keys)
 	t.Run("SameKeyTwice", s.sameKeyTwice)
+	t.Run("Quota", s.quota)
+	t.Run("QuotaDayAndMonth", s.quotaDayAndMonth)
+	t.Run("Penalty", s.penalty)
+	t.Run("PenaltyInLayer", s.penaltyInLayer)
 }
 
 func (s *suite) store(t *testing.T) ratelimit.Store {
@@ -599,9 +603,12 @@ func (s *suite) usageAndReset(t *testing.T) {
 		t.Run(a.String(), func(t *testing.T) {
 			st := s.store(t)
 			l := &ratelimit.Limit{Name: t.Name(), Algorithm: a}
-			if a == ratelimit.Concurrency {
+			switch a {
+			case ratelimit.Concurrency:
 				l.MaxInFlight = 4
-			} else {
+			case ratelimit.Quota:
+				l.Rates = []ratelimit.Rate{{Limit: 4, Window: 24 * time.Hour}}
+			default:
 				l.Rates = []ratelimit.Rate{{Limit: 4, Window: time.Second}}
 			}
 			finish(t, l)

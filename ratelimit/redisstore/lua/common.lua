@@ -29,7 +29,8 @@
 -- little-endian doubles packed with struct (no decimal parsing or
 -- formatting), and the reply is one packed string.
 --
--- KEYS[h]   state of hit h (one key per hit; every window of the limit in it)
+-- KEYS[h]   state of hit h (one key per hit; every window of the limit in it),
+--           then the penalty box of every hit whose limit has one
 -- ARGV[1]   header, doubles: now (ticks), use TIME (0/1), mode, want-old
 --           (0/1), lease TTL ms, TTL margin ms, H; then the cost of each hit
 --           mode: 0 decide (count only if every enforced hit allows),
@@ -65,8 +66,11 @@
 -- fails (a store error) and nothing is written.
 --
 -- Algorithms: 1 fixed_window, 2 fixed_window_elastic, 3 sliding_window_log,
--- 4 sliding_window_counter, 5 token_bucket, 6 gcra, 7 concurrency.
--- params p = { L, W, capacity, P, N } (one window of a limit).
+-- 4 sliding_window_counter, 5 token_bucket, 6 gcra, 7 concurrency, 8 quota.
+-- params p = { L, W, capacity, P, N } (one window of a limit; a quota's
+-- carries its periods' boundaries instead of W, P and N: quota.lua). A
+-- limit with a penalty box appends the penalty to its parameters, and its
+-- hits' boxes follow the hits in KEYS (penalty.lua).
 
 local LIMIT = 2305843009213693951 -- math.MaxInt64 / 4, as ceilTicks saturates
 -- Library functions, bound by the driver when a call starts: loading a

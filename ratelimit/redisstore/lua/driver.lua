@@ -184,8 +184,9 @@ local function decide(KEYS, ARGV)
   local hpos
   now, usetime, mode, wantold, lease, margin, nhits, hpos = sunpack('<ddddddd', hdr)
   leasenow = nil
-  -- (A hit mode or a max delay lengthens the header or the limit: the
-  -- general path handles them.)
+  PEN, npen = nil, 0
+  -- (A hit mode, a max delay or a penalty lengthens the header or the
+  -- limit: the general path handles them.)
   if nhits == 1 and mode ~= 2 and mode ~= 3 and #hdr == 64 and #ARGV[2] == 64 then
     local pa = ARGV[2]
     local alg, shadow, nw, L, W, Cap, P, N = sunpack('<dddddddd', pa)
@@ -230,12 +231,15 @@ local function decide(KEYS, ARGV)
       ps[w] = { L, W, Cap, P, N }
     end
     if pos <= #pa then
+      -- max delay (0 when the limit has none but a penalty follows)
       HD = HD or {}
-      HD[h] = sunpack('<d', pa, pos)
+      HD[h], pos = sunpack('<d', pa, pos)
     end
     if HM then HM[h] = sunpack('<d', hdr, 8 * (7 + nhits + h - 1) + 1) end
     HIT[b + 1], HIT[b + 2], HIT[b + 3], HIT[b + 4] = handler(alg), shadow == 1, cost, ps
+    if pos <= #pa then penalty(h, sunpack('<d', pa, pos)) end
   end
+  if PEN then boxes(KEYS, HM) end
 
   if mode == 3 then return cancel(HIT, KEYS, ARGV[2 + nhits], decode, store) end
 
@@ -322,10 +326,17 @@ local function decide(KEYS, ARGV)
     end
     local wi = #WR
     HIT[b + 10] = wi
+    local left = PEN and PEN[h] and PEN[h].left
     if HM and HM[h] == 2 then
       -- take: counted without a check, past the limit if need be
       never = 0
       for w = 1, #ps do WR[wi + 2 * w - 1], WR[wi + 2 * w] = true, 0 end
+    elseif left then
+      -- In the penalty box: denied for the time left, nothing checked.
+      ok, never = false, -1
+      for w = 1, #ps do
+        WR[wi + 2 * w - 1], WR[wi + 2 * w] = false, w == 1 and left or 0
+      end
     elseif never > 0 then
       ok = false
     else
@@ -345,6 +356,7 @@ local function decide(KEYS, ARGV)
     HIT[b + 8], HIT[b + 9] = ok, never
     if not ok and not HIT[b + 2] then allowed = false end
   end
+  if PEN and mode ~= 2 then fillboxes(HIT) end
 
   -- Pass 2: count, only if every enforced hit allows, and report each hit
   -- right after its own count.
@@ -370,7 +382,9 @@ local function decide(KEYS, ARGV)
     out[n + 2] = HIT[b + 9]
     out[n + 3] = (not first and HIT[b + 5]) and 1 or 0
     n = n + 3
-    local wi, never = HIT[b + 10], HIT[b + 9] > 0
+    local nv = HIT[b + 9]
+    if nv <= -2 then nv = -2 - nv end -- a filled penalty box's mark
+    local wi, never = HIT[b + 10], nv > 0
     for w = 1, #ps do
       local s, p = states[w], ps[w]
       if never then
