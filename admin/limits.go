@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
@@ -54,6 +55,10 @@ type Usage struct {
 	// Override is the override in force for this client, whose numbers
 	// Windows report; omitted when none.
 	Override *OverrideView `json:"override,omitempty"`
+	// PenaltySeconds is how long the client stays in the limit's penalty
+	// box (every request denied by the limit); 0 when it is not in it or
+	// the limit has no penalty. DELETE empties the box with the counters.
+	PenaltySeconds float64 `json:"penalty_seconds,omitempty"`
 }
 
 // Window is the state of one window of a limit for one client.
@@ -62,8 +67,12 @@ type Window struct {
 	Rate string `json:"rate,omitempty"`
 	// Limit is the window's capacity (the limit, the burst, or max_in_flight).
 	Limit int64 `json:"limit"`
-	// WindowSeconds is the window's length in seconds (0 for concurrency).
+	// WindowSeconds is the window's length in seconds (0 for
+	// concurrency); for a quota, the length of its current period.
 	WindowSeconds float64 `json:"window_seconds,omitempty"`
+	// Period is a quota window's calendar period: "day", "week" or
+	// "month"; "" for other algorithms.
+	Period string `json:"period,omitempty"`
 	// Used is the number of units counted now.
 	Used int64 `json:"used"`
 	// Remaining is the capacity left.
@@ -95,12 +104,25 @@ func (h *handler) limits(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) usage(ctx context.Context, w http.ResponseWriter, l *ratelimit.Limit, key string, ov *policy.Override) {
-	ws, err := h.o.Store.Usage(ctx, h.o.Now(), l, key)
+	now := h.o.Now()
+	ws, err := h.o.Store.Usage(ctx, now, l, key)
 	if err != nil {
 		problem(w, http.StatusServiceUnavailable, "store: "+err.Error())
 		return
 	}
-	u := Usage{Limit: l.Name, Algorithm: l.Algorithm.String(), Mode: "enforce", CounterKey: key, Windows: make([]Window, 0, len(ws))}
+	var penalty float64
+	if box := l.PenaltyBox(); box != nil {
+		bu, err := h.o.Store.Usage(ctx, now, box, key)
+		if err != nil {
+			problem(w, http.StatusServiceUnavailable, "store: "+err.Error())
+			return
+		}
+		if len(bu) == 1 && bu[0].Used > 0 {
+			penalty = bu[0].Reset.Seconds()
+		}
+	}
+	u := Usage{Limit: l.Name, Algorithm: l.Algorithm.String(), Mode: "enforce", CounterKey: key, Windows: make([]Window, 0, len(ws)),
+		PenaltySeconds: penalty}
 	if l.Shadow {
 		u.Mode = "shadow"
 	}
@@ -115,6 +137,11 @@ func (h *handler) usage(ctx context.Context, w http.ResponseWriter, l *ratelimit
 		} else {
 			win.Rate = wu.Rate.String()
 			win.WindowSeconds = wu.Rate.Window.Seconds()
+			if start, end, ok := l.PeriodAt(i, now); ok {
+				win.Period = l.PeriodOf(i).String()
+				win.Rate = strconv.FormatInt(wu.Rate.Limit, 10) + "/" + win.Period
+				win.WindowSeconds = end.Sub(start).Seconds()
+			}
 			if i < len(l.Rates) {
 				win.Limit = l.Capacity(i)
 			} else {

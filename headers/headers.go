@@ -84,13 +84,23 @@ const (
 
 // ItemName is the RateLimit-Policy item name of window index window of l:
 // the limit's name when it has at most one window, otherwise the name and
-// the window, e.g. "per-client.1s" and "per-client.1m". Names are unique
-// within a limit as long as its windows differ.
+// the window, e.g. "per-client.1s" and "per-client.1m" (a quota's period:
+// "monthly.month", "monthly.day"). Names are unique within a limit as long
+// as its windows differ.
 func ItemName(l *ratelimit.Limit, window int) string {
 	if len(l.Rates) <= 1 || window < 0 || window >= len(l.Rates) {
 		return l.Name
 	}
-	return string(appendWindowLabel(append([]byte(l.Name), '.'), l.Rates[window].Window))
+	return string(appendLabel(append([]byte(l.Name), '.'), l, window))
+}
+
+// appendLabel appends the label of window i of l: a quota's period
+// ("day", "week", "month"), else the window's length (appendWindowLabel).
+func appendLabel(b []byte, l *ratelimit.Limit, i int) []byte {
+	if p := l.PeriodOf(i); p != 0 {
+		return append(b, p.String()...)
+	}
+	return appendWindowLabel(b, l.Rates[i].Window)
 }
 
 // appendWindowLabel appends a compact, unique spelling of w: the largest
@@ -131,7 +141,7 @@ func appendSFString(b []byte, name string, withWindow bool, l *ratelimit.Limit, 
 		}
 	}
 	if withWindow {
-		b = appendWindowLabel(append(b, '.'), l.Rates[window].Window)
+		b = appendLabel(append(b, '.'), l, window)
 	}
 	return append(b, '"')
 }

@@ -1,0 +1,41 @@
+package headers_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/headers"
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// TestPolicyValueAtQuota: a quota's RateLimit-Policy window is its
+// current period's length in its zone, hand-computed: a 23-hour DST day,
+// a leap February, a 31-day month; other limits keep their window.
+func TestPolicyValueAtQuota(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &ratelimit.Limit{Name: "monthly", Algorithm: ratelimit.Quota, Location: ny,
+		Rates: []ratelimit.Rate{{Limit: 100000, Window: ratelimit.MonthWindow}, {Limit: 5000, Window: 24 * time.Hour}}}
+	f := &ratelimit.Limit{Name: "f", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{{Limit: 10, Window: time.Second}}}
+	for _, l := range []*ratelimit.Limit{q, f} {
+		if err := l.Finish(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limits := []*ratelimit.Limit{q, f}
+	for _, tc := range []struct {
+		at   time.Time
+		want string
+	}{
+		{time.Date(2024, 3, 10, 12, 0, 0, 0, ny), `"monthly.month";q=100000;w=2674800, "monthly.day";q=5000;w=82800, "f";q=10;w=1`},
+		{time.Date(2024, 2, 10, 12, 0, 0, 0, ny), `"monthly.month";q=100000;w=2505600, "monthly.day";q=5000;w=86400, "f";q=10;w=1`},
+		{time.Date(2024, 11, 3, 12, 0, 0, 0, ny), `"monthly.month";q=100000;w=2595600, "monthly.day";q=5000;w=90000, "f";q=10;w=1`},
+		{time.Time{}, `"monthly.month";q=100000;w=2678400, "monthly.day";q=5000;w=86400, "f";q=10;w=1`},
+	} {
+		if got := headers.PolicyValueAt(limits, tc.at); got != tc.want {
+			t.Errorf("PolicyValueAt(%s) =\n %s\nwant\n %s", tc.at, got, tc.want)
+		}
+	}
+}
