@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/internal/redistest"
+)
+
+// stores runs f as a parallel subtest on each store: "memory", and
+// "redis" with the address of a fresh standalone Redis.
+func stores(t *testing.T, f func(t *testing.T, redis string)) {
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		f(t, "")
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		f(t, redistest.Standalone(t).Addr)
+	})
+}
+
+// policyWindow returns the w of the RateLimit-Policy item named item.
+func policyWindow(t *testing.T, r *response, item string) int64 {
+	t.Helper()
+	for _, it := range strings.Split(r.Header.Get("RateLimit-Policy"), ",") {
+		it = strings.TrimSpace(it)
+		if !strings.HasPrefix(it, strconv.Quote(item)+";") {
+			continue
+		}
+		for _, p := range strings.Split(it, ";") {
+			if v, ok := strings.CutPrefix(p, "w="); ok {
+				w, _ := strconv.ParseInt(v, 10, 64)
+				return w
+			}
+		}
+	}
+	t.Fatalf("no item %q in RateLimit-Policy %q", item, r.Header.Get("RateLimit-Policy"))
+	return 0
+}
+
+// TestQuotaResetsAtLocalMidnight: a monthly quota in New York, on a
+// gateway whose clock is set a few seconds before midnight of March 1,
+// 2025 there (05:00 UTC: a quota counted in UTC would have reset five
+// hours earlier): 3 requests pass, the 4th gets 429 with Retry-After the
+// seconds to local midnight, RateLimit-Policy w is February's length (28
+// days); from midnight on the quota is fresh and w is March's (31 days
+// less the hour DST takes on March 9).
+func TestQuotaResetsAtLocalMidnight(t *testing.T) {
+	stores(t, func(t *testing.T, redis string) {
+		ny, err := time.LoadLocation("America/New_York")
+		if err != nil {
+			t.Fatal(err)
+		}
+		midnight := time.Date(2025, 3, 1, 0, 0, 0, 0, ny)
+		off := midnight.Add(-6 * time.Second).Sub(time.Now())
+		body := `[[limits]]
+name = "monthly"
+algorithm = "quota"
+rates = ["3/month"]
+timezone = "America/New_York"
+by = ["client"]
+
+[[routes]]
+name = "q"
+path_prefix = "/q"
+respond = { status = 200, body = "ok" }
+limits = ["monthly"]
+`
+		g := startGateway(t, "quota.toml.tmpl", gwOpts{Data: map[string]any{"Redis": redis, "Body": body},
+			Env: []string{clockSkewEnv + "=" + off.String()}})
+		fake := func() time.Time { return time.Now().Add(off) }
+		if left := midnight.Sub(fake()); left < time.Second {
+			t.Fatalf("the gateway took until %s before midnight to start (machine overloaded)", left)
+		}
+		c := newClient(t, "")
+		key := map[string]string{"X-API-Key": "customer-1"}
+		for i := range 3 {
+			r := get(t, c, g.url("/q"), key)
+			if r.Status != 200 {
+				t.Fatalf("request %d: %s", i+1, r)
+			}
+			if w := policyWindow(t, r, "monthly"); w != 28*86400 {
+				t.Errorf("request %d: RateLimit-Policy w = %d, want February's %d", i+1, w, 28*86400)
+			}
+		}
+		r := get(t, c, g.url("/q"), key)
+		r.problem(t, 429)
+		ra, _ := strconv.Atoi(r.Header.Get("Retry-After"))
+		left := midnight.Sub(fake())
+		if want := int(left.Seconds()) + 1; ra < want-1 || ra > want+1 {
+			t.Errorf("Retry-After %d, want the %s to local midnight", ra, left)
+		}
+		time.Sleep(midnight.Sub(fake()) + 100*time.Millisecond)
+		for i := range 3 {
+			r := get(t, c, g.url("/q"), key)
+			if r.Status != 200 {
+				t.Fatalf("after midnight, request %d: %s", i+1, r)
+			}
+			if w := policyWindow(t, r, "monthly"); w != 31*86400-3600 {
+				t.Errorf("after midnight: RateLimit-Policy w = %d, want March's %d", w, 31*86400-3600)
+			}
+		}
+		get(t, c, g.url("/q"), key).problem(t, 429)
+	})
+}
+
+// TestPenaltyOutlastsWindow: `2/1s` with penalty = "3s": the 3rd request
+// is denied with Retry-After 3; after the window has reset the client is
+// still denied (Retry-After the penalty's remaining 2 s), while another
+// client is not; /admin/limits shows the penalty and DELETE ends it; a
+// penalty not removed ends by itself after 3 s.
+func TestPenaltyOutlastsWindow(t *testing.T) {
+	stores(t, func(t *testing.T, redis string) {
+		body := `[[limits]]
+name = "login"
+algorithm = "fixed_window"
+rates = ["2/1s"]
+penalty = "3s"
+by = ["client"]
+
+[[routes]]
+name = "l"
+path_prefix = "/login"
+respond = { status = 200, body = "ok" }
+limits = ["login"]
+`
+		g := startGateway(t, "quota.toml.tmpl", gwOpts{Data: map[string]any{"Redis": redis, "Body": body}})
+		c := newClient(t, "")
+		a := map[string]string{"X-API-Key": "abuser"}
+		b := map[string]string{"X-API-Key": "bystander"}
+		trip := func() time.Time {
+			t.Helper()
+			// Start just after a second boundary, so the three fall in
+			// one window.
+			time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
+			for i := range 2 {
+				if r := get(t, c, g.url("/login"), a); r.Status != 200 {
+					t.Fatalf("request %d: %s", i+1, r)
+				}
+			}
+			r := get(t, c, g.url("/login"), a)
+			r.problem(t, 429)
+			if ra := r.Header.Get("Retry-After"); ra != "3" {
+				t.Errorf("the denial that starts the penalty: Retry-After %q, want 3", ra)
+			}
+			return time.Now()
+		}
+		start := trip()
+		time.Sleep(time.Until(start.Add(1100 * time.Millisecond)))
+		r := get(t, c, g.url("/login"), a)
+		r.problem(t, 429)
+		if ra := r.Header.Get("Retry-After"); ra != "2" {
+			t.Errorf("in the box after the window reset: Retry-After %q, want 2", ra)
+		}
+		if r := get(t, c, g.url("/login"), b); r.Status != 200 {
+			t.Errorf("another client: %s", r)
+		}
+		u := adminDo(t, g, "GET", "/admin/limits?limit=login&key=api_key:abuser", "")
+		var usage struct {
+			PenaltySeconds float64 `json:"penalty_seconds"`
+		}
+		if err := json.Unmarshal(u.Body, &usage); err != nil || u.Status != 200 || usage.PenaltySeconds <= 0 || usage.PenaltySeconds > 2 {
+			t.Errorf("GET /admin/limits: %s; want penalty_seconds in (0, 2]", u)
+		}
+		if r := adminDo(t, g, "DELETE", "/admin/limits?limit=login&key=api_key:abuser", ""); r.Status != 200 {
+			t.Fatalf("DELETE /admin/limits: %s", r)
+		}
+		if r := get(t, c, g.url("/login"), a); r.Status != 200 {
+			t.Errorf("after DELETE /admin/limits: %s", r)
+		}
+		start = trip()
+		time.Sleep(time.Until(start.Add(3100 * time.Millisecond)))
+		if r := get(t, c, g.url("/login"), a); r.Status != 200 {
+			t.Errorf("after the penalty: %s", r)
+		}
+	})
+}
