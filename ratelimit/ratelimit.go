@@ -133,7 +133,8 @@ type Limit struct {
 	// Quota accepts it.
 	MonthStartsOn int
 	// Penalty, when positive, is how long a key stays denied by this limit
-	// after the limit denied one of its requests: every request of the
+	// after the limit denied one of its requests (other than for a cost
+	// above its capacity, which no wait would help): every request of the
 	// key is then denied by it, and counted nowhere, until the penalty
 	// ends (requests denied meanwhile do not extend it). 0 means none. Not
 	// for Concurrency (whose denials say more about others' requests in

@@ -22,7 +22,7 @@ func hasPenalty(hits []ratelimit.Hit) bool {
 // are read: a hit whose key's box is full is denied by it (RetryAfter the
 // time left) and so is the request, with nothing counted anywhere.
 // Otherwise the hits are decided as usual, and every hit its limit
-// denied fills its key's box. The box is read and filled under separate
+// denied (other than for a cost above its capacity) fills its key's box. The box is read and filled under separate
 // locks from the decision: a request decided at the very instant another
 // one is denied may still pass, as it would have a moment earlier.
 func (s *Store) decidePenalties(hits []ratelimit.Hit, t int64, out []ratelimit.Decision) bool {
@@ -50,14 +50,15 @@ func (s *Store) decidePenalties(hits []ratelimit.Hit, t int64, out []ratelimit.D
 		case box == nil:
 		case pen[i].Penalty:
 			out[i] = pen[i]
-		case !out[i].Allowed:
+		case !out[i].Allowed && !out[i].Never:
+			// (A cost above the capacity is refused, not a rate
+			// exceeded: it starts no penalty, so that random keys with a
+			// huge declared cost cannot make a box each.)
 			var d ratelimit.Decision
 			s.decideOne(ratelimit.Hit{Limit: box, Key: h.Key, Cost: 1}, t, &d)
 			out[i].Penalty = true
-			if !out[i].Never {
-				out[i].RetryAfter = max(out[i].RetryAfter, h.Limit.Penalty)
-				out[i].Reset = max(out[i].Reset, out[i].RetryAfter)
-			}
+			out[i].RetryAfter = max(out[i].RetryAfter, h.Limit.Penalty)
+			out[i].Reset = max(out[i].Reset, out[i].RetryAfter)
 		}
 	}
 	return allowed

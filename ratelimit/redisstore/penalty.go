@@ -32,9 +32,8 @@ func (s *Store) resetKeys(limit *ratelimit.Limit, key string) []string {
 
 // Markers in the never field of a hit's reply (lua/driver.lua): −1 when
 // the box was full (the hit denied by it, its first window's retry the
-// time left), −2 − never when the hit's own limit denied it and filled
-// the box (never being the field's usual value: 0, or the first window
-// whose capacity the cost exceeds).
+// time left), −2 when the hit's own limit denied it and filled the box
+// (never a cost above a capacity, which fills no box).
 const (
 	replyPenalized = -1
 	replyBoxFilled = -2
@@ -43,11 +42,8 @@ const (
 // penaltyMarker splits a reply's never field into the usual value and a
 // penalty marker (0 when none).
 func penaltyMarker(v int) (never, marker int) {
-	switch {
-	case v == replyPenalized:
-		return 0, replyPenalized
-	case v <= replyBoxFilled:
-		return replyBoxFilled - v, replyBoxFilled
+	if v == replyPenalized || v == replyBoxFilled {
+		return 0, v
 	}
 	return v, 0
 }
@@ -62,9 +58,7 @@ func applyPenalty(h ratelimit.Hit, marker int, d *ratelimit.Decision) {
 		*d = ratelimit.Decision{Penalty: true, Limit: h.Limit.Capacity(0), RetryAfter: d.RetryAfter, Reset: d.RetryAfter}
 	case replyBoxFilled:
 		d.Penalty = true
-		if !d.Never {
-			d.RetryAfter = max(d.RetryAfter, h.Limit.Penalty)
-			d.Reset = max(d.Reset, d.RetryAfter)
-		}
+		d.RetryAfter = max(d.RetryAfter, h.Limit.Penalty)
+		d.Reset = max(d.Reset, d.RetryAfter)
 	}
 }

@@ -382,9 +382,7 @@ local function decide(KEYS, ARGV)
     out[n + 2] = HIT[b + 9]
     out[n + 3] = (not first and HIT[b + 5]) and 1 or 0
     n = n + 3
-    local nv = HIT[b + 9]
-    if nv <= -2 then nv = -2 - nv end -- a filled penalty box's mark
-    local wi, never = HIT[b + 10], nv > 0
+    local wi, never = HIT[b + 10], HIT[b + 9] > 0
     for w = 1, #ps do
       local s, p = states[w], ps[w]
       if never then

@@ -39,14 +39,15 @@ local function boxes(KEYS, HM)
 end
 
 -- fillboxes fills the box of every hit its own limit denied (and marks it
--- in the hit's never field, -2 - never), unless it was in the box already.
+-- in the hit's never field as -2), unless it was in the box already or
+-- its cost exceeds a capacity (a refusal, not a rate exceeded).
 local function fillboxes(HIT)
   for h = 1, nhits do
     local e = PEN[h]
     local b = (h - 1) * 12
-    if e and e[1] and not e.left and not HIT[b + 8] then
+    if e and e[1] and not e.left and not HIT[b + 8] and HIT[b + 9] == 0 then
       redis.call('SET', e[1], spack('<dd', now + e[2], 1), 'PX', ceilticks(e[2] / 1000) + margin)
-      HIT[b + 9] = -2 - HIT[b + 9]
+      HIT[b + 9] = -2
     end
   end
 end
