@@ -35,7 +35,9 @@ func (s *Store) decidePenalties(hits []ratelimit.Hit, t int64, out []ratelimit.D
 	}
 	penalized := false
 	for i, h := range hits {
-		if box := h.Limit.PenaltyBox(); box != nil {
+		// A take (count without checking) counts a request already
+		// forwarded: a box filled since does not undo it.
+		if box := h.Limit.PenaltyBox(); box != nil && h.Mode != ratelimit.HitTake {
 			if ra := s.penaltyLeft(box, h.Key, t); ra > 0 {
 				pen[i] = ratelimit.Decision{Penalty: true, Limit: h.Limit.Capacity(0),
 					RetryAfter: ra, Reset: ra}
@@ -47,7 +49,7 @@ func (s *Store) decidePenalties(hits []ratelimit.Hit, t int64, out []ratelimit.D
 	for i, h := range hits {
 		box := h.Limit.PenaltyBox()
 		switch {
-		case box == nil:
+		case box == nil || h.Mode == ratelimit.HitTake:
 		case pen[i].Penalty:
 			out[i] = pen[i]
 		case !out[i].Allowed && !out[i].Never:

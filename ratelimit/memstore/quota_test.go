@@ -126,3 +126,24 @@ func TestPenaltyHostile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, memstore.New(memstore.Options{})) })
 	}
 }
+
+// TestPenaltyTakeCounts: a take (counting a request already forwarded,
+// whose response came back) counts even when its key entered the penalty
+// box meanwhile; a peek the limit denies starts the penalty.
+func TestPenaltyTakeCounts(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New(memstore.Options{})
+	l := finishedLimit(t, ratelimit.Limit{Name: "login", Algorithm: ratelimit.FixedWindow, Penalty: time.Hour,
+		Rates: []ratelimit.Rate{{Limit: 1, Window: time.Minute}}})
+	t0 := time.Date(2024, 5, 10, 12, 0, 0, 0, time.UTC)
+	out := make([]ratelimit.Decision, 1)
+	take := []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1, Mode: ratelimit.HitTake}}
+	peek := []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1, Mode: ratelimit.HitPeek}}
+	s.Decide(ctx, t0, take, out)
+	if ok, _ := s.Decide(ctx, t0.Add(time.Second), peek, out); ok || !out[0].Penalty {
+		t.Fatalf("peek of an exhausted limit: %v %+v; want denied, penalty started", ok, out[0])
+	}
+	if ok, _ := s.Decide(ctx, t0.Add(2*time.Second), take, out); !ok || !out[0].Counted || out[0].Penalty {
+		t.Errorf("take in the box: %v %+v; want counted (the request was forwarded)", ok, out[0])
+	}
+}
