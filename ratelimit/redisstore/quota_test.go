@@ -41,6 +41,9 @@ func quotaParityLimits(t testing.TB) []*ratelimit.Limit {
 			Rates: []ratelimit.Rate{rate(3, time.Second)}}),
 		finished(t, ratelimit.Limit{Name: "logpen", Algorithm: ratelimit.SlidingWindowLog, Penalty: 2 * time.Hour,
 			Rates: []ratelimit.Rate{rate(3, time.Minute), rate(8, time.Hour)}}),
+		// A delaying limit with a penalty: both trail its parameters.
+		finished(t, ratelimit.Limit{Name: "gcrapen", Algorithm: ratelimit.GCRA, MaxDelay: 300 * time.Millisecond,
+			Penalty: 2 * time.Second, Rates: []ratelimit.Rate{rate(4, time.Second)}}),
 	}
 }
 
@@ -109,6 +112,13 @@ func quotaParity(t *testing.T, rs *redisstore.Store, now time.Time, seed int64, 
 		for i := range hits {
 			key := tags[rng.IntN(len(tags))] + prefix + fmt.Sprint(rng.IntN(2))
 			hits[i] = ratelimit.Hit{Limit: limits[rng.IntN(len(limits))], Key: key, Cost: 1 + rng.Int64N(3)}
+			// Counting by response: a peek before forwarding, a take after.
+			switch r := rng.IntN(20); {
+			case r < 3:
+				hits[i].Mode = ratelimit.HitPeek
+			case r < 6:
+				hits[i].Mode = ratelimit.HitTake
+			}
 		}
 		want := make([]ratelimit.Decision, n)
 		got := make([]ratelimit.Decision, n)
