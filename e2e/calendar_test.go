@@ -69,8 +69,13 @@ name = "q"
 path_prefix = "/q"
 respond = { status = 200, body = "ok" }
 limits = ["monthly"]
+
+[[routes]]
+name = "budget"
+path_prefix = "/rate_limit"
+respond = { quota = true, routes = ["q"] }
 `
-		g := startGateway(t, "quota.toml.tmpl", gwOpts{Data: map[string]any{"Redis": redis, "Body": body},
+		g := startGateway(t, "calendar.toml.tmpl", gwOpts{Data: map[string]any{"Redis": redis, "Body": body},
 			Env: []string{clockSkewEnv + "=" + off.String()}})
 		fake := func() time.Time { return time.Now().Add(off) }
 		if left := midnight.Sub(fake()); left < time.Second {
@@ -85,6 +90,13 @@ limits = ["monthly"]
 			}
 			if w := policyWindow(t, r, "monthly"); w != 28*86400 {
 				t.Errorf("request %d: RateLimit-Policy w = %d, want February's %d", i+1, w, 28*86400)
+			}
+		}
+		// The quota endpoint shows the period, its length and what is left.
+		qa := get(t, c, g.url("/rate_limit"), key)
+		for _, want := range []string{`"rate":"3/month"`, `"period":"month"`, `"window_seconds":2419200`, `"remaining":0`} {
+			if qa.Status != 200 || !strings.Contains(string(qa.Body), want) {
+				t.Errorf("quota endpoint: %s; want %s in it", qa, want)
 			}
 		}
 		r := get(t, c, g.url("/q"), key)
@@ -128,7 +140,7 @@ path_prefix = "/login"
 respond = { status = 200, body = "ok" }
 limits = ["login"]
 `
-		g := startGateway(t, "quota.toml.tmpl", gwOpts{Data: map[string]any{"Redis": redis, "Body": body}})
+		g := startGateway(t, "calendar.toml.tmpl", gwOpts{Data: map[string]any{"Redis": redis, "Body": body}})
 		c := newClient(t, "")
 		a := map[string]string{"X-API-Key": "abuser"}
 		b := map[string]string{"X-API-Key": "bystander"}
