@@ -187,3 +187,24 @@ func TestCalendarBoundsTile(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCalendarBounds: the cost of finding a period, paid by the
+// memory store once per period and key (the state keeps its bounds) and
+// by the Redis store once per period and limit (the packed bounds are
+// cached until the period ends).
+func BenchmarkCalendarBounds(b *testing.B) {
+	loc, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range []Period{PeriodDay, PeriodMonth} {
+		b.Run(p.String(), func(b *testing.B) {
+			c := Calendar{Period: p, Location: loc, StartDay: 1}
+			t := time.Date(2024, 3, 10, 12, 0, 0, 0, loc).UnixMicro()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				c.Bounds(t + int64(i%1000)*3_600_000_000)
+			}
+		})
+	}
+}
