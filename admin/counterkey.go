@@ -16,8 +16,10 @@ import (
 // live path uses for it and the client an operator names, so that the
 // admin API reads and resets exactly the counter a client's requests hit.
 //
-// client is "api_key:VALUE", "user:VALUE", "mtls:SUBJECT" or "ip:ADDR"; a bare value is an
-// IP when it parses as one and an API key otherwise; "" names no client
+// client is "api_key:VALUE", "user:VALUE", "mtls:SUBJECT", "ip:ADDR" or,
+// with a consumer registry, "consumer:NAME" (an API key then names its
+// consumer); a bare value is an IP when it parses as one and an API key
+// otherwise; "" names no client
 // (for limits not keyed by one). q supplies the other key parts a limit
 // may use: "route", "method" and "header:<Name>". The limit's on_missing
 // rule applies as on the live path: for a limit by ["api_key"] with
@@ -31,6 +33,9 @@ func counterKey(p *policy.Policy, name, client string, q url.Values) (*ratelimit
 	if err != nil {
 		return nil, "", err
 	}
+	if err := withConsumer(p, client, &id); err != nil {
+		return nil, "", err
+	}
 	v := queryValues(q)
 	parts, ok := l.KeyParts(&id, v.Header)
 	if !ok {
@@ -39,7 +44,9 @@ func counterKey(p *policy.Policy, name, client string, q url.Values) (*ratelimit
 	if err := checkParts(name, parts, &id, &v); err != nil {
 		return nil, "", err
 	}
-	return l.Limit, string(p.Identity.AppendKey(nil, parts, &id, &v)), nil
+	// The definition the client's requests are decided by: its plan's or
+	// its own rates (Limit.For), so usage reads against those.
+	return l.For(&id), string(p.Identity.AppendKey(nil, parts, &id, &v)), nil
 }
 
 // parseClient turns the operator's name of a client into the identity the
@@ -94,7 +101,7 @@ func queryValues(q url.Values) keys.Values {
 func checkParts(name string, parts []keys.Part, id *keys.Identity, v *keys.Values) error {
 	for _, part := range parts {
 		switch part.Kind {
-		case keys.PartClient, keys.PartAPIKey, keys.PartUser, keys.PartMTLS:
+		case keys.PartClient, keys.PartAPIKey, keys.PartUser, keys.PartMTLS, keys.PartConsumer:
 			if id.ClientKind == 0 {
 				return fmt.Errorf("key: limit %q is keyed by a client identity; give key=api_key:V, user:V or ip:A", name)
 			}

@@ -48,13 +48,20 @@ api_keys_sha256 = ["%s"]
 // registry's path and the upstream.
 func consumersGateway(t *testing.T, redisAddr, unknown string) (*gw, string, *upstream) {
 	t.Helper()
+	return consumersGatewayWatch(t, redisAddr, unknown, false)
+}
+
+// consumersGatewayWatch is consumersGateway with server.watch_config set
+// as watch says.
+func consumersGatewayWatch(t *testing.T, redisAddr, unknown string, watch bool) (*gw, string, *upstream) {
+	t.Helper()
 	dir := t.TempDir()
 	reg := filepath.Join(dir, "consumers.toml")
 	writeFileAtomic(t, reg, []byte(registry("free")))
 	up := newUpstream(t)
 	g := startGateway(t, "consumers.toml.tmpl", gwOpts{
 		Data: map[string]any{"Redis": redisAddr, "Prefix": "tollgate:", "Registry": reg, "Unknown": unknown,
-			"Upstream": up.URL, "Watch": false, "AccessLog": filepath.Join(dir, "access.log")},
+			"Upstream": up.URL, "Watch": watch, "AccessLog": filepath.Join(dir, "access.log")},
 		Env: []string{"BOB_KEYS=bob-key"},
 	})
 	return g, reg, up
@@ -163,6 +170,13 @@ func checkConsumers(t *testing.T, g *gw, reg string, up *upstream, rs *redistest
 	}
 	if last.Header.Get("X-Api-Key") != "acme-key-1" {
 		t.Errorf("upstream X-API-Key %q: the key is the upstream's to see", last.Header.Get("X-Api-Key"))
+	}
+	// The admin API names a consumer by name or by any of its keys, and
+	// reads its usage against its plan's rates.
+	for _, key := range []string{"consumer:acme", "api_key:acme-key-2"} {
+		if w := limitUsage(t, g, "", "per-consumer", key).Windows[0]; w.Limit != 7 || w.Used != 7 || w.Remaining != 0 {
+			t.Errorf("/admin/limits key=%s: %+v, want limit 7, used 7", key, w)
+		}
 	}
 	wantTally(t, "bob (free)", tally(t, c, g, 5, func(int) string { return "bob-key" }), 4, 1)
 	wantTally(t, "carol (no plan)", tally(t, c, g, 3, func(int) string { return "carol-key" }), 2, 1)
@@ -290,4 +304,29 @@ api_keys_sha256 = ["` + strings.ToUpper(keySum("k")) + `"]
 			t.Errorf("validate output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// TestConsumersWatchRegistry: with watch_config, rewriting only the
+// registry reloads it (the configuration file is untouched): a consumer
+// moved to another plan gets its rates at once, with its count kept; a
+// registry truncated mid-write is not swapped in.
+func TestConsumersWatchRegistry(t *testing.T) {
+	t.Parallel()
+	g, reg, _ := consumersGatewayWatch(t, "", "reject", true)
+	avoidWindowEdge(time.Minute)
+	c := newClient(t, "127.0.0.8")
+	wantTally(t, "bob (free)", tally(t, c, g, 5, func(int) string { return "bob-key" }), 4, 1)
+	before := time.Now()
+	// An empty registry (a writer that truncates first) is skipped, not
+	// swapped in: every key would be unknown.
+	if err := os.WriteFile(reg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond)
+	wantTally(t, "acme while the registry is empty", tally(t, c, g, 1, func(int) string { return "acme-key-1" }), 1, 0)
+	writeFileAtomic(t, reg, []byte(registry("pro")))
+	if rd := waitReload(t, g, before); !rd.LastReload.OK {
+		t.Fatalf("reload after the registry changed: %+v", rd.LastReload)
+	}
+	wantTally(t, "bob after the move to pro", tally(t, c, g, 4, func(int) string { return "bob-key" }), 3, 1)
 }

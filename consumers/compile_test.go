@@ -1,0 +1,85 @@
+package consumers
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestParseProblems: a registry file that decodes as TOML but not as a
+// registry names each problem with the file and field path.
+func TestParseProblems(t *testing.T) {
+	for _, tc := range []struct{ name, file, want string }{
+		{"not TOML", "[[consumers]\n", "c.toml:1:"},
+		{"unknown top-level key", "plans = []\n", `c.toml: plans: unknown key`},
+		{"consumers not a table array", "consumers = 3\n", `c.toml: consumers: must be an array of tables`},
+		{"unknown entry key", "[[consumers]]\nname = \"a\"\nkeys = []\n", `c.toml: consumers[0].keys: unknown key`},
+		{"name not a string", "[[consumers]]\nname = 7\n", `c.toml: consumers[0].name: must be a string`},
+		{"hashes not a list", "[[consumers]]\napi_keys_sha256 = \"ab\"\n", `c.toml: consumers[0].api_keys_sha256: must be an array of strings`},
+		{"a hash not a string", "[[consumers]]\napi_keys_sha256 = [1]\n", `c.toml: consumers[0].api_keys_sha256[0]: must be a string`},
+		{"rates not a table", "[[consumers]]\nrates = 1\n", `c.toml: consumers[0].rates: must be a table`},
+		{"a rate list not a list", "[[consumers]]\n[consumers.rates]\nx = \"1/s\"\n", `c.toml: consumers[0].rates.x: must be an array of strings`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("c.toml", []byte(tc.file))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestKeySources: keys from an environment variable and from a key file
+// (beside the registry) are hashed and found; empty or unreadable sources
+// are problems.
+func TestKeySources(t *testing.T) {
+	f, err := Parse("/etc/tollgate/consumers.toml", []byte(`
+[[consumers]]
+name = "env"
+api_keys_env = "ENV_KEYS"
+[[consumers]]
+name = "file"
+api_keys_file = "file.keys"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) ([]byte, error) {
+		if name == "/etc/tollgate/file.keys" {
+			return []byte("# issued 2026-11\nf1\n\n  f2  \n"), nil
+		}
+		return nil, errors.New("no such file")
+	}
+	getenv := func(k string) string {
+		if k == "ENV_KEYS" {
+			return "e1, e2,,"
+		}
+		return ""
+	}
+	r, err := Compile("/etc/tollgate/consumers.toml", f, Options{Getenv: getenv, ReadFile: read})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"e1": "env", "e2": "env", "f1": "file", "f2": "file", "# issued 2026-11": "", "": "", " f2": ""} {
+		got := ""
+		if c := r.ByKey(key); c != nil {
+			got = c.Name
+		}
+		if got != want {
+			t.Errorf("ByKey(%q) = %q, want %q", key, got, want)
+		}
+	}
+	if r.Len() != 2 || r.Keys() != 4 {
+		t.Errorf("Len %d, Keys %d; want 2 and 4", r.Len(), r.Keys())
+	}
+	_, err = Compile("/etc/tollgate/consumers.toml", f, Options{Getenv: func(string) string { return "" },
+		ReadFile: func(string) ([]byte, error) { return []byte("# none yet\n"), nil }})
+	for _, want := range []string{
+		"consumers[0].api_keys_env: environment variable ENV_KEYS is empty or unset",
+		"consumers[1].api_keys_file: /etc/tollgate/file.keys: no keys",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("empty sources: %v, want %q", err, want)
+		}
+	}
+}
