@@ -2,6 +2,7 @@ package consumers
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -81,5 +82,35 @@ api_keys_file = "file.keys"
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("empty sources: %v, want %q", err, want)
 		}
+	}
+}
+
+// TestByKeyRemembersOnlyKnownKeys: the memory of presented keys holds
+// registered keys only, so rotating random keys grows nothing, and a
+// remembered key answers as the digest map does.
+func TestByKeyRemembersOnlyKnownKeys(t *testing.T) {
+	r := registryOf(t, 100, func(i int) string { return fmt.Sprintf("key-%d", i) })
+	for i := range 10000 {
+		if c := r.ByKey(fmt.Sprintf("random-%d", i)); c != nil {
+			t.Fatalf("random key %d found %q", i, c.Name)
+		}
+	}
+	for range 3 {
+		for i := range 100 {
+			if c := r.ByKey(fmt.Sprintf("key-%d", i)); c == nil || c.Name != fmt.Sprintf("c%d", i) {
+				t.Fatalf("key-%d: %v", i, c)
+			}
+		}
+	}
+	n := 0
+	r.known.Range(func(k, v any) bool {
+		n++
+		if r.byDigest(k.(string)) != v {
+			t.Errorf("remembered %q as %v, the digest map says %v", k, v, r.byDigest(k.(string)))
+		}
+		return true
+	})
+	if n != 100 {
+		t.Errorf("%d keys remembered, want the 100 registered ones", n)
 	}
 }

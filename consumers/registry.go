@@ -8,6 +8,7 @@ package consumers
 
 import (
 	"crypto/sha256"
+	"strings"
 	"sync"
 
 	"github.com/tollgate/gateway/keys"
@@ -36,16 +37,37 @@ type Registry struct {
 	byKey  map[[sha256.Size]byte]*keys.Consumer
 	byName map[string]*Consumer
 	list   []*Consumer
+	// known maps the keys that requests have presented and that a
+	// consumer owns to that consumer (string → *keys.Consumer), so that
+	// a known key is hashed with SHA-256 once per registry, not once per
+	// request. It holds only registered keys — one plaintext per digest
+	// — so no client can grow it; unknown keys are never stored.
+	known sync.Map
 }
 
 var _ keys.Directory = (*Registry)(nil)
 
-// ByKey returns the consumer owning apiKey, or nil. It hashes the key and
-// reads one map entry; it does not allocate.
+// ByKey returns the consumer owning apiKey, or nil. A key seen before is
+// one lookup in a concurrent map; another is hashed with SHA-256 and read
+// from the digest map. Neither allocates, except the first time a
+// registered key is seen (its copy is kept).
 func (r *Registry) ByKey(apiKey string) *keys.Consumer {
 	if r == nil || len(r.byKey) == 0 {
 		return nil
 	}
+	if c, ok := r.known.Load(apiKey); ok {
+		return c.(*keys.Consumer)
+	}
+	c := r.byDigest(apiKey)
+	if c != nil {
+		// The request's header memory is not ours to keep.
+		r.known.Store(strings.Clone(apiKey), c)
+	}
+	return c
+}
+
+// byDigest looks apiKey up by its SHA-256.
+func (r *Registry) byDigest(apiKey string) *keys.Consumer {
 	if len(apiKey) <= stackKey {
 		return r.byKey[sha256.Sum256([]byte(apiKey))] // the compiler copies into a stack buffer
 	}
