@@ -43,6 +43,8 @@ func compileCalendar(rl *ratelimit.Limit, c *LimitConfig, path string, e *proble
 			e.add(path+".penalty", "does not apply to algorithm \"concurrency\" (its denials depend on other requests in flight, not on the client's rate)")
 		case c.Mode == "shadow":
 			e.add(path+".penalty", "has no effect on a shadow limit, which never denies")
+		case c.Sync == "batched":
+			e.add(path+".penalty", `cannot be combined with sync = "batched" (a batched limit decides from local leases, which see no penalty box)`)
 		}
 	}
 }

@@ -60,6 +60,9 @@ func TestQuotaAndPenaltyHostileInputs(t *testing.T) {
 		}, []string{`limits[1].penalty: does not apply to algorithm "concurrency"`}},
 		{"penalty on shadow", func(c *Config) { c.Limits[1].Mode, c.Limits[1].Penalty = "shadow", "1m" },
 			[]string{`limits[1].penalty: has no effect on a shadow limit`}},
+		{"penalty on a batched limit", func(c *Config) {
+			c.Limits[1].Algorithm, c.Limits[1].Sync, c.Limits[1].Penalty = "fixed_window", "batched", "1m"
+		}, []string{`limits[1].penalty: cannot be combined with sync = "batched"`}},
 		{"huge penalty", func(c *Config) { c.Limits[1].Penalty = "100000d" },
 			[]string{`limits[1].penalty: invalid duration "100000d"`}},
 		{"penalty past a year", func(c *Config) { c.Limits[1].Penalty = "367d" },

@@ -19,6 +19,8 @@ func (l *Limit) validatePenalty() error {
 		return fmt.Errorf("penalty %s is not a whole number of microseconds", l.Penalty)
 	case l.Shadow:
 		return errors.New("penalty has no effect on a shadow limit, which never denies")
+	case l.Batch != nil:
+		return errors.New("penalty cannot be combined with sync = \"batched\" (a batched limit decides from local leases, which see no penalty box)")
 	}
 	return nil
 }
