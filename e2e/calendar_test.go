@@ -77,6 +77,11 @@ respond = { quota = true, routes = ["q"] }
 `
 		g := startGateway(t, "calendar.toml.tmpl", gwOpts{Data: map[string]any{"Redis": redis, "Body": body},
 			Env: []string{clockSkewEnv + "=" + off.String()}})
+		// The memory store warns at startup that a quota does not survive
+		// a restart; Redis does not need to.
+		if warned := strings.Contains(g.output(), "a quota on the memory store is lost"); warned != (redis == "") {
+			t.Errorf("startup warning about a memory-store quota: %v, want %v:\n%s", warned, redis == "", g.output())
+		}
 		fake := func() time.Time { return time.Now().Add(off) }
 		if left := midnight.Sub(fake()); left < time.Second {
 			t.Fatalf("the gateway took until %s before midnight to start (machine overloaded)", left)
