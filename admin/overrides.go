@@ -252,6 +252,11 @@ func (h *handler) checkOverride(b overrideBody, now time.Time) (ratelimit.Overri
 		}
 	default:
 		id, err := parseClient(b.Key)
+		if err == nil {
+			// A consumer's key names the consumer, as its requests are
+			// counted; a key no consumer owns is never counted under.
+			err = withConsumer(p, b.Key, &id)
+		}
 		switch {
 		case err != nil:
 			add("key", "%s", strings.TrimPrefix(err.Error(), "key: "))
@@ -299,8 +304,14 @@ func label(id *keys.Identity) string {
 	case keys.SourceAPIKey:
 		sum := sha256.Sum256([]byte(id.APIKey))
 		return "api_key:sha256:" + hex.EncodeToString(sum[:8])
+	case keys.SourceConsumer:
+		// Named by one of its keys, counted as the consumer.
+		sum := sha256.Sum256([]byte(id.APIKey))
+		return "api_key:sha256:" + hex.EncodeToString(sum[:8]) + " (consumer " + id.Client + ")"
 	case keys.SourceUser:
 		return "user:" + id.User
+	case keys.SourceMTLS:
+		return "mtls:" + id.MTLS
 	default:
 		return "ip:" + id.IP.String()
 	}
@@ -349,6 +360,9 @@ func (h *handler) deleteOverride(ctx context.Context, w http.ResponseWriter, r *
 		}
 		id, err := parseClient(q.Get("key"))
 		if err == nil {
+			err = withConsumer(p, q.Get("key"), &id)
+		}
+		if err == nil {
 			subject, err = p.OverrideSubject(l, &id)
 		}
 		if err != nil {
@@ -394,15 +408,15 @@ func (h *handler) activeOverride(q url.Values) *policy.Override {
 	if lo == nil {
 		return nil
 	}
-	subject := ""
-	if id, err := parseClient(q.Get("key")); err == nil && id.ClientKind != 0 {
-		if s, err := p.OverrideSubject(l, &id); err == nil {
-			subject = strings.TrimPrefix(s, "key:")
-		}
-	}
-	consumer := ""
+	subject, consumer := "", ""
 	if id, err := parseClient(q.Get("key")); err == nil {
+		_ = withConsumer(p, q.Get("key"), &id)
 		consumer = id.ConsumerName()
+		if id.ClientKind != 0 {
+			if s, err := p.OverrideSubject(l, &id); err == nil {
+				subject = strings.TrimPrefix(s, "key:")
+			}
+		}
 	}
 	return lo.Find(h.o.Now(), consumer, subject)
 }
