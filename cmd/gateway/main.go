@@ -3,6 +3,7 @@
 //	gateway [serve] [flags]           run the gateway (the default command)
 //	gateway validate [flags]          check a configuration; exit 0 with a summary, or 2 with every problem
 //	gateway replay --log FILE [flags] replay an access log through the configured limits
+//	gateway test [flags] CASES...     run limit tests (timed request scenarios) against the configuration
 //	gateway version                   print the version
 //	gateway help [command]            list the commands, or one command's flags
 //
@@ -48,6 +49,7 @@ var commands = []command{
 	{"serve", "gateway [serve] [flags]", "run the gateway (the default command)"},
 	{"validate", "gateway validate [flags]", "check a configuration; print a summary, or every problem and exit 2"},
 	{"replay", "gateway replay --log FILE [flags]", "replay an access log through the configured limits"},
+	{"test", "gateway test [flags] CASES.toml...", "run limit tests: timed request scenarios on a virtual clock; exit 1 when one fails"},
 	{"version", "gateway version", "print the version"},
 }
 
@@ -60,6 +62,8 @@ func (c *command) run(args, environ []string, stdout, stderr io.Writer) int {
 		return validateCommand(args, environ, stdout, stderr)
 	case "replay":
 		return replayCommand(args, environ, stdout, stderr)
+	case "test":
+		return testCommand(args, environ, stdout, stderr)
 	default:
 		return versionCommand(args, environ, stdout, stderr)
 	}
