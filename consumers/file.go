@@ -9,32 +9,34 @@ import (
 )
 
 // File is a registry file as written: every [[consumers]] entry, in order.
+// The toml tags name the keys for the registry's JSON Schema; Parse reads
+// the same keys by hand to report every problem with its path.
 type File struct {
 	// Consumers are the [[consumers]] entries.
-	Consumers []Entry
+	Consumers []Entry `toml:"consumers"`
 }
 
 // Entry is one [[consumers]] entry of a registry file.
 type Entry struct {
 	// Name identifies the consumer in counter keys, logs and the admin
 	// API: 1..64 letters, digits, '-', '_' and '.'. Required, unique.
-	Name string
+	Name string `toml:"name"`
 	// Plan is one of the configuration's [[plans]]; "" for none (the
 	// limits' own rates).
-	Plan string
+	Plan string `toml:"plan"`
 	// APIKeysSHA256 are the lower- or upper-case hex SHA-256 digests of
 	// the consumer's API keys, so that no plaintext key sits in the file.
-	APIKeysSHA256 []string
+	APIKeysSHA256 []string `toml:"api_keys_sha256"`
 	// APIKeysEnv names an environment variable holding keys, comma
 	// separated.
-	APIKeysEnv string
+	APIKeysEnv string `toml:"api_keys_env"`
 	// APIKeysFile names a file holding keys, one a line (a mounted
 	// Kubernetes secret); blank lines and lines starting with '#' are
 	// skipped.
-	APIKeysFile string
+	APIKeysFile string `toml:"api_keys_file"`
 	// Rates are the consumer's own rates per limit name, which beat its
 	// plan's.
-	Rates map[string][]string
+	Rates map[string][]string `toml:"rates"`
 }
 
 // entryKeys are the keys of an entry, for the unknown-key message.

@@ -48,7 +48,7 @@ type node struct {
 
 // Generate returns the JSON Schema (draft 2020-12) of the TOML document
 // that decodes into root, a struct type whose fields carry mapstructure
-// tags, as indented JSON ending in a newline.
+// (or toml) tags, as indented JSON ending in a newline.
 func Generate(root reflect.Type, opts Options) ([]byte, error) {
 	g := generator{opts: opts}
 	n, err := g.node(root, "", "")
@@ -127,8 +127,7 @@ func (g *generator) fields(t reflect.Type, path string, n *node) error {
 		if !f.IsExported() {
 			continue
 		}
-		tag := f.Tag.Get("mapstructure")
-		name, opt, _ := strings.Cut(tag, ",")
+		name, opt, _ := strings.Cut(keyTag(f), ",")
 		if opt == "squash" {
 			if err := g.fields(f.Type, path, n); err != nil {
 				return err
@@ -139,7 +138,7 @@ func (g *generator) fields(t reflect.Type, path string, n *node) error {
 			continue
 		}
 		if name == "" {
-			return fmt.Errorf("%s.%s: no mapstructure tag", t.Name(), f.Name)
+			return fmt.Errorf("%s.%s: no mapstructure or toml tag", t.Name(), f.Name)
 		}
 		p := name
 		if path != "" {
@@ -164,6 +163,15 @@ func describe(doc, field, key string) string {
 	return s
 }
 
+// keyTag is the field's mapstructure tag (the gateway's configuration,
+// decoded by viper) or else its toml tag (files decoded with go-toml).
+func keyTag(f reflect.StructField) string {
+	if t, ok := f.Tag.Lookup("mapstructure"); ok {
+		return t
+	}
+	return f.Tag.Get("toml")
+}
+
 // Keys returns every key path of the schema of root, sorted: the leaves
 // and tables a configuration may set ("limits[].rates").
 func Keys(root reflect.Type) []string {
@@ -177,7 +185,7 @@ func Keys(root reflect.Type) []string {
 		case reflect.Struct:
 			for i := range t.NumField() {
 				f := t.Field(i)
-				name, opt, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+				name, opt, _ := strings.Cut(keyTag(f), ",")
 				if !f.IsExported() || name == "-" {
 					continue
 				}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/tollgate/gateway/consumers"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated schema files")
@@ -33,6 +35,27 @@ func TestGatewaySchemaUpToDate(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s is stale: run go test ./schema -update", GatewayFile)
+	}
+}
+
+// TestConsumersSchemaUpToDate is TestGatewaySchemaUpToDate for the
+// consumer registry's schema.
+func TestConsumersSchemaUpToDate(t *testing.T) {
+	got, err := Consumers("../consumers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile(ConsumersFile, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(ConsumersFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s is stale: run go test ./schema -update", ConsumersFile)
 	}
 }
 
@@ -84,4 +107,53 @@ func TestShippedExamplesValidate(t *testing.T) {
 			t.Errorf("%s does not validate: %v", f, err)
 		}
 	}
+}
+
+// TestConsumersSchemaRejectsWhatParseRejects: every key of a registry
+// entry with a value of a wrong TOML type, and an unknown key, is refused
+// by consumers.Parse with its path and by the published schema; a
+// well-formed registry passes both.
+func TestConsumersSchemaRejectsWhatParseRejects(t *testing.T) {
+	s := compile(t, ConsumersFile)
+	good := "[[consumers]]\nname = \"acme\"\nplan = \"pro\"\n" +
+		"api_keys_sha256 = [\"" + strings.Repeat("ab", 32) + "\"]\napi_keys_env = \"ACME_KEYS\"\n" +
+		"api_keys_file = \"keys.txt\"\n[consumers.rates]\nper-consumer = [\"500/s\"]\n"
+	check := func(t *testing.T, doc, wantPath string) {
+		t.Helper()
+		_, perr := consumers.Parse("consumers.toml", []byte(doc))
+		v, err := TOMLValue([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		serr := s.Validate(v)
+		if wantPath == "" {
+			if perr != nil || serr != nil {
+				t.Fatalf("a good registry is refused: parse %v, schema %v\n%s", perr, serr, doc)
+			}
+			return
+		}
+		if perr == nil || !strings.Contains(perr.Error(), wantPath) {
+			t.Errorf("Parse: %v, want a problem at %s\n%s", perr, wantPath, doc)
+		}
+		if serr == nil {
+			t.Errorf("the schema accepts what Parse refuses:\n%s", doc)
+		}
+	}
+	check(t, good, "")
+	for _, tc := range []struct{ key, bad string }{
+		{"name", "name = 7"}, {"plan", "plan = true"}, {"api_keys_sha256", `api_keys_sha256 = "ab"`},
+		{"api_keys_sha256", "api_keys_sha256 = [1]"}, {"api_keys_env", "api_keys_env = [\"X\"]"},
+		{"api_keys_file", "api_keys_file = 1"}, {"rates", `rates = "1/s"`}, {"no_such_key", `no_such_key = "x"`},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			doc := "[[consumers]]\nname = \"acme\"\n"
+			if tc.key == "name" {
+				doc = "[[consumers]]\n"
+			}
+			check(t, doc+tc.bad+"\n", "consumers[0]."+tc.key)
+		})
+	}
+	t.Run("rates value", func(t *testing.T) {
+		check(t, "[[consumers]]\nname = \"acme\"\n[consumers.rates]\nper-consumer = \"500/s\"\n", "consumers[0].rates.per-consumer")
+	})
 }
