@@ -29,8 +29,8 @@ import (
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// ErrNotFound is the error (wrapped) of an unknown limit; the API answers
-// 404. Any other error finding a counter answers 400.
+// ErrNotFound is the error (wrapped) of an unknown limit or consumer; the
+// API answers 404. Any other error finding a counter answers 400.
 var ErrNotFound = errors.New("not found")
 
 // Options configures Handler. Store and Policy are required for the

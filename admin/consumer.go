@@ -22,7 +22,7 @@ func withConsumer(p *policy.Policy, client string, id *keys.Identity) error {
 		}
 		c := reg.ByName(name)
 		if c == nil {
-			return fmt.Errorf("key: no consumer named %q in %s", name, p.Consumers.File)
+			return fmt.Errorf("key: no consumer named %q in %s: %w", name, p.Consumers.File, ErrNotFound)
 		}
 		*id = keys.Identity{Client: c.Name, ClientKind: keys.SourceConsumer, Consumer: c, Plan: c.Plan, PlanIndex: c.PlanIndex}
 		return nil

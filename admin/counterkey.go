@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/tollgate/gateway/keys"
@@ -35,6 +36,11 @@ func counterKey(p *policy.Policy, name, client string, q url.Values) (*ratelimit
 	}
 	if err := withConsumer(p, client, &id); err != nil {
 		return nil, "", err
+	}
+	if id.ClientKind == keys.SourceConsumer && id.APIKey == "" && slices.ContainsFunc(l.By, isAPIKeyPart) {
+		// Each of the consumer's keys has a counter of its own here:
+		// the consumer's name names none of them.
+		return nil, "", fmt.Errorf("key: limit %q counts each API key apart, so %q names none of its counters; give key=api_key:V", name, client)
 	}
 	v := queryValues(q)
 	parts, ok := l.KeyParts(&id, v.Header)
@@ -125,3 +131,6 @@ func checkParts(name string, parts []keys.Part, id *keys.Identity, v *keys.Value
 	}
 	return nil
 }
+
+// isAPIKeyPart reports whether p is the api_key key part.
+func isAPIKeyPart(p keys.Part) bool { return p.Kind == keys.PartAPIKey }

@@ -178,6 +178,25 @@ func checkConsumers(t *testing.T, g *gw, reg string, up *upstream, rs *redistest
 			t.Errorf("/admin/limits key=%s: %+v, want limit 7, used 7", key, w)
 		}
 	}
+	// DELETE by the consumer's name resets the one counter both keys
+	// spend: each key is allowed again, and the budget is the plan's.
+	if r := adminDo(t, g, "DELETE", "/admin/limits?limit=per-consumer&key=consumer:acme", ""); r.Status != 200 && r.Status != 204 {
+		t.Fatalf("DELETE /admin/limits key=consumer:acme: %s", r)
+	}
+	if w := limitUsage(t, g, "", "per-consumer", "api_key:acme-key-1").Windows[0]; w.Used != 0 || w.Remaining != 7 {
+		t.Errorf("after DELETE key=consumer:acme: %+v, want 0 used of 7", w)
+	}
+	wantTally(t, "acme after the reset, keys alternating", tally(t, c, g, 8, func(i int) string { return fmt.Sprintf("acme-key-%d", 2-i%2) }), 7, 1)
+	if w := limitUsage(t, g, "", "per-consumer", "consumer:acme").Windows[0]; w.Used != 7 {
+		t.Errorf("after the reset and 7 requests: %+v, want 7 used", w)
+	}
+	// A name the registry does not hold: 404, naming it.
+	for _, m := range []string{"GET", "DELETE"} {
+		r := adminDo(t, g, m, "/admin/limits?limit=per-consumer&key=consumer:nobody", "")
+		if r.Status != 404 || !strings.Contains(string(r.Body), `\"nobody\"`) {
+			t.Errorf("%s /admin/limits key=consumer:nobody: %s, want 404 naming nobody", m, r)
+		}
+	}
 	wantTally(t, "bob (free)", tally(t, c, g, 5, func(int) string { return "bob-key" }), 4, 1)
 	wantTally(t, "carol (no plan)", tally(t, c, g, 3, func(int) string { return "carol-key" }), 2, 1)
 	// No key: the client by its IP, at the limit's own rates; its
