@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -348,4 +349,37 @@ func TestConsumersWatchRegistry(t *testing.T) {
 		t.Fatalf("reload after the registry changed: %+v", rd.LastReload)
 	}
 	wantTally(t, "bob after the move to pro", tally(t, c, g, 4, func(int) string { return "bob-key" }), 3, 1)
+}
+
+// TestConsumersEmptyRegistryRefused: a registry emptied by a writer that
+// truncates first and then a SIGHUP (or /admin/reload) is refused like a
+// configuration without routes, so the keys registered so far keep
+// working instead of every client with a key getting 401; validate says
+// the same and --allow-empty lets an intended empty registry through.
+func TestConsumersEmptyRegistryRefused(t *testing.T) {
+	t.Parallel()
+	g, reg, _ := consumersGatewayWatch(t, "", "reject", false)
+	c := newClient(t, "127.0.0.9")
+	if err := os.WriteFile(reg, []byte("# rewritten by the pipeline\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	g.signal(t, syscall.SIGHUP)
+	rd := waitReload(t, g, before)
+	if rd.LastReload.OK || !strings.Contains(rd.LastReload.Error, "holds no consumer") {
+		t.Fatalf("reload with an empty registry: %+v, want it refused naming the empty registry", rd.LastReload)
+	}
+	if r := get(t, c, g.url("/api/x"), map[string]string{"X-API-Key": "acme-key-1"}); r.Status != 200 {
+		t.Errorf("a registered key after the refused reload: %s, want 200", r)
+	}
+	if r := adminDo(t, g, "POST", "/admin/reload", ""); r.Status == 200 {
+		t.Errorf("POST /admin/reload with an empty registry: %s, want it refused", r)
+	}
+	code, _, stderr := runGateway(t, nil, "validate", "--config", g.Config)
+	if code != 2 || !strings.Contains(stderr, "--allow-empty") {
+		t.Errorf("validate of an empty registry: exit %d, stderr %q; want 2 naming --allow-empty", code, stderr)
+	}
+	if code, _, stderr := runGateway(t, nil, "validate", "--allow-empty", "--config", g.Config); code != 0 {
+		t.Errorf("validate --allow-empty of an empty registry: exit %d, stderr %q", code, stderr)
+	}
 }

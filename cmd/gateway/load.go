@@ -15,12 +15,25 @@ import (
 var errNoRoutes = errors.New("routes: none defined, so every request would get 404 " +
 	"(an empty or truncated file?); pass --allow-empty if that is intended")
 
+// errNoConsumers is the problem of a consumer registry without consumers.
+var errNoConsumers = errors.New("consumers.file: the registry holds no consumer, so every API key would be unknown " +
+	"(an empty or truncated file?); pass --allow-empty if that is intended")
+
 // requireRoutes refuses a policy without routes unless allowEmpty: such a
 // file is far more often an empty or cut-short write than an intent, and
 // swapping it in would answer 404 to everything while /readyz says ready.
+// An empty consumer registry is refused alike: with unknown_api_key =
+// "reject" it would answer 401 to every client with a key, and a registry
+// written by a deploy pipeline or a secret manager is rewritten often.
 func requireRoutes(p *policy.Policy, allowEmpty bool) error {
-	if len(p.Routes) == 0 && !allowEmpty {
+	if allowEmpty {
+		return nil
+	}
+	if len(p.Routes) == 0 {
 		return errNoRoutes
+	}
+	if p.Consumers.Enabled() && p.Consumers.Registry != nil && p.Consumers.Registry.Len() == 0 {
+		return errNoConsumers
 	}
 	return nil
 }
