@@ -11,12 +11,22 @@ import (
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// callArgs is the reusable argument set of one decide call.
+// callArgs is the reusable argument set of one decide call. Its
+// arguments are boxed as pointers (*string, *bytesArg), which go-redis
+// writes like the values and which cost no allocation.
 type callArgs struct {
 	keys []string
 	args []any
-	hdr  []byte
+	hdr  bytesArg
 }
+
+// bytesArg is a []byte argument passed by pointer: boxing a slice
+// header in an interface allocates, boxing a pointer does not.
+type bytesArg struct{ b []byte }
+
+// MarshalBinary implements encoding.BinaryMarshaler, which go-redis
+// writes as a bulk string.
+func (a *bytesArg) MarshalBinary() ([]byte, error) { return a.b, nil }
 
 var argPool = sync.Pool{New: func() any { return new(callArgs) }}
 
@@ -49,13 +59,13 @@ const maxVariants = 16
 // plan, an override). The cache holds the last maxVariants definitions
 // per ID, so requests alternating between a limit and its variants do not
 // repack on every call, and reloads do not grow it.
-func (s *Store) limitArg(l *ratelimit.Limit) string {
+func (s *Store) limitArg(l *ratelimit.Limit) *string {
 	var old []packedLimit
 	if v, ok := s.params.Load(l.ID); ok {
 		old = *v.(*[]packedLimit)
 		for i := range old {
 			if old[i].lim == l {
-				return old[i].args
+				return &old[i].args
 			}
 		}
 	}
@@ -87,11 +97,11 @@ func (s *Store) limitArg(l *ratelimit.Limit) string {
 	}
 	next := append(append(make([]packedLimit, 0, len(keep)+1), keep...), pl)
 	s.params.Store(l.ID, &next)
-	return v
+	return &next[len(next)-1].args
 }
 
 // header packs the decide script's ARGV[1] (lua/common.lua).
-func (s *Store) header(b []byte, mode int, now time.Time, wantOld bool, costs func(yield func(int64) bool), n int) []byte {
+func (s *Store) header(b []byte, mode int, now time.Time, wantOld bool, hits []ratelimit.Hit) []byte {
 	useTime, t := 1.0, 0.0
 	if s.opts.Clock == ClockLocal {
 		useTime, t = 0, float64(now.UnixMicro())
@@ -102,9 +112,9 @@ func (s *Store) header(b []byte, mode int, now time.Time, wantOld bool, costs fu
 	b = appendF64(b, float64(b2i(wantOld)))
 	b = appendF64(b, float64(s.opts.LeaseTTL.Milliseconds()))
 	b = appendF64(b, float64(s.opts.TTLMargin.Milliseconds()))
-	b = appendF64(b, float64(n))
-	for c := range costs {
-		b = appendF64(b, float64(c))
+	b = appendF64(b, float64(len(hits)))
+	for _, h := range hits {
+		b = appendF64(b, float64(h.Cost))
 	}
 	return b
 }

@@ -33,12 +33,12 @@ func TestLimitArgVariants(t *testing.T) {
 	}
 	fresh := func(l *ratelimit.Limit) string {
 		other, _ := New(c, Options{})
-		return other.limitArg(l)
+		return *other.limitArg(l)
 	}
 	all := append([]*ratelimit.Limit{base}, vs[:maxVariants-1]...)
 	for round := range 2 {
 		for i, l := range all {
-			if got, want := s.limitArg(l), fresh(l); got != want {
+			if got, want := *s.limitArg(l), fresh(l); got != want {
 				t.Fatalf("round %d, definition %d: packed %x, want %x", round, i, got, want)
 			}
 		}
@@ -51,7 +51,7 @@ func TestLimitArgVariants(t *testing.T) {
 		t.Errorf("alternating %d definitions of one ID: %v allocations per round, want 0", len(all), n)
 	}
 	// One more than the cache holds per ID still packs correctly.
-	if got, want := s.limitArg(vs[maxVariants-1]), fresh(vs[maxVariants-1]); got != want {
+	if got, want := *s.limitArg(vs[maxVariants-1]), fresh(vs[maxVariants-1]); got != want {
 		t.Errorf("the %dth definition: packed %x, want %x", maxVariants+1, got, want)
 	}
 }

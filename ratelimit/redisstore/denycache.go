@@ -34,7 +34,7 @@ func (s *Store) cacheKey(hits []ratelimit.Hit) denyKey {
 		hs[j].SetSeed(s.seeds[j])
 	}
 	for _, hit := range hits {
-		params := s.limitArg(hit.Limit)
+		params := *s.limitArg(hit.Limit)
 		var c [8]byte
 		binary.LittleEndian.PutUint64(c[:], uint64(hit.Cost))
 		for j := range hs {

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,38 @@ type engineState struct {
 type caller interface {
 	redis.Scripter
 	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+// fcall issues FCALL of the library's decide with keys and args on c. It
+// builds the command in one slice, with the keys and the key count boxed
+// as pointers, so that it allocates once (go-redis's FCall boxes each key
+// and the count and copies every argument). The slice lives as long as
+// the command: a pipeline sends it later.
+func fcall(ctx context.Context, c caller, keys []string, args []any) *redis.Cmd {
+	cmd := make([]any, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "fcall", functionName, numKeys(len(keys)))
+	for i := range keys {
+		cmd = append(cmd, &keys[i])
+	}
+	return c.Do(ctx, append(cmd, args...)...)
+}
+
+// keyCounts are the texts of the key counts FCALL takes, by count.
+var keyCounts = func() (k [64]string) {
+	for i := range k {
+		k[i] = strconv.Itoa(i)
+	}
+	return
+}()
+
+// numKeys returns n as a command argument: a pointer into keyCounts
+// (boxing it allocates nothing), or its text for larger n.
+func numKeys(n int) any {
+	if n < len(keyCounts) {
+		return &keyCounts[n]
+	}
+	return strconv.Itoa(n)
 }
 
 // run sends one decide call (keys, args as the script reads them) to
@@ -76,7 +109,7 @@ func (s *Store) run(ctx context.Context, c caller, keys []string, args []any) (a
 // client, queued on a pipeline (whose Exec sends it).
 func (s *Store) first(ctx context.Context, c caller, keys []string, args []any) *redis.Cmd {
 	if s.chooseEngine(ctx) == engineFunction {
-		return c.FCall(ctx, functionName, keys, args...)
+		return fcall(ctx, c, keys, args)
 	}
 	return s.decide.EvalSha(ctx, c, keys, args...)
 }
@@ -91,7 +124,7 @@ func (s *Store) finish(ctx context.Context, c caller, cmd *redis.Cmd, keys []str
 		return res, nil
 	case isNoFunction(err):
 		if s.loadLibrary(ctx) == nil {
-			res, err = c.FCall(ctx, functionName, keys, args...).Result()
+			res, err = fcall(ctx, c, keys, args).Result()
 			if err == nil || !isNoFunction(err) {
 				return res, err
 			}

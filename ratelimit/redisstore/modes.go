@@ -95,8 +95,7 @@ func (s *Store) Cancel(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 		if !ds[i].Counted || ds[i].Delay <= 0 {
 			continue
 		}
-		one := func(yield func(int64) bool) { yield(h.Cost) }
-		hdr := s.header(nil, modeCancel, now, false, one, 1)
+		hdr := s.header(nil, modeCancel, now, false, hits[i:i+1])
 		keys := []string{s.Key(h.Limit, h.Key)}
 		args := []any{hdr, s.limitArg(h.Limit), string(appendF64(nil, ds[i].Mark))}
 		if err := s.call(ctx, func(ctx context.Context) error {

@@ -22,8 +22,9 @@ type periodArgs struct {
 // in each window's W, P and N (lua/quota.lua): the current period's start
 // and end and the next one's end, computed here because Lua has no zone
 // data. They change once a period, so they are cached until the earliest
-// current period ends.
-func (s *Store) hitArg(l *ratelimit.Limit, now time.Time) string {
+// current period ends. The result is a *string or a string, both
+// arguments go-redis writes as the text.
+func (s *Store) hitArg(l *ratelimit.Limit, now time.Time) any {
 	base := s.limitArg(l)
 	if l.Algorithm != ratelimit.Quota {
 		return base
@@ -42,7 +43,7 @@ func (s *Store) hitArg(l *ratelimit.Limit, now time.Time) string {
 			return pa.args
 		}
 	}
-	b := []byte(base)
+	b := []byte(*base)
 	from, until := int64(math.MinInt64), int64(math.MaxInt64)
 	for w := range l.Windows() {
 		c := l.ParamsOf(w).Calendar

@@ -57,20 +57,13 @@ func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Tim
 	defer func() {
 		clear(ca.keys)
 		clear(ca.args)
-		ca.keys, ca.args, ca.hdr = ca.keys[:0], ca.args[:0], ca.hdr[:0]
+		ca.keys, ca.args, ca.hdr.b = ca.keys[:0], ca.args[:0], ca.hdr.b[:0]
 		argPool.Put(ca)
 	}()
 	wantOld := s.cluster && mode == modeDecide
-	costs := func(yield func(int64) bool) {
-		for _, h := range hits {
-			if !yield(h.Cost) {
-				return
-			}
-		}
-	}
-	ca.hdr = s.header(ca.hdr, mode, now, wantOld, costs, len(hits))
-	ca.hdr = appendModes(ca.hdr, hits)
-	ca.args = append(ca.args, ca.hdr)
+	ca.hdr.b = s.header(ca.hdr.b, mode, now, wantOld, hits)
+	ca.hdr.b = appendModes(ca.hdr.b, hits)
+	ca.args = append(ca.args, &ca.hdr)
 	for _, h := range hits {
 		ca.keys = append(ca.keys, s.Key(h.Limit, h.Key))
 		ca.args = append(ca.args, s.hitArg(h.Limit, now))
