@@ -4,7 +4,9 @@
 //
 //	go run . -cost             Redis cost per decision of our script, per algorithm
 //	go run . -cost -callgrind  the same with redis-server under callgrind (instructions)
-//	go run . -peers            decisions/s and p99: ours vs redis_rate vs ulule/limiter vs redis-benchmark EVALSHA
+//	go run . -peers            decisions/s and p99: ours (Function library and EVALSHA) vs redis_rate vs
+//	                           ulule/limiter, the floor (a Function and a script that only return, paced
+//	                           at our gcra's rate) and the pipelined EVALSHA ceiling
 package main
 
 import (
@@ -99,6 +101,23 @@ func run(cost, callgrind bool, n int, peers bool) error {
 		if err != nil {
 			return err
 		}
+		var gcra *algo
+		var gcraRate float64
+		for i := range as {
+			if as[i].name == "gcra" {
+				gcra = &as[i]
+			}
+		}
+		for _, r := range rows {
+			if r.name == "tollgate gcra" {
+				gcraRate = r.rate()
+			}
+		}
+		floors, err := runFloors(ctx, srv, &gcra.limit, peerWorkers, peerDur, gcraRate)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, floors...)
 		printPeers(os.Stdout, rows, ceiling, depth)
 	}
 	return nil

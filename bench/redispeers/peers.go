@@ -96,11 +96,29 @@ func runPeers(ctx context.Context, srv *server, as []algo, workers int, d time.D
 		}
 		return err
 	}
+	type contender struct {
+		a      *algo
+		script bool // the decide code with EVALSHA, as on Redis before 7
+	}
+	var cs []contender
 	for i := range as {
-		l := &as[i].limit
-		st, err := redisstore.New(c, redisstore.Options{Prefix: "ours:", Timeout: 5 * time.Second, DenyCacheSize: -1})
+		cs = append(cs, contender{a: &as[i]})
+	}
+	for i := range as {
+		switch as[i].name {
+		case "fixed_window", "sliding_window_counter", "gcra":
+			cs = append(cs, contender{a: &as[i], script: true})
+		}
+	}
+	for _, ct := range cs {
+		l := &ct.a.limit
+		st, err := redisstore.New(c, redisstore.Options{Prefix: "ours:", Timeout: 5 * time.Second, DenyCacheSize: -1, NoFunctions: ct.script})
 		if err != nil {
 			return nil, err
+		}
+		name := "tollgate " + ct.a.name
+		if ct.script {
+			name += " (EVALSHA)"
 		}
 		conc := l.Algorithm == ratelimit.Concurrency
 		hits := make([][]ratelimit.Hit, workers)
@@ -109,7 +127,7 @@ func runPeers(ctx context.Context, srv *server, as []algo, workers int, d time.D
 			hits[w] = []ratelimit.Hit{{Limit: l, Key: keys[w], Cost: 1}}
 			outs[w] = make([]ratelimit.Decision, 1)
 		}
-		err = add(drive(srv, "tollgate "+as[i].name, workers, d, func(w, _ int) error {
+		err = add(drive(srv, name, workers, d, func(w, _ int) error {
 			ok, err := st.Decide(ctx, time.Now(), hits[w], outs[w])
 			if err == nil && !ok {
 				return fmt.Errorf("denied")
@@ -147,6 +165,65 @@ func runPeers(ctx context.Context, srv *server, as []algo, workers int, d time.D
 		return err
 	})); err != nil {
 		return nil, err
+	}
+	return rows, nil
+}
+
+// runFloors measures what Redis spends on a call that does nothing: a
+// Function and a script that only return their first argument, called
+// with the keys and arguments of one real gcra decision, from workers
+// goroutines paced at rate calls per second in all (the rate measured for
+// our gcra), so that Redis sees the same calls per second and batches them
+// alike. What a decision costs beyond it is the decision's own work.
+func runFloors(ctx context.Context, srv *server, l *ratelimit.Limit, workers int, d time.Duration, rate float64) ([]peerRow, error) {
+	c := newClient(srv.addr, workers+2)
+	defer c.Close()
+	var captured []any
+	c.AddHook(captureHook{f: func(args []any) {
+		if len(args) > 0 && args[0] == "fcall" && captured == nil {
+			captured = slices.Clone(args)
+		}
+	}})
+	st, err := redisstore.New(c, redisstore.Options{Prefix: "floor:", Timeout: 5 * time.Second, DenyCacheSize: -1})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ratelimit.Decision, 1)
+	if _, err := st.Decide(ctx, time.Now(), []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, out); err != nil {
+		return nil, err
+	}
+	if captured == nil {
+		return nil, fmt.Errorf("no FCALL seen (a Redis without Function libraries?)")
+	}
+	const lib = "#!lua name=tollgate_floor\nredis.register_function('tollgate_floor_return', function(keys, args) return args[1] end)"
+	if err := c.FunctionLoadReplace(ctx, lib).Err(); err != nil {
+		return nil, err
+	}
+	script := redis.NewScript("return ARGV[1]")
+	if err := script.Load(ctx, c).Err(); err != nil {
+		return nil, err
+	}
+	fargs := slices.Clone(captured)
+	fargs[1] = "tollgate_floor_return"
+	eargs := append([]any{"evalsha", script.Hash()}, captured[2:]...)
+	var rows []peerRow
+	for _, f := range []struct {
+		name string
+		args []any
+	}{{"FCALL returning at once (floor)", fargs}, {"EVALSHA returning at once (floor)", eargs}} {
+		start := time.Now()
+		var seq atomic.Int64
+		row, err := drive(srv, fmt.Sprintf("%s, paced at %.0f/s", f.name, rate), workers, d, func(w, i int) error {
+			due := start.Add(time.Duration(float64(seq.Add(1)) / rate * float64(time.Second)))
+			if wait := time.Until(due); wait > 0 {
+				time.Sleep(wait)
+			}
+			return c.Do(ctx, f.args...).Err()
+		})
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
 	}
 	return rows, nil
 }
