@@ -52,6 +52,10 @@ type costCase struct {
 	// script runs the decide code with EVALSHA (redisstore.Options
 	// NoFunctions) instead of the Function library.
 	script bool
+	// floor, when set, replaces the decision by the call of a Function
+	// ("fcall") or a script ("evalsha") that only returns, with the
+	// arguments of a real decision on limit.
+	floor string
 }
 
 // costRow is what one case cost Redis per decision.
@@ -91,7 +95,18 @@ func runCost(ctx context.Context, srv *server, cases []costCase, n int) ([]costR
 		for k := range keys {
 			keys[k] = "client-" + strconv.Itoa(k)
 		}
+		var floor []any
+		if cs.floor != "" {
+			f, e, err := floorCalls(ctx, c, cs.limit)
+			if err != nil {
+				return nil, err
+			}
+			floor = map[string][]any{"fcall": f, "evalsha": e}[cs.floor]
+		}
 		decide := func(j int) error {
+			if floor != nil {
+				return c.Do(ctx, floor...).Err()
+			}
 			hits[0].Key = keys[j%len(keys)]
 			ok, err := st.Decide(ctx, time.Now(), hits, out)
 			if err == nil && !ok {
@@ -169,6 +184,11 @@ func costCases(as []algo) []costCase {
 			costCase{name: as[i].name + " (EVALSHA)", limit: &as[i].limit, keys: 1, script: true})
 	}
 	for i := range as {
+		if as[i].name == "gcra" {
+			cs = append(cs,
+				costCase{name: "floor: FCALL returning at once (gcra's arguments)", limit: &as[i].limit, keys: 1, floor: "fcall"},
+				costCase{name: "floor: EVALSHA returning at once (gcra's arguments)", limit: &as[i].limit, keys: 1, floor: "evalsha"})
+		}
 		if as[i].name == "sliding_window_counter" {
 			cs = append(cs,
 				costCase{name: "sliding_window_counter, 10k keys", limit: &as[i].limit, keys: 10000},

@@ -178,34 +178,10 @@ func runPeers(ctx context.Context, srv *server, as []algo, workers int, d time.D
 func runFloors(ctx context.Context, srv *server, l *ratelimit.Limit, workers int, d time.Duration, rate float64) ([]peerRow, error) {
 	c := newClient(srv.addr, workers+2)
 	defer c.Close()
-	var captured []any
-	c.AddHook(captureHook{f: func(args []any) {
-		if len(args) > 0 && args[0] == "fcall" && captured == nil {
-			captured = slices.Clone(args)
-		}
-	}})
-	st, err := redisstore.New(c, redisstore.Options{Prefix: "floor:", Timeout: 5 * time.Second, DenyCacheSize: -1})
+	fargs, eargs, err := floorCalls(ctx, c, l)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ratelimit.Decision, 1)
-	if _, err := st.Decide(ctx, time.Now(), []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, out); err != nil {
-		return nil, err
-	}
-	if captured == nil {
-		return nil, fmt.Errorf("no FCALL seen (a Redis without Function libraries?)")
-	}
-	const lib = "#!lua name=tollgate_floor\nredis.register_function('tollgate_floor_return', function(keys, args) return args[1] end)"
-	if err := c.FunctionLoadReplace(ctx, lib).Err(); err != nil {
-		return nil, err
-	}
-	script := redis.NewScript("return ARGV[1]")
-	if err := script.Load(ctx, c).Err(); err != nil {
-		return nil, err
-	}
-	fargs := slices.Clone(captured)
-	fargs[1] = "tollgate_floor_return"
-	eargs := append([]any{"evalsha", script.Hash()}, captured[2:]...)
 	var rows []peerRow
 	for _, f := range []struct {
 		name string
@@ -226,6 +202,41 @@ func runFloors(ctx context.Context, srv *server, l *ratelimit.Limit, workers int
 		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// floorCalls loads, through c, a Function and a script that only return
+// their first argument, and returns their calls (FCALL, EVALSHA) with the
+// keys and arguments of one real decision on l.
+func floorCalls(ctx context.Context, c *redis.Client, l *ratelimit.Limit) (fcall, evalsha []any, err error) {
+	var captured []any
+	c.AddHook(captureHook{f: func(args []any) {
+		if len(args) > 0 && args[0] == "fcall" && captured == nil {
+			captured = slices.Clone(args)
+		}
+	}})
+	st, err := redisstore.New(c, redisstore.Options{Prefix: "floor:", Timeout: 5 * time.Second, DenyCacheSize: -1})
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]ratelimit.Decision, 1)
+	if _, err := st.Decide(ctx, time.Now(), []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, out); err != nil {
+		return nil, nil, err
+	}
+	if captured == nil {
+		return nil, nil, fmt.Errorf("no FCALL seen (a Redis without Function libraries?)")
+	}
+	const lib = "#!lua name=tollgate_floor\nredis.register_function('tollgate_floor_return', function(keys, args) return args[1] end)"
+	if err := c.FunctionLoadReplace(ctx, lib).Err(); err != nil {
+		return nil, nil, err
+	}
+	script := redis.NewScript("return ARGV[1]")
+	if err := script.Load(ctx, c).Err(); err != nil {
+		return nil, nil, err
+	}
+	fcall = slices.Clone(captured)
+	fcall[1] = "tollgate_floor_return"
+	evalsha = append([]any{"evalsha", script.Hash()}, captured[2:]...)
+	return fcall, evalsha, nil
 }
 
 // runCeiling runs our script as EVALSHA with the arguments of one real

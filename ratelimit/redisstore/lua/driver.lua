@@ -69,8 +69,9 @@ local function ttl(A, states, ps)
   return ceilticks((exp - now) / 1000) + margin
 end
 
-local function reset(A, s, p)
-  local r = A.remaining(s, p)
+-- reset is the wait until one more unit than remaining r would be
+-- allowed (0 when none is used), by the window's own allow.
+local function reset(A, s, p, r)
   if r >= p[3] then return 0 end
   local ok, ra = A.allow(s, p, r + 1)
   if ok then return 0 end
@@ -168,8 +169,9 @@ local function decide1(k, A, shadow, cost, L, W, C, P, N)
     local t = ttl1(A, s, p)
     if t == false then redis.call('DEL', k) else redis.call('PEXPIRE', k, t or lease) end
   end
+  local r = A.remaining(s, p)
   local reply = spack('<ddddddddd', allowed and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
-    ok and 1 or 0, ra, A.remaining(s, p), reset(A, s, p))
+    ok and 1 or 0, ra, r, reset(A, s, p, r))
   if wantold == 0 then return reply end
   return { reply, raw or '', written or '' }
 end
@@ -181,24 +183,27 @@ local function decide(KEYS, ARGV)
     floor, tunpack, spack, sunpack = math.floor, unpack, struct.pack, struct.unpack
   end
   local hdr = ARGV[1]
-  local hpos
-  now, usetime, mode, wantold, lease, margin, nhits, hpos = sunpack('<ddddddd', hdr)
+  local hpos, cost1
   leasenow = nil
   PEN, npen = nil, 0
-  -- (A hit mode, a max delay or a penalty lengthens the header or the
-  -- limit: the general path handles them.)
-  if nhits == 1 and mode ~= 2 and mode ~= 3 and #hdr == 64 and #ARGV[2] == 64 then
-    local pa = ARGV[2]
-    local alg, shadow, nw, L, W, Cap, P, N = sunpack('<dddddddd', pa)
-    local A = handler(alg)
-    if nw == 1 and not A.lease and not A.decode then
-      if usetime == 1 then
-        local t = redis.call('TIME')
-        now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  -- One hit: its cost is the header's last double. (A hit mode, a max
+  -- delay or a penalty lengthens the header or the limit: the general
+  -- path handles them.)
+  if #hdr == 64 and #ARGV[2] == 64 then
+    now, usetime, mode, wantold, lease, margin, nhits, cost1 = sunpack('<dddddddd', hdr)
+    if mode ~= 2 and mode ~= 3 then
+      local alg, shadow, nw, L, W, Cap, P, N = sunpack('<dddddddd', ARGV[2])
+      local A = handler(alg)
+      if nw == 1 and not A.lease and not A.decode then
+        if usetime == 1 then
+          local t = redis.call('TIME')
+          now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+        end
+        return decide1(KEYS[1], A, shadow == 1, cost1, L, W, Cap, P, N)
       end
-      return decide1(KEYS[1], A, shadow == 1, sunpack('<d', hdr, hpos), L, W, Cap, P, N)
     end
   end
+  now, usetime, mode, wantold, lease, margin, nhits, hpos = sunpack('<ddddddd', hdr)
   -- the first member argument (after the limits and a refund's arguments)
   local mbase = 2 + nhits
   if mode == 2 then mbase = mbase + 1 + 4 * nhits end
@@ -390,8 +395,9 @@ local function decide(KEYS, ARGV)
       else
         out[n + 1], out[n + 2] = WR[wi + 2 * w - 1] and 1 or 0, WR[wi + 2 * w]
       end
-      out[n + 3] = A.remaining(s, p)
-      out[n + 4] = reset(A, s, p)
+      local r = A.remaining(s, p)
+      out[n + 3] = r
+      out[n + 4] = reset(A, s, p, r)
       n = n + 4
     end
   end
