@@ -252,7 +252,7 @@ func runCeiling(ctx context.Context, srv *server, l *ratelimit.Limit, conns, dep
 			captured = slices.Clone(args)
 		}
 	}})
-	st, err := redisstore.New(c, redisstore.Options{Prefix: "ceil:", Timeout: 5 * time.Second, DenyCacheSize: -1})
+	st, err := redisstore.New(c, redisstore.Options{Prefix: "ceil:", Timeout: 5 * time.Second, DenyCacheSize: -1, NoFunctions: true})
 	if err != nil {
 		return peerRow{}, err
 	}
