@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding"
 	"fmt"
 	"io"
 	"slices"
@@ -211,7 +212,7 @@ func floorCalls(ctx context.Context, c *redis.Client, l *ratelimit.Limit) (fcall
 	var captured []any
 	c.AddHook(captureHook{f: func(args []any) {
 		if len(args) > 0 && args[0] == "fcall" && captured == nil {
-			captured = slices.Clone(args)
+			captured = freeze(args)
 		}
 	}})
 	st, err := redisstore.New(c, redisstore.Options{Prefix: "floor:", Timeout: 5 * time.Second, DenyCacheSize: -1})
@@ -249,7 +250,7 @@ func runCeiling(ctx context.Context, srv *server, l *ratelimit.Limit, conns, dep
 	var captured []any
 	c.AddHook(captureHook{f: func(args []any) {
 		if len(args) > 0 && args[0] == "evalsha" && captured == nil {
-			captured = slices.Clone(args)
+			captured = freeze(args)
 		}
 	}})
 	st, err := redisstore.New(c, redisstore.Options{Prefix: "ceil:", Timeout: 5 * time.Second, DenyCacheSize: -1, NoFunctions: true})
@@ -271,6 +272,24 @@ func runCeiling(ctx context.Context, srv *server, l *ratelimit.Limit, conns, dep
 		_, err := p.Exec(ctx)
 		return err
 	})
+}
+
+// freeze copies a command's arguments by value: the store passes some
+// by pointer (*string, a BinaryMarshaler) into buffers it reuses.
+func freeze(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case *string:
+			out[i] = *v
+		case encoding.BinaryMarshaler:
+			b, _ := v.MarshalBinary()
+			out[i] = string(b)
+		default:
+			out[i] = a
+		}
+	}
+	return out
 }
 
 type captureHook struct{ f func([]any) }
