@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -39,12 +40,13 @@ func (e engine) String() string {
 	return "unknown"
 }
 
-// engineState is the Store's choice of engine, made by the first call
-// that reaches Redis (the gateway's startup readiness probe makes one)
-// and kept for the Store's life.
+// engineState is the Store's choice of engine, made when Redis first
+// answers FUNCTION LOAD (the gateway's startup readiness probe asks) and
+// kept for the Store's life.
 type engineState struct {
-	v  atomic.Uint32
-	mu sync.Mutex // serialises the choice
+	v    atomic.Uint32
+	mu   sync.Mutex  // serialises the choice
+	busy atomic.Bool // a choice runs in the background
 }
 
 // caller is what run needs of a client: *redis.Client and
@@ -139,14 +141,31 @@ func (s *Store) finish(ctx context.Context, c caller, cmd *redis.Cmd, keys []str
 	return res, err
 }
 
-// chooseEngine returns the Store's engine, choosing it on first use: the
-// Function library when Redis loads it, EVALSHA when Redis refuses
-// FUNCTION LOAD (an older server, a renamed command, an ACL). While Redis
-// cannot be reached the choice waits, and the call runs with EVALSHA.
+// chooseEngine returns the Store's engine. Until it is chosen, calls run
+// with EVALSHA, and the first of them starts the choice in the
+// background (settleEngine, on a budget of its own): loading the library
+// compiles it, which a decision's budget need not pay for. The gateway's
+// startup readiness probe (Ready) settles it before any decision.
 func (s *Store) chooseEngine(ctx context.Context) engine {
 	if e := engine(s.engine.v.Load()); e != engineUnknown {
 		return e
 	}
+	if s.engine.busy.CompareAndSwap(false, true) {
+		go func() {
+			defer s.engine.busy.Store(false)
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.opts.Timeout, 2*time.Second))
+			defer cancel()
+			s.settleEngine(ctx)
+		}()
+	}
+	return engineScript
+}
+
+// settleEngine chooses the engine if it is not chosen yet: the Function
+// library when Redis loads it, EVALSHA when Redis refuses FUNCTION LOAD
+// (an older server, a renamed command, an ACL). While Redis cannot be
+// reached (or is a replica, or loading) the choice waits.
+func (s *Store) settleEngine(ctx context.Context) engine {
 	s.engine.mu.Lock()
 	defer s.engine.mu.Unlock()
 	if e := engine(s.engine.v.Load()); e != engineUnknown {
@@ -157,7 +176,7 @@ func (s *Store) chooseEngine(ctx context.Context) engine {
 		e = engineScript
 	} else if err := s.loadLibrary(ctx); err != nil {
 		if !refusesFunctions(err) {
-			return engineScript // unreachable, a replica, loading: decide later
+			return engineUnknown
 		}
 		e = engineScript
 	}

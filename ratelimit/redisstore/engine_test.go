@@ -31,9 +31,11 @@ func commandCalls(t *testing.T, srv *redistest.Server, cmd string) int {
 	return 0
 }
 
-// TestEngineChoice: on this Redis (7 or later) decisions run as a Function
-// library (FCALL, no EVALSHA); with NoFunctions, or for a user whose ACL
-// refuses FUNCTION, they run with EVALSHA; both count alike.
+// TestEngineChoice: on this Redis (7 or later), once the readiness probe
+// has settled the engine, decisions run as a Function library (FCALL, no
+// EVALSHA); with NoFunctions, or for a user whose ACL refuses FUNCTION,
+// they run with EVALSHA; both count alike. Before it is settled, a
+// decision runs with EVALSHA and starts the choice in the background.
 func TestEngineChoice(t *testing.T) {
 	ctx := context.Background()
 	l := finished(t, ratelimit.Limit{Name: "engine", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(3, time.Hour)}})
@@ -60,6 +62,11 @@ func TestEngineChoice(t *testing.T) {
 			if e := s.Stats().Engine; e != "unknown" {
 				t.Fatalf("engine %q before any call", e)
 			}
+			// The readiness probe settles the engine, as the gateway's
+			// startup does.
+			if err := s.Ready(ctx); err != nil {
+				t.Fatal(err)
+			}
 			out := make([]ratelimit.Decision, 1)
 			for i := range 4 {
 				ok, err := s.Decide(ctx, time.Now(), []ratelimit.Hit{{Limit: l, Key: "{e}k", Cost: 1}}, out)
@@ -70,8 +77,8 @@ func TestEngineChoice(t *testing.T) {
 			if e := s.Stats().Engine; e != tc.engine {
 				t.Fatalf("engine %q, want %q", e, tc.engine)
 			}
-			if n := commandCalls(t, srv, tc.cmd); n != 4 {
-				t.Fatalf("%d calls of %s for 4 decisions", n, tc.cmd)
+			if n := commandCalls(t, srv, tc.cmd); n != 5 {
+				t.Fatalf("%d calls of %s for the probe and 4 decisions", n, tc.cmd)
 			}
 			other := map[string]string{"fcall": "evalsha", "evalsha": "fcall"}[tc.cmd]
 			if n := commandCalls(t, srv, other); n != 0 {
@@ -111,5 +118,31 @@ func TestFunctionFlushUnderLoad(t *testing.T) {
 	}
 	if u[0].Used != h.calls.Load() {
 		t.Fatalf("counted %d units for %d allowed calls", u[0].Used, h.calls.Load())
+	}
+}
+
+// TestEngineSettlesInBackground: without a readiness probe, the first
+// decisions run with EVALSHA (a decision's budget does not pay for
+// loading the library) and the engine becomes the Function library soon
+// after.
+func TestEngineSettlesInBackground(t *testing.T) {
+	srv := redistest.Standalone(t)
+	s := newStore(t, newClient(t, srv.Addr), redisstore.Options{DenyCacheSize: -1})
+	l := finished(t, ratelimit.Limit{Name: "bg", Algorithm: ratelimit.GCRA, Rates: []ratelimit.Rate{rate(1000, time.Second)}})
+	out := make([]ratelimit.Decision, 1)
+	decide := func() {
+		t.Helper()
+		if ok, err := s.Decide(context.Background(), time.Now(), []ratelimit.Hit{{Limit: l, Key: "{bg}k", Cost: 1}}, out); err != nil || !ok {
+			t.Fatalf("decision: %v %v", ok, err)
+		}
+	}
+	decide()
+	if n := commandCalls(t, srv, "evalsha"); n != 1 {
+		t.Fatalf("first decision: %d EVALSHA calls, want 1", n)
+	}
+	waitFor(t, 5*time.Second, "the engine settles", func() bool { return s.Stats().Engine == "function" })
+	decide()
+	if n := commandCalls(t, srv, "fcall"); n != 1 {
+		t.Fatalf("after the engine settled: %d FCALL calls, want 1", n)
 	}
 }

@@ -55,6 +55,7 @@ func (s *Store) Ready(ctx context.Context) error {
 		}
 		return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, ErrBreakerOpen)
 	}
+	s.settleEngine(ctx)
 	hits := []ratelimit.Hit{{Limit: probeLimit, Key: probeKey, Cost: 1}}
 	var out [1]ratelimit.Decision
 	_, _, err := s.decideHits(ctx, s.client, modeDecide, s.now(), hits, out[:], nil, nil)
