@@ -238,12 +238,13 @@ func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) err
 		return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, ErrBreakerOpen)
 	}
 	// Bound the call by the store's budget, unless the caller's deadline
-	// is already at least as tight. Context deadlines run on the
-	// process's real clock, not s.now.
-	var dctx deadlineCtx
+	// is already at least as tight (the gateway sets one per request): a
+	// second timer would cost three allocations and change nothing.
+	// Context deadlines run on the process's real clock, not s.now.
 	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.opts.Timeout {
-		dctx = deadlineCtx{Context: ctx, d: time.Now().Add(s.opts.Timeout)}
-		ctx = &dctx
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
+		defer cancel()
 	}
 	err := f(ctx)
 	switch {
@@ -272,22 +273,6 @@ func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) err
 	}
 	return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, err)
 }
-
-// deadlineCtx is a context whose deadline only the socket enforces: the
-// client (ContextTimeoutEnabled) sets the deadline of every write and
-// read from it, and the dial's, so the call ends by then with a timeout.
-// Unlike context.WithTimeout it starts no timer and allocates nothing:
-// the timer, its channel and its cancellation cost more than the rest of
-// the call's own work. Done and Err stay the caller's (a client that goes
-// away still cancels). Waiting for a pooled connection, which watches
-// Done, is bounded by the client's PoolTimeout instead.
-type deadlineCtx struct {
-	context.Context
-	d time.Time
-}
-
-// Deadline implements context.Context.
-func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.d, true }
 
 // isTimeout reports whether err is a network timeout (an i/o deadline).
 func isTimeout(err error) bool {
