@@ -79,6 +79,26 @@ func dashedEqual(name, owned string) bool {
 	return true
 }
 
+// dropH2CUpgrade removes a client's request to switch to cleartext HTTP/2
+// ("Upgrade: h2c") from the upstream request, which then goes as the
+// ordinary HTTP/1.1 request it also is. Forwarded, an upstream accepting
+// it would answer 101 and ReverseProxy would tunnel the connection: every
+// HTTP/2 stream the client then sent would reach the upstream on any path,
+// past every route and limit (h2c smuggling). HTTP/2 is hop by hop; the
+// gateway's clients get it from its own listener. Other upgrades
+// (WebSocket) are forwarded as before.
+func dropH2CUpgrade(h http.Header) {
+	for _, v := range h["Upgrade"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "h2c") {
+				delete(h, "Upgrade")
+				delete(h, "Connection")
+				return
+			}
+		}
+	}
+}
+
 // reverseProxy builds the ReverseProxy of one route.
 func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.ReverseProxy {
 	target := rt.Upstream
@@ -99,6 +119,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 			for _, name := range gatewayOwned {
 				delete(pr.Out.Header, name)
 			}
+			dropH2CUpgrade(pr.Out.Header)
 			if userHeader != "" && !peerTrusted {
 				delete(pr.Out.Header, userHeader)
 			}

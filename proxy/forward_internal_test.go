@@ -15,3 +15,38 @@ func TestOwnedHeadersCanonical(t *testing.T) {
 		}
 	}
 }
+
+// TestDropH2CUpgrade: a request to switch to h2c, however spelled, loses
+// its Upgrade and Connection headers before it is forwarded (a tunnel to
+// an upstream speaking HTTP/2 would bypass every route and limit); other
+// upgrades are kept.
+func TestDropH2CUpgrade(t *testing.T) {
+	for _, tc := range []struct {
+		upgrade []string
+		dropped bool
+	}{
+		{[]string{"h2c"}, true},
+		{[]string{"H2C"}, true},
+		{[]string{" h2c "}, true},
+		{[]string{"websocket, h2c"}, true},
+		{[]string{"websocket", "h2c"}, true},
+		{[]string{"websocket"}, false},
+		{[]string{"h2c-14"}, false},
+		{[]string{"h2"}, false},
+		{nil, false},
+	} {
+		h := http.Header{"Connection": {"Upgrade"}}
+		if tc.upgrade != nil {
+			h["Upgrade"] = tc.upgrade
+		}
+		dropH2CUpgrade(h)
+		_, up := h["Upgrade"]
+		_, conn := h["Connection"]
+		if tc.dropped && (up || conn) {
+			t.Errorf("Upgrade %q: kept %v", tc.upgrade, h)
+		}
+		if !tc.dropped && (!conn || up != (tc.upgrade != nil)) {
+			t.Errorf("Upgrade %q: dropped, %v left", tc.upgrade, h)
+		}
+	}
+}
