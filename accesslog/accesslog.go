@@ -114,6 +114,20 @@ func Hash(salt []byte, kind, value string) string {
 	return string(appendHash(buf[:0], salt, kind, value))
 }
 
+// Client returns a client identity as a Writer with o logs it: hashed
+// (an IPv6 address as its IPv6Prefix prefix) unless RawClient, and an API
+// key always hashed. Reports outside the log (the top clients of a limit)
+// use it so that an operator can find the same client in both.
+func (o Options) Client(kind, value string) string {
+	switch {
+	case o.RawClient && kind != "api_key":
+		return value
+	case kind == "ip":
+		return Hash(o.Salt, kind, (&Writer{opts: o}).counted(value))
+	}
+	return Hash(o.Salt, kind, value)
+}
+
 func appendHash(dst, salt []byte, kind, value string) []byte {
 	h := sha256.New()
 	h.Write(salt)

@@ -329,3 +329,19 @@ func BenchmarkLog(b *testing.B) {
 		})
 	}
 }
+
+// TestOptionsClient: reports outside the log show a client as the log
+// does; an API key is hashed even with RawClient.
+func TestOptionsClient(t *testing.T) {
+	raw := Options{RawClient: true}
+	if got := raw.Client("ip", "1.2.3.4"); got != "1.2.3.4" {
+		t.Errorf("raw ip: %q", got)
+	}
+	if got := raw.Client("api_key", "secret-key"); got == "secret-key" || len(got) != 16 {
+		t.Errorf("raw api key shown as %q, want a 16-character hash", got)
+	}
+	hashed := Options{IPv6Prefix: 64}
+	if a, b := hashed.Client("ip", "2001:db8::1"), hashed.Client("ip", "2001:db8::2"); a != b {
+		t.Errorf("two addresses of one /64 hash apart: %q %q", a, b)
+	}
+}

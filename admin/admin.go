@@ -7,6 +7,7 @@
 //	PUT    /admin/overrides                 set one (JSON body)
 //	DELETE /admin/overrides?limit=NAME&...  remove one
 //	POST   /admin/reload                    reload the configuration
+//	GET    /admin/top?limit=NAME&span=1m    the clients most often denied or near the limit
 //
 // K is the client as the operator knows it (an API key, a user, an IP);
 // the admin API turns it into the limit's counter key exactly as the live
@@ -27,6 +28,7 @@ import (
 	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/topk"
 )
 
 // ErrNotFound is the error (wrapped) of an unknown limit or consumer; the
@@ -65,6 +67,9 @@ type Options struct {
 	OverrideSync OverrideSync
 	// MaxOverrides bounds the override table. Default policy.MaxOverrides.
 	MaxOverrides int
+	// Top tracks the clients denied or near each limit, for /admin/top;
+	// nil answers 501 there.
+	Top *topk.Tracker
 }
 
 type handler struct {
@@ -126,6 +131,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/admin/overrides":
 		if allow(w, r, http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete) {
 			h.overrides(w, r)
+		}
+	case "/admin/top":
+		if allow(w, r, http.MethodGet, http.MethodHead) {
+			h.top(w, r)
 		}
 	case "/admin/reload":
 		if !allow(w, r, http.MethodPost) {

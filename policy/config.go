@@ -88,6 +88,11 @@ type AdminConfig struct {
 	// TokenFile is a file holding the bearer token, instead of TokenEnv
 	// (a Kubernetes Secret mounted as a file). Default "".
 	TokenFile string `mapstructure:"token_file" json:"token_file"`
+	// TopK is how many clients /admin/top keeps per limit, span and kind
+	// (denied, near the limit): memory is bounded by it, and a client
+	// denied more than 1/TopK of a span's denials is always reported.
+	// 0 means the default, 100; at most 10000.
+	TopK int `mapstructure:"top_k" json:"top_k"`
 }
 
 // AccessLogConfig is the [access_log] table.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/topk"
 )
 
 func testLimit(t testing.TB, name string, shadow bool) *ratelimit.Limit {
@@ -244,4 +246,31 @@ func BenchmarkObserve(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkTopObserve is the top-clients observer's cost per request of
+// one decision, as the request path pays it: allowed, and denied for a
+// client among many (the sketch replaces its smallest entry).
+func BenchmarkTopObserve(b *testing.B) {
+	l := &ratelimit.Limit{Name: "api", ID: "api"}
+	o := Top{T: topk.New(topk.DefaultK, nil)}
+	clients := make([]string, 4096)
+	for i := range clients {
+		clients[i] = "10.0.0." + strconv.Itoa(i)
+	}
+	for _, denied := range []bool{false, true} {
+		name := "allowed"
+		if denied {
+			name = "denied"
+		}
+		b.Run(name, func(b *testing.B) {
+			ev := &proxy.Event{Start: time.Unix(1_700_000_000, 0), ClientKind: "ip",
+				Hits: []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, Decisions: []ratelimit.Decision{{Allowed: !denied, Limit: 100, Remaining: 50}}}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				ev.Client = clients[i&4095]
+				o.Observe(ev)
+			}
+		})
+	}
 }

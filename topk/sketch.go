@@ -11,8 +11,8 @@ package topk
 // its true count by at most its Err, which is at most N/k. A Sketch is not
 // safe for concurrent use; Add never allocates.
 type Sketch struct {
-	slots []slot  // stable storage; slot i is at heap position slots[i].pos
-	heap  []int32 // slot ids, a min-heap by count
+	slots []slot      // stable storage; slot i is at heap position slots[i].pos
+	heap  []heapEntry // a min-heap by count; counts live here, next to each other
 	table []cell  // open addressing fingerprint -> slot id, linear probing
 	mask  uint64
 	total uint64
@@ -20,9 +20,14 @@ type Sketch struct {
 
 type slot struct {
 	fp          uint64
-	count, err  uint64
+	err         uint64
 	kind, value string
 	pos         int32
+}
+
+type heapEntry struct {
+	count uint64
+	id    int32
 }
 
 // cell is one entry of the fingerprint table; id < 0 marks it empty.
@@ -42,7 +47,7 @@ func NewSketch(k int) *Sketch {
 	}
 	s := &Sketch{
 		slots: make([]slot, 0, k),
-		heap:  make([]int32, 0, k),
+		heap:  make([]heapEntry, 0, k),
 		table: make([]cell, size),
 		mask:  uint64(size - 1),
 	}
@@ -77,7 +82,7 @@ func (s *Sketch) Min() uint64 {
 	if len(s.heap) == 0 {
 		return 0
 	}
-	return s.slots[s.heap[0]].count
+	return s.heap[0].count
 }
 
 // Add counts n occurrences of the item with fingerprint fp; kind and value
@@ -85,25 +90,27 @@ func (s *Sketch) Min() uint64 {
 func (s *Sketch) Add(fp uint64, kind, value string, n uint64) {
 	s.total += n
 	if id := s.find(fp); id >= 0 {
-		s.slots[id].count += n
-		s.down(int(s.slots[id].pos))
+		pos := s.slots[id].pos
+		s.heap[pos].count += n
+		s.down(int(pos))
 		return
 	}
 	if len(s.slots) < cap(s.slots) {
 		id := int32(len(s.slots))
-		s.slots = append(s.slots, slot{fp: fp, count: n, kind: kind, value: value, pos: int32(len(s.heap))})
-		s.heap = append(s.heap, id)
+		s.slots = append(s.slots, slot{fp: fp, kind: kind, value: value, pos: int32(len(s.heap))})
+		s.heap = append(s.heap, heapEntry{count: n, id: id})
 		s.insert(fp, id)
 		s.up(len(s.heap) - 1)
 		return
 	}
 	// Replace the item of the smallest count: the newcomer inherits it as
 	// its possible overestimate.
-	id := s.heap[0]
+	id := s.heap[0].id
 	sl := &s.slots[id]
 	s.remove(sl.fp)
-	minCount := sl.count
-	sl.fp, sl.count, sl.err, sl.kind, sl.value = fp, minCount+n, minCount, kind, value
+	minCount := s.heap[0].count
+	sl.fp, sl.err, sl.kind, sl.value = fp, minCount, kind, value
+	s.heap[0].count = minCount + n
 	s.insert(fp, id)
 	s.down(0)
 }
@@ -112,7 +119,7 @@ func (s *Sketch) Add(fp uint64, kind, value string, n uint64) {
 func (s *Sketch) Each(f func(fp uint64, kind, value string, count, err uint64)) {
 	for i := range s.slots {
 		sl := &s.slots[i]
-		f(sl.fp, sl.kind, sl.value, sl.count, sl.err)
+		f(sl.fp, sl.kind, sl.value, s.heap[sl.pos].count, sl.err)
 	}
 }
 
@@ -162,42 +169,44 @@ func (s *Sketch) remove(fp uint64) {
 	}
 }
 
-func (s *Sketch) less(a, b int) bool {
-	return s.slots[s.heap[a]].count < s.slots[s.heap[b]].count
-}
-
-func (s *Sketch) swap(a, b int) {
-	s.heap[a], s.heap[b] = s.heap[b], s.heap[a]
-	s.slots[s.heap[a]].pos = int32(a)
-	s.slots[s.heap[b]].pos = int32(b)
-}
-
 func (s *Sketch) up(i int) {
+	h := s.heap
+	e := h[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !s.less(i, p) {
-			return
+		if h[p].count <= e.count {
+			break
 		}
-		s.swap(i, p)
+		h[i] = h[p]
+		s.slots[h[i].id].pos = int32(i)
 		i = p
 	}
+	h[i] = e
+	s.slots[e.id].pos = int32(i)
 }
 
+// down moves the entry at i below every entry of a smaller or equal count
+// no further than needed: it stops at the first child not smaller.
 func (s *Sketch) down(i int) {
-	n := len(s.heap)
+	h := s.heap
+	n := len(h)
+	e := h[i]
 	for {
 		l := 2*i + 1
 		if l >= n {
-			return
+			break
 		}
 		m := l
-		if r := l + 1; r < n && s.less(r, l) {
+		if r := l + 1; r < n && h[r].count < h[l].count {
 			m = r
 		}
-		if !s.less(m, i) {
-			return
+		if h[m].count >= e.count {
+			break
 		}
-		s.swap(i, m)
+		h[i] = h[m]
+		s.slots[h[i].id].pos = int32(i)
 		i = m
 	}
+	h[i] = e
+	s.slots[e.id].pos = int32(i)
 }

@@ -32,7 +32,7 @@ type Limit struct {
 	// Counts of decisions since the gateway started (or the limit first
 	// decided): what the metrics report, per limit.
 	Allowed, Denied, ShadowDenied, Near atomic.Uint64
-	rates                             rateRing
+	rates                               rateRing
 
 	mu     sync.Mutex
 	denied [2]*window // by span: 1m, 15m

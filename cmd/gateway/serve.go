@@ -29,6 +29,7 @@ import (
 	"github.com/tollgate/gateway/ratelimit/memstore"
 	"github.com/tollgate/gateway/ratelimit/redisstore"
 	"github.com/tollgate/gateway/telemetry"
+	"github.com/tollgate/gateway/topk"
 )
 
 // serveCommand implements `gateway [serve]`.
@@ -95,6 +96,7 @@ type gateway struct {
 
 	otel      *otelSetup
 	metrics   *telemetry.Metrics
+	top       *topk.Tracker
 	accessLog *accesslog.Writer
 	logFile   *os.File
 
@@ -266,7 +268,15 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 			return opts, fmt.Errorf("metrics: %w", err)
 		}
 	}
-	observers := telemetry.Observers{g.metrics}
+	// Clients appear in /admin/top as the access log shows them, with the
+	// settings in force when asked (a reload may change them); top_k is
+	// read at startup.
+	g.top = topk.New(p.Config.Admin.TopK, func(kind, value string) string {
+		cur := g.handler.Policy()
+		return accesslog.Options{RawClient: cur.AccessLog.RawClient, Salt: []byte(cur.AccessLog.Salt.Reveal()),
+			IPv6Prefix: cur.Identity.IPv6Prefix()}.Client(kind, value)
+	})
+	observers := telemetry.Observers{g.metrics, telemetry.Top{T: g.top}}
 	if al := p.AccessLog; al.Path != "" {
 		var out io.Writer
 		switch al.Path {
@@ -295,11 +305,7 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 		observers = append(observers, telemetry.AccessLog{W: g.accessLog})
 	}
 	// The metrics observer first: it also counts requests in flight.
-	if len(observers) == 1 {
-		opts.Observer = g.metrics
-	} else {
-		opts.Observer = inflightObservers{observers, g.metrics}
-	}
+	opts.Observer = inflightObservers{observers, g.metrics}
 	if tr := telemetry.NewTracing(ot.TracerProvider(), nil); tr.Enabled() {
 		opts.Tracer = tr
 	}
@@ -481,6 +487,7 @@ func (g *gateway) adminMux() *http.ServeMux {
 		Logger:       g.log,
 		Overrides:    g.overrideTable(),
 		OverrideSync: g.adminOverrideSync(),
+		Top:          g.top,
 	}))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)
