@@ -13,7 +13,7 @@ package topk
 type Sketch struct {
 	slots []slot      // stable storage; slot i is at heap position slots[i].pos
 	heap  []heapEntry // a min-heap by count; counts live here, next to each other
-	table []cell  // open addressing fingerprint -> slot id, linear probing
+	table []cell      // open addressing fingerprint -> slot id, linear probing
 	mask  uint64
 	total uint64
 }
