@@ -120,9 +120,12 @@ func variantOf(l *Limit, rs []ratelimit.Rate, field string, e *problems) *rateli
 		e.add(field, "%v", err)
 		return nil
 	}
-	for i := range v.Rates {
+	for i, r := range v.Rates {
 		if capacity := v.Capacity(i); l.Cost > capacity {
-			e.add(fmt.Sprintf("%s[%d]", field, i), "cost %d exceeds capacity %d, so every request would be denied", l.Cost, capacity)
+			// v's windows are in l's order (WithRates): name the
+			// rate where the configuration lists it.
+			at := slices.IndexFunc(rs, func(c ratelimit.Rate) bool { return c.Window == r.Window })
+			e.add(fmt.Sprintf("%s[%d]", field, at), "cost %d exceeds capacity %d, so every request would be denied", l.Cost, capacity)
 			return nil
 		}
 	}

@@ -69,7 +69,7 @@ var ErrTooManyOverrides = errors.New("too many overrides")
 // so far, as a reload that changes a limit's numbers does.
 func (l *Limit) WithNumbers(rates []Rate, burst, maxInFlight int64) (*Limit, error) {
 	v := *l
-	v.Rates, v.Burst, v.MaxInFlight = rates, burst, maxInFlight
+	v.Rates, v.Burst, v.MaxInFlight = alignRates(l.Rates, rates), burst, maxInFlight
 	v.params, v.ID = nil, ""
 	if err := v.Finish(); err != nil {
 		return nil, err

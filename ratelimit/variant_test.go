@@ -34,3 +34,46 @@ func TestWithRates(t *testing.T) {
 		t.Error("no rates: want an error")
 	}
 }
+
+// TestVariantRateOrder: a variant (plan, consumer, override) listing the
+// base's windows in another order is the same counter as the base, its
+// windows in the base's order, so that a client moved between them keeps
+// its usage (before, the order was part of the ID: listing a plan's
+// "20/day" before "400/month" gave its clients fresh quotas); variants
+// with the same windows as each other but not the base agree too.
+func TestVariantRateOrder(t *testing.T) {
+	month, day := Rate{Limit: 100, Window: monthWindow}, Rate{Limit: 10, Window: dayWindow}
+	base := &Limit{Name: "q", Algorithm: Quota, Rates: []Rate{month, day}, Scope: "by=consumer"}
+	if err := base.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := base.WithRates([]Rate{{Limit: 20, Window: dayWindow}, {Limit: 400, Window: monthWindow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev.ID != base.ID || rev.Rates[0] != (Rate{Limit: 400, Window: monthWindow}) || rev.Rates[1] != (Rate{Limit: 20, Window: dayWindow}) {
+		t.Errorf("plan listing day before month: ID %q rates %v; want the base's ID %q, month first", rev.ID, rev.Rates, base.ID)
+	}
+	ov, err := base.WithNumbers([]Rate{{Limit: 30, Window: dayWindow}, {Limit: 900, Window: monthWindow}}, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ov.ID != base.ID || ov.Rates[0].Window != monthWindow {
+		t.Errorf("override listing day before month: ID %q rates %v; want the base's ID %q", ov.ID, ov.Rates, base.ID)
+	}
+	week := Rate{Limit: 50, Window: weekWindow}
+	a, err := base.WithRates([]Rate{week, day})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := base.WithRates([]Rate{day, week})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ID != b.ID || a.ID == base.ID {
+		t.Errorf("two variants with week and day: IDs %q and %q (base %q), want equal to each other only", a.ID, b.ID, base.ID)
+	}
+	if base.Rates[0] != month || base.Rates[1] != day {
+		t.Errorf("base changed: %v", base.Rates)
+	}
+}
