@@ -85,6 +85,8 @@ type Handler struct {
 	pool           sync.Pool // *request
 	// waiting counts the requests waiting for delay slots, per limit.
 	waiting waiters
+	// cand is the configuration decided beside the live one, if any.
+	cand    candidateSlot
 	buffers bufferPool
 }
 

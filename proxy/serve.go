@@ -31,6 +31,10 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.inflight.Begin()
 		defer h.inflight.End()
 	}
+	if c := h.cand.p.Load(); c != nil {
+		// Runs before q is reset, after the response is complete.
+		defer h.decideCandidate(c, r, q)
+	}
 	q.w = statusWriter{ResponseWriter: rw, q: q}
 	w := &q.w
 	ev := &q.ev

@@ -40,6 +40,12 @@ func loadConfig(path string, environ []string) (policy.Config, error) {
 	if err != nil {
 		return policy.Config{}, err
 	}
+	return loadConfigData(path, data, environ)
+}
+
+// loadConfigData is loadConfig of a file's content; path names it in
+// problems.
+func loadConfigData(path string, data []byte, environ []string) (policy.Config, error) {
 	v := viper.New()
 	v.SetConfigType("toml")
 	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {

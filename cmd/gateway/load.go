@@ -74,7 +74,18 @@ func loadPolicy(path string, environ []string) (*policy.Policy, error) {
 // compileFile is loadPolicy with the reader of the files a configuration
 // names (key files) as a parameter.
 func compileFile(path string, environ []string, readFile func(string) ([]byte, error)) (*policy.Policy, error) {
-	cfg, err := loadConfig(path, environ)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return compileData(path, data, environ, readFile)
+}
+
+// compileData is compileFile of a file's content (a candidate posted to
+// the admin API); path names it in problems and locates the files it
+// names.
+func compileData(path string, data []byte, environ []string, readFile func(string) ([]byte, error)) (*policy.Policy, error) {
+	cfg, err := loadConfigData(path, data, environ)
 	var dp *decodeProblems
 	if err != nil && !errors.As(err, &dp) {
 		return nil, err // unreadable, or not TOML

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/admin"
+	"github.com/tollgate/gateway/candidate"
 	"github.com/tollgate/gateway/listener"
 	overrides "github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
@@ -37,6 +38,7 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 	var f commonFlags
 	fs := newFlagSet("serve", stderr, &f)
 	f.addAllowEmpty(fs)
+	candPath := fs.String("candidate", "", "a configuration whose limits decide every request beside the live ones, without affecting responses (see GET /admin/candidate)")
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
 	}
@@ -65,6 +67,13 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	g.allowEmpty = f.allowEmpty
+	if *candPath != "" {
+		if err := g.startCandidate(*candPath); err != nil {
+			log.Error("invalid candidate configuration", "candidate", *candPath, "problems", problems(err))
+			g.close()
+			return exitInvalid
+		}
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
@@ -85,12 +94,14 @@ type gateway struct {
 	// (--allow-empty).
 	allowEmpty bool
 	handler    *proxy.Handler
-	store      ratelimit.Store
-	local      ratelimit.Store
-	ready      func(context.Context) error
-	storeCfg   policy.Store
-	mem        *memstore.Store
-	rr         *redisRuntime // nil unless the backend is Redis
+	// cand runs a candidate configuration beside the live one.
+	cand     *candidate.Manager
+	store    ratelimit.Store
+	local    ratelimit.Store
+	ready    func(context.Context) error
+	storeCfg policy.Store
+	mem      *memstore.Store
+	rr       *redisRuntime // nil unless the backend is Redis
 	// overrides is this gateway's copy of the store's override table.
 	overrides *overrides.Sync
 
@@ -143,6 +154,7 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 		return nil, err
 	}
 	g.handler = h
+	g.cand = g.candidateManager()
 	g.lastReload.Store(&reloadResult{At: time.Now(), OK: true})
 
 	g.publicLn, err = net.Listen("tcp", p.Server.Listen)
@@ -429,12 +441,19 @@ func (g *gateway) reload() error {
 			err = fmt.Errorf("server.tls: %w", cerr)
 		}
 	}
-	g.metrics.Reload(err == nil)
 	if err != nil {
+		g.metrics.Reload(false)
 		g.lastReload.Store(&reloadResult{At: time.Now(), OK: false, Error: err.Error()})
 		g.log.Error("reload rejected; keeping the previous configuration", "config", g.path, "problems", problems(err))
 		return err
 	}
+	return g.apply(p, g.path)
+}
+
+// apply makes the valid policy p live (a reload, or a promoted candidate
+// from source); the caller holds reloadMu.
+func (g *gateway) apply(p *policy.Policy, source string) error {
+	g.metrics.Reload(true)
 	old := g.handler.Policy()
 	for _, w := range p.Warnings {
 		g.log.Warn(w)
@@ -456,7 +475,7 @@ func (g *gateway) reload() error {
 		dc.PurgeDenials()
 	}
 	g.lastReload.Store(&reloadResult{At: time.Now(), OK: true})
-	g.log.Info("configuration reloaded", "config", g.path, "routes", len(p.Routes), "limits", len(p.Limits),
+	g.log.Info("configuration reloaded", "config", source, "routes", len(p.Routes), "limits", len(p.Limits),
 		"consumers", p.Consumers.Registry.Len())
 	return nil
 }
@@ -478,6 +497,8 @@ func (g *gateway) adminMux() *http.ServeMux {
 	// read at startup: changing it takes a restart.
 	token := g.handler.Policy().AdminToken.Reveal()
 	mux.Handle("GET /metrics", admin.RequireToken(token, g.otel.MetricsHandler()))
+	mux.Handle("/admin/candidate", admin.RequireToken(token, g.cand))
+	mux.Handle("/admin/candidate/promote", admin.RequireToken(token, g.cand))
 	mux.Handle("/admin/", admin.Handler(admin.Options{
 		Config:       func() any { return g.handler.Policy().Config },
 		Store:        g.store,

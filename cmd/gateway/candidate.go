@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/tollgate/gateway/candidate"
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+	"github.com/tollgate/gateway/ratelimit/redisstore"
+)
+
+// candidateManager wires the candidate configuration: posted bodies are
+// validated like a reload, counted on a store of their own, promoted
+// through the reload path.
+func (g *gateway) candidateManager() *candidate.Manager {
+	return candidate.NewManager(candidate.Options{
+		Handler: g.handler,
+		Compile: func(data []byte) (*policy.Policy, error) {
+			// Files the candidate names are found beside the live one.
+			path := filepath.Join(filepath.Dir(g.path), "candidate.toml")
+			p, err := compileData(path, data, g.environ, os.ReadFile)
+			if err == nil {
+				err = requireRoutes(p, g.allowEmpty)
+			}
+			return p, err
+		},
+		NewStore: g.candidateStore,
+		Promote: func(p *policy.Policy) error {
+			g.reloadMu.Lock()
+			defer g.reloadMu.Unlock()
+			return g.apply(p, "candidate")
+		},
+	})
+}
+
+// startCandidate runs the configuration at path as the candidate
+// (--candidate).
+func (g *gateway) startCandidate(path string) error {
+	p, err := loadPolicy(path, g.environ)
+	if err == nil {
+		err = requireRoutes(p, g.allowEmpty)
+	}
+	if err != nil {
+		return err
+	}
+	for _, w := range p.Warnings {
+		g.log.Warn("candidate: " + w)
+	}
+	return g.cand.Start(p, path)
+}
+
+// candidateStore returns a fresh store for a candidate's counters, on the
+// live backend: a memory store of its own, or the live Redis under the
+// prefix "<prefix>candidate:" (its keys expire like any counter's).
+// Batched limits are decided exactly there: a candidate holds no leases.
+func (g *gateway) candidateStore(p *policy.Policy) (ratelimit.Store, error) {
+	live := g.handler.Policy().Store
+	if g.rr == nil {
+		return memstore.New(memstore.Options{MaxKeys: live.MemoryMaxKeys, MaxBytes: live.MemoryMaxBytes}), nil
+	}
+	clock := redisstore.ClockLocal
+	if live.Clock == policy.ClockStore {
+		clock = redisstore.ClockStore
+	}
+	return redisstore.New(g.rr.client, redisstore.Options{Prefix: live.Redis.Prefix + "candidate:", Clock: clock,
+		Timeout: live.Timeout, LeaseTTL: live.Redis.LeaseTTL, Coalesce: live.Redis.Coalesce})
+}

@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/internal/redistest"
+)
+
+// candidateBody is a configuration whose per-key limit allows n requests
+// an hour; live and candidate differ only in n, so the limit keeps its ID
+// (and its counters) across a promotion.
+func candidateBody(n int) string {
+	return fmt.Sprintf(`[[limits]]
+name = "per-key"
+algorithm = "sliding_window_log"
+rates = ["%d/hour"]
+by = ["client"]
+
+[[routes]]
+name = "api"
+path_prefix = "/api"
+respond = { status = 200, body = "ok" }
+limits = ["per-key"]
+`, n)
+}
+
+// candidateReport is the part of GET /admin/candidate the test reads.
+type candidateReport struct {
+	Requests     int64 `json:"requests"`
+	AgreeAllowed int64 `json:"agree_allowed"`
+	ExtraDenials int64 `json:"extra_denials"`
+	FewerDenials int64 `json:"fewer_denials"`
+	StoreErrors  int64 `json:"store_errors"`
+	Limits       map[string]struct {
+		ExtraDenials int64 `json:"extra_denials"`
+		FewerDenials int64 `json:"fewer_denials"`
+	} `json:"limits"`
+	TopClients []struct {
+		Client string `json:"client"`
+		Extra  int64  `json:"extra_denials"`
+	} `json:"top_clients"`
+	FirstDiverging []struct {
+		Path            string   `json:"path"`
+		CandidateDenied []string `json:"candidate_denied"`
+	} `json:"first_diverging"`
+}
+
+// TestCandidateConfig: a gateway allowing 10 requests an hour per key runs
+// a candidate allowing 4 (--candidate). Replayed traffic — key a 6
+// requests, b 3, c 8 — is all allowed live; the candidate reports exactly
+// the extra denials a hand count gives (a: 2, c: 4), per limit, per
+// client (c first) and as first diverging requests, without a single 429
+// reaching a client. The admin token is required. Promotion under
+// concurrent traffic fails no request, and keeps the live counters of the
+// unchanged limit: a, having used 6, is denied at once under the new 4.
+// On Redis the candidate's counters live under "<prefix>candidate:" with
+// an expiry. Both stores.
+func TestCandidateConfig(t *testing.T) {
+	stores(t, func(t *testing.T, redis string) {
+		const token = "cand-secret"
+		dir := t.TempDir()
+		next := filepath.Join(dir, "next.toml")
+		// The candidate file is a whole configuration; its server and
+		// store sections are not used (the live ones are).
+		if err := os.WriteFile(next, []byte(candidateBody(4)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		g := startGateway(t, "candidate.toml.tmpl", gwOpts{Data: map[string]any{"Redis": redis, "Body": candidateBody(10)},
+			Env: []string{"TG_CAND_TOKEN=" + token}, Args: []string{"--candidate", next}})
+		c := &http.Client{Timeout: 10 * time.Second}
+		for _, tr := range []struct {
+			key string
+			n   int
+		}{{"a", 6}, {"b", 3}, {"c", 8}} {
+			for i := 0; i < tr.n; i++ {
+				if r := get(t, c, g.url("/api/x"), map[string]string{"X-API-Key": tr.key}); r.Status != 200 {
+					t.Fatalf("key %s request %d: status %d: the candidate must never change a response", tr.key, i+1, r.Status)
+				}
+			}
+		}
+		if r := adminDo(t, g, "GET", "/admin/candidate", ""); r.Status != http.StatusUnauthorized {
+			t.Fatalf("GET /admin/candidate without the token: %d, want 401", r.Status)
+		}
+		var rep candidateReport
+		// The candidate decides after each response: the last one may
+		// still be counting when the report is read.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r := adminDo(t, g, "GET", "/admin/candidate", token)
+			if r.Status != 200 {
+				t.Fatalf("GET /admin/candidate: %d %s", r.Status, r.Body)
+			}
+			rep = candidateReport{}
+			if err := json.Unmarshal(r.Body, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Requests >= 17 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if rep.Requests != 17 || rep.ExtraDenials != 6 || rep.FewerDenials != 0 || rep.AgreeAllowed != 11 || rep.StoreErrors != 0 {
+			t.Fatalf("report %+v: want 17 requests, 6 extra denials (a: 2, c: 4), 11 agreed, none fewer", rep)
+		}
+		if d := rep.Limits["per-key"]; d.ExtraDenials != 6 || d.FewerDenials != 0 {
+			t.Fatalf("per-key: %+v, want 6 extra denials", d)
+		}
+		if len(rep.TopClients) != 2 || rep.TopClients[0].Extra != 4 || rep.TopClients[1].Extra != 2 {
+			t.Fatalf("top clients %+v: want c (4) then a (2)", rep.TopClients)
+		}
+		for _, tc := range rep.TopClients {
+			if tc.Client == "a" || tc.Client == "c" || len(tc.Client) != 16 {
+				t.Fatalf("client %q: identities must appear hashed", tc.Client)
+			}
+		}
+		if len(rep.FirstDiverging) != 6 || rep.FirstDiverging[0].Path != "/api/x" ||
+			strings.Join(rep.FirstDiverging[0].CandidateDenied, ",") != "per-key" {
+			t.Fatalf("first diverging %+v: want the 6 extra denials", rep.FirstDiverging)
+		}
+		if redis != "" {
+			keys, err := redistest.Do(redis, "KEYS", "tgc:candidate:*")
+			ks, _ := keys.([]any)
+			if err != nil || len(ks) == 0 {
+				t.Fatalf("no candidate keys under tgc:candidate: (%v, %v)", keys, err)
+			}
+			for _, k := range ks {
+				ttl, err := redistest.Do(redis, "PTTL", fmt.Sprint(k))
+				if n, ok := ttl.(int64); err != nil || !ok || n <= 0 {
+					t.Fatalf("candidate key %v: PTTL %v %v, want an expiry", k, ttl, err)
+				}
+			}
+		}
+
+		// Promote while clients send: no request fails.
+		var failed atomic.Int64
+		var sent atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					r, err := tryDo(c, "GET", g.url("/api/y"), map[string]string{"X-API-Key": fmt.Sprintf("w%d-%d", w, i%8)}, nil)
+					sent.Add(1)
+					if err != nil || (r.Status != 200 && r.Status != 429) {
+						failed.Add(1)
+					}
+				}
+			}()
+		}
+		time.Sleep(100 * time.Millisecond)
+		r := adminDo(t, g, "POST", "/admin/candidate/promote", token)
+		time.Sleep(100 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		if r.Status != 200 {
+			t.Fatalf("promote: %d %s", r.Status, r.Body)
+		}
+		if failed.Load() != 0 || sent.Load() == 0 {
+			t.Fatalf("%d of %d requests failed around the promotion", failed.Load(), sent.Load())
+		}
+		// a used 6 of the live limit: under 4 an hour it is denied at
+		// once, its counter kept; b used 3 and has one left.
+		if r := get(t, c, g.url("/api/x"), map[string]string{"X-API-Key": "a"}); r.Status != 429 {
+			t.Fatalf("a after promotion: %d, want 429 (its counter kept)", r.Status)
+		}
+		if r := get(t, c, g.url("/api/x"), map[string]string{"X-API-Key": "b"}); r.Status != 200 {
+			t.Fatalf("b after promotion: %d, want 200 (4th of 4)", r.Status)
+		}
+		if r := get(t, c, g.url("/api/x"), map[string]string{"X-API-Key": "b"}); r.Status != 429 {
+			t.Fatalf("b after promotion: %d, want 429 (5th of 4)", r.Status)
+		}
+		if r := adminDo(t, g, "GET", "/admin/candidate", token); r.Status != 404 {
+			t.Fatalf("GET /admin/candidate after promotion: %d, want 404", r.Status)
+		}
+	})
+}
