@@ -108,6 +108,12 @@ var rules = map[string]rule{
 	// `gateway replay`: an access log through the configured limits on a
 	// virtual clock, via the real handler and an in-memory store.
 	"replay": {allow: []string{"accesslog", "accuracy", "consumers", "keys", "policy", "proxy", "ratelimit", "ratelimit/hybrid", "ratelimit/memstore", "ratelimit/window"}},
+	// `gateway test`: cases files run through the real handler on a
+	// memory store.
+	"limittest": {allow: []string{"policy", "proxy", "ratelimit/memstore", "github.com/pelletier/go-toml/v2"}},
+	// A candidate configuration beside the live one: its record and admin
+	// endpoints (identities hashed as the access log hashes them).
+	"candidate": {allow: []string{"accesslog", "policy", "proxy", "ratelimit"}},
 	// Test support: compiled policies from the defaults.
 	"internal/policytest": {allow: []string{"policy"}},
 	// Test support: real redis-server processes.
