@@ -23,6 +23,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,13 @@ type Store struct {
 type shard struct {
 	mu sync.Mutex
 	m  map[leaseKey]*lease
+	// calm is the instant before which a sweep of a full shard finds
+	// nothing to drop: at most the earliest end among its entries (set by
+	// a sweep, lowered when an entry is added or its end moves earlier).
+	// A flood of new keys at a full table is then decided exactly without
+	// a walk of the whole shard per request. sweeps counts the walks.
+	calm   int64
+	sweeps uint64
 }
 
 type leaseKey struct{ id, key string }
@@ -240,7 +248,7 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 		delete(sh.m, k)
 	}
 	if l == nil {
-		if len(sh.m) >= s.perMax {
+		if len(sh.m) >= s.perMax && t >= sh.calm {
 			sh.sweep(t)
 		}
 		if len(sh.m) >= s.perMax {
@@ -250,6 +258,7 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 		}
 		l = &lease{lim: h.Limit}
 		sh.m[k] = l
+		sh.calm = min(sh.calm, t) // it holds nothing yet
 	}
 	defer sh.mu.Unlock()
 	switch {
@@ -306,11 +315,17 @@ func (s *Store) unblock(plans []plan) {
 
 // sweep drops the entries that hold nothing at t. sh.mu is held.
 func (sh *shard) sweep(t int64) {
+	sh.sweeps++
+	calm := int64(math.MaxInt64)
 	for k, l := range sh.m {
-		if t >= l.until && t >= l.denyUntil {
+		end := max(l.until, l.denyUntil)
+		if t >= end {
 			delete(sh.m, k)
+			continue
 		}
+		calm = min(calm, end)
 	}
+	sh.calm = calm
 }
 
 // rollback undoes a locally planned hit of a denied request and writes
@@ -442,6 +457,8 @@ func (s *Store) settle(h ratelimit.Hit, p plan, d ratelimit.Decision, allowed bo
 		// Reset or reloaded meanwhile: keep nothing.
 		return d
 	}
+	// Its end may move earlier: the shard's calm stays a lower bound.
+	defer func() { sh.calm = min(sh.calm, max(l.until, l.denyUntil)) }()
 	if !allowed {
 		if !d.Allowed && !d.Never && d.RetryAfter > 0 {
 			// Denied at the lease's size: until the size fits (or the
