@@ -190,3 +190,79 @@ func TestCandidateConfig(t *testing.T) {
 		}
 	})
 }
+
+// TestCandidateAdminHostile: the admin inputs of docs/hostile-inputs.md's
+// candidate table, through the binary: a body over 1 MiB is 413, an
+// invalid configuration 400 with its field path (the running candidate
+// unchanged), no token 401, wrong methods 405; a valid body replaces the
+// candidate, DELETE removes it.
+func TestCandidateAdminHostile(t *testing.T) {
+	t.Parallel()
+	const token = "cand-secret"
+	g := startGateway(t, "candidate.toml.tmpl", gwOpts{Data: map[string]any{"Redis": "", "Body": candidateBody(10)},
+		Env: []string{"TG_CAND_TOKEN=" + token}})
+	c := &http.Client{Timeout: 10 * time.Second}
+	post := func(path string, body []byte, tok string) *response {
+		hdr := map[string]string{"Content-Type": "application/toml"}
+		if tok != "" {
+			hdr["Authorization"] = "Bearer " + tok
+		}
+		r, err := tryDo(c, "POST", g.adminURL(path), hdr, body)
+		if err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		return r
+	}
+	if r := post("/admin/candidate", []byte(candidateBody(4)), ""); r.Status != http.StatusUnauthorized {
+		t.Fatalf("POST without the token: %d, want 401", r.Status)
+	}
+	if r := adminDo(t, g, "GET", "/admin/candidate", token); r.Status != 404 {
+		t.Fatalf("GET without a candidate: %d, want 404", r.Status)
+	}
+	if r := post("/admin/candidate", []byte(candidateBody(4)), token); r.Status != http.StatusCreated {
+		t.Fatalf("POST a valid candidate: %d %s", r.Status, r.Body)
+	}
+	huge := append([]byte("# "), make([]byte, 1<<20)...)
+	for i := range huge[2:] {
+		huge[2+i] = 'x'
+	}
+	if r := post("/admin/candidate", huge, token); r.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("POST 1 MiB + 2: %d, want 413", r.Status)
+	}
+	bad := strings.Replace(candidateBody(4), `rates = ["4/hour"]`, `rates = ["4/fortnight"]`, 1)
+	if r := post("/admin/candidate", []byte(bad), token); r.Status != http.StatusBadRequest ||
+		!strings.Contains(string(r.Body), "limits[0].rates[0]") {
+		t.Fatalf("POST an invalid candidate: %d %s, want 400 naming limits[0].rates[0]", r.Status, r.Body)
+	}
+	if r := post("/admin/candidate", []byte("[[routes]\n"), token); r.Status != http.StatusBadRequest {
+		t.Fatalf("POST non-TOML: %d %s, want 400", r.Status, r.Body)
+	}
+	// The valid candidate still runs after the refused bodies.
+	get(t, c, g.url("/api/x"), map[string]string{"X-API-Key": "k"})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := adminDo(t, g, "GET", "/admin/candidate", token)
+		if r.Status != 200 {
+			t.Fatalf("GET after refused bodies: %d %s: the valid candidate must keep running", r.Status, r.Body)
+		}
+		if strings.Contains(string(r.Body), `"requests": 1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the candidate did not count the request: %s", r.Body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := adminDo(t, g, "PUT", "/admin/candidate", token); r.Status != 405 {
+		t.Fatalf("PUT: %d, want 405", r.Status)
+	}
+	if r := adminDo(t, g, "GET", "/admin/candidate/promote", token); r.Status != 405 {
+		t.Fatalf("GET promote: %d, want 405", r.Status)
+	}
+	if r := adminDo(t, g, "DELETE", "/admin/candidate", token); r.Status != 204 {
+		t.Fatalf("DELETE: %d, want 204", r.Status)
+	}
+	if r := post("/admin/candidate/promote", nil, token); r.Status != 404 {
+		t.Fatalf("promote without a candidate: %d, want 404", r.Status)
+	}
+}
