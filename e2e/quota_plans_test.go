@@ -73,11 +73,13 @@ type quotaWindow struct {
 // TestQuotaPlansAndCost: a calendar quota with plan rates, a consumer's
 // own rates and a declared cost, through the binary on both stores, on a
 // clock set to noon of March 15, 2025 (UTC). acme (free: 40/month,
-// 4/day) spends 3 with one key and 1 with the other: the next unit is
+// 4/day) is refused a cost of 5 (above its day, counted nowhere), then
+// spends 3 with one key and 1 with the other: the next unit is
 // denied and counts nothing; the quota endpoint shows free's numbers, the
 // periods and March's length; carol gets her own 7/day. A reload moving
 // acme to pro (400/month, 20/day) applies at once and keeps the 4 used:
-// 16 more pass, the 17th is denied. pro lists its periods day first: the
+// 16 more pass, the 17th is denied; /admin/limits key=consumer:acme shows
+// pro's numbers and DELETE resets the quota for both keys. pro lists its periods day first: the
 // same periods in another order are the same counters (before, they were
 // other counters, and the move gave acme fresh quotas).
 func TestQuotaPlansAndCost(t *testing.T) {
@@ -122,6 +124,11 @@ func TestQuotaPlansAndCost(t *testing.T) {
 			}
 		}
 		const march, day = 31 * 86400, 86400
+		// A cost within the limit's 10/day but above free's 4/day: 429,
+		// counted nowhere.
+		if r := send("acme-1", 5, 429); r.Header.Get("Retry-After") != "" {
+			t.Errorf("a cost above the plan's capacity: Retry-After %q, want none (waiting never helps)", r.Header.Get("Retry-After"))
+		}
 		r := send("acme-1", 3, 200)
 		if p := r.Header.Get("RateLimit-Policy"); !strings.Contains(p, `"q.month";q=40;w=2678400`) || !strings.Contains(p, `"q.day";q=4;w=86400`) {
 			t.Errorf("acme on free: RateLimit-Policy %q, want free's 40/month and 4/day", p)
@@ -154,5 +161,25 @@ func TestQuotaPlansAndCost(t *testing.T) {
 		quota("acme-1", "pro",
 			quotaWindow{"400/month", "month", march, 400, 20, 380},
 			quotaWindow{"20/day", "day", day, 20, 20, 0})
+		// The admin API names the consumer, reads pro's numbers, and
+		// DELETE gives both keys the day (and the month) back.
+		// It reads at the gateway's clock (here March 15), as the
+		// requests were counted.
+		u := adminDo(t, g, "GET", "/admin/limits?limit=q&key=consumer:acme", "")
+		var au struct {
+			Windows []quotaWindow `json:"windows"`
+		}
+		if err := json.Unmarshal(u.Body, &au); err != nil || u.Status != 200 {
+			t.Fatalf("GET /admin/limits key=consumer:acme: %s (%v)", u, err)
+		}
+		if want := []quotaWindow{{"400/month", "month", march, 400, 20, 380}, {"20/day", "day", day, 20, 20, 0}}; fmt.Sprint(au.Windows) != fmt.Sprint(want) {
+			t.Errorf("GET /admin/limits key=consumer:acme: windows\n%+v\nwant\n%+v", au.Windows, want)
+		}
+		if r := adminDo(t, g, "DELETE", "/admin/limits?limit=q&key=consumer:acme", ""); r.Status != 200 {
+			t.Fatalf("DELETE /admin/limits key=consumer:acme: %s", r)
+		}
+		send("acme-1", 10, 200)
+		send("acme-2", 10, 200)
+		send("acme-2", 1, 429)
 	})
 }

@@ -104,6 +104,10 @@ type gateway struct {
 	rr       *redisRuntime // nil unless the backend is Redis
 	// overrides is this gateway's copy of the store's override table.
 	overrides *overrides.Sync
+	// now is the decision clock (nil: time.Now), which the admin API
+	// reads usage and resets counters by too: on another clock it would
+	// read other windows and periods than the requests counted in.
+	now func() time.Time
 
 	otel      *otelSetup
 	metrics   *telemetry.Metrics
@@ -262,6 +266,7 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 		opts.Now = monotonicClock()
 	}
 	opts.Now = testClock(g.environ, opts.Now)
+	g.now = opts.Now
 	ot, err := setupTelemetry(context.Background(), g.environ, g.log)
 	if err != nil {
 		return opts, fmt.Errorf("telemetry: %w", err)
@@ -509,6 +514,7 @@ func (g *gateway) adminMux() *http.ServeMux {
 		Overrides:    g.overrideTable(),
 		OverrideSync: g.adminOverrideSync(),
 		Top:          g.top,
+		Now:          g.now,
 	}))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)
