@@ -97,6 +97,10 @@ type Request struct {
 	Body string `toml:"body"`
 	// Count is how many identical requests are sent at At; default 1.
 	Count int `toml:"count"`
+	// UpstreamStatus is what the stub upstream answers an upstream
+	// route's request (default 200): a limit with count = "response"
+	// counts by it.
+	UpstreamStatus int `toml:"upstream_status"`
 }
 
 // Expect is what a step's responses must be.
@@ -225,6 +229,11 @@ func (f *File) check() error {
 				if !validMethod(k) { // a header name is a token too
 					bad(sp+".request.headers", "%q is not a header name", k)
 				}
+			}
+			if rq.UpstreamStatus == 0 {
+				rq.UpstreamStatus = http.StatusOK
+			} else if rq.UpstreamStatus < 100 || rq.UpstreamStatus > 599 {
+				bad(sp+".request.upstream_status", "want an HTTP status 100..599, got %d", rq.UpstreamStatus)
 			}
 			if rq.Count == 0 {
 				rq.Count = 1

@@ -15,6 +15,9 @@ func (r *Result) Write(w io.Writer) error {
 			_, err = fmt.Fprintf(w, format, a...)
 		}
 	}
+	for _, n := range r.Passed {
+		p("ok   %q\n", n)
+	}
 	for _, f := range r.Failures {
 		p("FAIL %q step %d (at %s, %s):\n", f.Case, f.Step+1, f.At, f.Request)
 		for _, d := range f.Diffs {

@@ -190,6 +190,7 @@ func (r *Request) build(ctx context.Context) *http.Request {
 	} else {
 		req = httptest.NewRequestWithContext(ctx, r.Method, "http://"+r.Host+r.Path, nil)
 	}
+	req = req.WithContext(context.WithValue(req.Context(), upstreamStatus{}, r.UpstreamStatus))
 	req.RemoteAddr = remoteAddr(r.RemoteAddr)
 	for k, v := range r.Headers {
 		req.Header.Set(k, v)
@@ -208,17 +209,24 @@ func remoteAddr(s string) string {
 	return s
 }
 
-// upstreamStub answers every upstream request in the process with 200 and
-// an empty body: a limit test checks the gateway's decisions, not an
-// upstream's.
+// upstreamStub answers every upstream request in the process with the
+// step's upstream_status (200 by default) and an empty body: a limit test
+// checks the gateway's decisions, not an upstream's.
 type upstreamStub struct{}
+
+// upstreamStatus carries a step's upstream_status to the stub.
+type upstreamStatus struct{}
 
 func (upstreamStub) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Body != nil {
 		_ = r.Body.Close()
 	}
+	code := http.StatusOK
+	if c, ok := r.Context().Value(upstreamStatus{}).(int); ok {
+		code = c
+	}
 	return &http.Response{
-		Status: "200 OK", StatusCode: http.StatusOK,
+		Status: strconv.Itoa(code) + " " + http.StatusText(code), StatusCode: code,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{"Content-Length": {"0"}}, Body: http.NoBody, Request: r, ContentLength: 0,
 	}, nil

@@ -20,7 +20,9 @@ func testPolicy(t *testing.T) *policy.Policy {
 	r := policy.DefaultRoute()
 	r.Name, r.PathPrefix, r.Limits = "api", "/api", []string{"two"}
 	r.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-	c.Routes = []policy.RouteConfig{r}
+	up := policy.DefaultRoute()
+	up.Name, up.PathPrefix, up.Upstream = "up", "/up", "http://upstream.invalid"
+	c.Routes = []policy.RouteConfig{r, up}
 	p, err := policy.Compile(c, os.Getenv, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +67,8 @@ name = "right"
 			t.Fatal(err)
 		}
 	}
-	want := `FAIL "wrong on purpose" step 1 (at 0s, GET /api ×3):
+	want := `ok   "right"
+FAIL "wrong on purpose" step 1 (at 0s, GET /api ×3):
     request 3 of 3: status: want 200, got 429 (rate limit "two" exceeded; retry in 10s)
     request 3 of 3: header RateLimit: want "nope", got "\"two\";r=0;t=10"
     request 3 of 3: header Retry-After: want none, got "10"
@@ -79,5 +82,32 @@ FAIL: 2 cases, 1 passed, 2 failing steps, 7 requests
 	}
 	if out[1].String() != out[0].String() {
 		t.Fatalf("a second run differs:\n%s", out[1].String())
+	}
+}
+
+// TestUpstreamStub: an upstream route is answered in the process, with the
+// step's upstream_status; nothing is dialled (the upstream's name cannot
+// resolve).
+func TestUpstreamStub(t *testing.T) {
+	f, err := Parse([]byte(`
+[[cases]]
+name = "stub"
+  [[cases.steps]]
+  at = "0s"
+  request = { path = "/up/x" }
+  expect = { status = 200 }
+  [[cases.steps]]
+  at = "0s"
+  request = { path = "/up/x", upstream_status = 503 }
+  expect = { status = 503 }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), testPolicy(t), f)
+	if err != nil || !res.OK() {
+		var b bytes.Buffer
+		_ = res.Write(&b)
+		t.Fatalf("%v\n%s", err, b.String())
 	}
 }
