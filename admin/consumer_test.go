@@ -54,11 +54,12 @@ per-consumer = ["50/1h"]
 		lim("by-method", "consumer", "method"),
 		lim("by-tenant", "consumer", "header:X-Tenant"),
 		lim("by-key", "api_key"),
+		lim("by-user", "user"),
 		lim("by-ip", "ip"),
 	}
 	rt := policy.DefaultRoute()
 	rt.Name, rt.PathPrefix = "demo", "/"
-	rt.Limits = []string{"per-consumer", "quota", "per-client", "by-route", "by-method", "by-tenant", "by-key", "by-ip"}
+	rt.Limits = []string{"per-consumer", "quota", "per-client", "by-route", "by-method", "by-tenant", "by-key", "by-user", "by-ip"}
 	rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
 	c.Routes = []policy.RouteConfig{rt}
 	p, err := policy.Compile(c, func(string) string { return "" }, func(name string) ([]byte, error) {
@@ -137,10 +138,13 @@ func TestCounterKeyConsumer(t *testing.T) {
 			}
 		}
 	}
-	// A consumer's name names no single key's counter nor an IP's; an
+	// A consumer's name names no single key's or user's counter, nor an
+	// IP's; an
 	// unregistered name is not found (404), naming it.
 	for _, bad := range []struct{ limit, client string }{
 		{"by-key", "consumer:acme"},
+		{"by-user", "consumer:acme"},
+		{"by-user", "consumer:carol"},
 		{"by-ip", "consumer:acme"},
 		{"per-consumer", "consumer:"},
 	} {

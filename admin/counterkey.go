@@ -37,10 +37,10 @@ func counterKey(p *policy.Policy, name, client string, q url.Values) (*ratelimit
 	if err := withConsumer(p, client, &id); err != nil {
 		return nil, "", err
 	}
-	if id.ClientKind == keys.SourceConsumer && id.APIKey == "" && slices.ContainsFunc(l.By, isAPIKeyPart) {
-		// Each of the consumer's keys has a counter of its own here:
-		// the consumer's name names none of them.
-		return nil, "", fmt.Errorf("key: limit %q counts each API key apart, so %q names none of its counters; give key=api_key:V", name, client)
+	if i := slices.IndexFunc(l.By, isCredentialPart); i >= 0 && strings.HasPrefix(client, "consumer:") {
+		// Each of the consumer's keys (or users, certificates) has a
+		// counter of its own here: the consumer's name names none.
+		return nil, "", fmt.Errorf("key: limit %q counts each %s apart, so %q names none of its counters; give key=%s:V", name, l.By[i].Kind, client, l.By[i].Kind)
 	}
 	v := queryValues(q)
 	parts, ok := l.KeyParts(&id, v.Header)
@@ -132,5 +132,8 @@ func checkParts(name string, parts []keys.Part, id *keys.Identity, v *keys.Value
 	return nil
 }
 
-// isAPIKeyPart reports whether p is the api_key key part.
-func isAPIKeyPart(p keys.Part) bool { return p.Kind == keys.PartAPIKey }
+// isCredentialPart reports whether p is one credential of a client (an
+// API key, a user, a certificate subject) rather than the client.
+func isCredentialPart(p keys.Part) bool {
+	return p.Kind == keys.PartAPIKey || p.Kind == keys.PartUser || p.Kind == keys.PartMTLS
+}
