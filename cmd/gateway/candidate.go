@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -35,20 +36,23 @@ func (g *gateway) candidateManager() *candidate.Manager {
 	})
 }
 
-// startCandidate runs the configuration at path as the candidate
-// (--candidate).
-func (g *gateway) startCandidate(path string) error {
-	p, err := loadPolicy(path, g.environ)
+// loadCandidate reads and validates the configuration at path
+// (--candidate; "" for none) as a reload would.
+func loadCandidate(path string, environ []string, allowEmpty bool, log *slog.Logger) (*policy.Policy, error) {
+	if path == "" {
+		return nil, nil
+	}
+	p, err := loadPolicy(path, environ)
 	if err == nil {
-		err = requireRoutes(p, g.allowEmpty)
+		err = requireRoutes(p, allowEmpty)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, w := range p.Warnings {
-		g.log.Warn("candidate: " + w)
+		log.Warn("candidate: " + w)
 	}
-	return g.cand.Start(p, path)
+	return p, nil
 }
 
 // candidateStore returns a fresh store for a candidate's counters, on the

@@ -61,17 +61,23 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 	for _, w := range p.Warnings {
 		log.Warn(w)
 	}
+	// The candidate is checked before anything listens.
+	cp, err := loadCandidate(*candPath, environ, f.allowEmpty, log)
+	if err != nil {
+		log.Error("invalid candidate configuration", "candidate", *candPath, "problems", problems(err))
+		return exitInvalid
+	}
 	g, err := newGateway(p, f.config, environ, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return exitFailure
 	}
 	g.allowEmpty = f.allowEmpty
-	if *candPath != "" {
-		if err := g.startCandidate(*candPath); err != nil {
-			log.Error("invalid candidate configuration", "candidate", *candPath, "problems", problems(err))
+	if cp != nil {
+		if err := g.cand.Start(cp, *candPath); err != nil {
+			log.Error("cannot start the candidate", "candidate", *candPath, "err", err)
 			g.close()
-			return exitInvalid
+			return exitFailure
 		}
 	}
 	sigs := make(chan os.Signal, 4)

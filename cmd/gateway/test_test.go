@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,19 @@ func TestTestCommandArgs(t *testing.T) {
 		if code := run(args, nil, &out, &errb); code != exitInvalid {
 			t.Errorf("%v: exit %d, want %d\n%s", args, code, exitInvalid, errb.String())
 		}
+	}
+}
+
+// TestServeInvalidCandidate: an invalid --candidate file stops the start
+// with exit 2 and its problems, before anything listens.
+func TestServeInvalidCandidate(t *testing.T) {
+	bad := t.TempDir() + "/next.toml"
+	if err := os.WriteFile(bad, []byte("[[limits]]\nname = \"x\"\nrates = [\"1/fortnight\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"serve", "--config", "../../gateway.toml", "--candidate", bad}, nil, &out, &errb)
+	if code != exitInvalid || !strings.Contains(errb.String(), "limits[0].rates[0]") {
+		t.Fatalf("exit %d, want %d naming limits[0].rates[0]\n%s", code, exitInvalid, errb.String())
 	}
 }
