@@ -76,18 +76,20 @@ var rules = map[string]rule{
 	// The JSON Schema of the configuration, generated from policy's
 	// structs and checked against the shipped examples (not linked into
 	// the gateway).
-	"schema": {allow: []string{"policy", "ratelimit", "github.com/pelletier/go-toml/v2", "github.com/santhosh-tekuri/jsonschema/v6"}},
+	"schema": {allow: []string{"policy", "ratelimit", "consumers", "github.com/pelletier/go-toml/v2", "github.com/santhosh-tekuri/jsonschema/v6"}},
 	// A gateway's copy of the store's override table, compiled against
 	// the policy.
 	"override": {allow: []string{"policy", "ratelimit"}},
 	// Admin API handlers.
 	"listener": {allow: []string{"policy"}},
-	"admin":    {allow: []string{"policy", "keys", "headers", "ratelimit"}},
+	"admin":    {allow: []string{"policy", "keys", "headers", "ratelimit", "topk"}},
+	// Heavy-hitter sketches of limited clients; standard library only.
+	"topk": {},
 	// Access log writer and parser (for replay).
 	"accesslog": {},
 	// Metrics and tracing against the OpenTelemetry API (the SDK is
 	// wired in cmd/gateway).
-	"telemetry": {allow: []string{"proxy", "ratelimit", "accesslog",
+	"telemetry": {allow: []string{"proxy", "ratelimit", "accesslog", "topk",
 		"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes",
 		"go.opentelemetry.io/otel/metric", "go.opentelemetry.io/otel/propagation",
 		"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/trace/noop"}},
