@@ -84,13 +84,7 @@ func (c *coalescer) do(ctx context.Context, keys []string, args []any) (any, err
 	// The caller's keys and args (pooled, and the header a reused byte
 	// slice) are its own again once do returns, possibly before the batch
 	// holding them is written: the queued call keeps copies.
-	q := &queued{ctx: ctx, keys: append([]string(nil), keys...), args: make([]any, len(args)), done: make(chan struct{})}
-	for i, a := range args {
-		if b, ok := a.([]byte); ok {
-			a = string(b)
-		}
-		q.args[i] = a
-	}
+	q := &queued{ctx: ctx, keys: append([]string(nil), keys...), args: detach(args), done: make(chan struct{})}
 	c.queue = append(c.queue, q)
 	c.mu.Unlock()
 	select {
@@ -184,4 +178,27 @@ func (c *coalescer) flush(batch []*queued) {
 	for _, q := range batch {
 		close(q.done)
 	}
+}
+
+// detach copies args into values that share no memory with the caller's
+// pooled argument set: a queued call may be written to Redis after its
+// caller returned (its deadline passed once a batch had taken it) and
+// reused the set for another call, and the batch must then write what
+// the call was, not what the next one is. Strings are immutable; byte
+// slices and the pointers the decide path boxes (*bytesArg, *string) are
+// copied.
+func detach(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case []byte:
+			a = string(v)
+		case *bytesArg:
+			a = string(v.b)
+		case *string:
+			a = *v
+		}
+		out[i] = a
+	}
+	return out
 }
