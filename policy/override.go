@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -114,7 +115,13 @@ func (l *Limit) OverrideLimit(n OverrideNumbers) (*ratelimit.Limit, []FieldError
 	// every request.
 	for i := range v.Windows() {
 		if c := v.Capacity(i); l.Cost > c {
-			field := fmt.Sprintf("rates[%d]", i)
+			at := i
+			if i < len(v.Rates) {
+				// v's windows are in l's order (WithNumbers): name the
+				// rate where the override lists it.
+				at = slices.IndexFunc(rates, func(r ratelimit.Rate) bool { return r.Window == v.Rates[i].Window })
+			}
+			field := fmt.Sprintf("rates[%d]", at)
 			if n.Burst != 0 {
 				field = "burst"
 			} else if l.Algorithm == ratelimit.Concurrency {
