@@ -35,6 +35,8 @@ command -v redis-sentinel >/dev/null 2>&1 || [ -x /usr/bin/redis-sentinel ] || n
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 # e2e.TestCurlHTTP2 drives the gateway with curl --http2.
 command -v curl >/dev/null 2>&1 || need+=(curl)
+# e2e.TestDashboardMatchesMetrics drives the dashboard in headless Chromium.
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need+=(chromium)
 # -race needs cgo, which needs a C compiler.
 cc=$(go env CC)
 command -v "${cc:-gcc}" >/dev/null 2>&1 || need+=(build-essential)

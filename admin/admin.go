@@ -8,15 +8,19 @@
 //	DELETE /admin/overrides?limit=NAME&...  remove one
 //	POST   /admin/reload                    reload the configuration
 //	GET    /admin/top?limit=NAME&span=1m    the clients most often denied or near the limit
+//	GET    /admin/ui                        the live dashboard (a page; it asks for the token)
+//	GET    /admin/ui/data                   the figures the dashboard polls
 //
 // K is the client as the operator knows it (an API key, a user, an IP);
 // the admin API turns it into the limit's counter key exactly as the live
 // path builds it.
 // Errors are RFC 9457 problem bodies. With a token set, every route needs
-// "Authorization: Bearer <token>".
+// "Authorization: Bearer <token>", but the dashboard's page, which holds
+// no data.
 package admin
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -70,6 +74,9 @@ type Options struct {
 	// Top tracks the clients denied or near each limit, for /admin/top;
 	// nil answers 501 there.
 	Top *topk.Tracker
+	// Status returns the gateway's state for the dashboard (config
+	// version, last reload, store health), encoded as JSON; nil shows none.
+	Status func(ctx context.Context) any
 }
 
 type handler struct {
@@ -97,7 +104,13 @@ func Handler(o Options) http.Handler {
 	if o.Token != "" {
 		inner = RequireToken(o.Token, h)
 	}
-	return inner
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/admin/ui" {
+			uiPageHandler(w, r)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
 }
 
 func problem(w http.ResponseWriter, status int, detail string) {
@@ -135,6 +148,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/admin/top":
 		if allow(w, r, http.MethodGet, http.MethodHead) {
 			h.top(w, r)
+		}
+	case "/admin/ui/data":
+		if allow(w, r, http.MethodGet, http.MethodHead) {
+			h.uiData(w, r)
 		}
 	case "/admin/reload":
 		if !allow(w, r, http.MethodPost) {

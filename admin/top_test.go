@@ -19,7 +19,7 @@ func TestTopHostileQueries(t *testing.T) {
 	p := searchPolicy(t)
 	tr := topk.New(2, func(kind, value string) string { return kind + ":" + value })
 	for _, c := range []string{"a", "b", "b", "c", "c", "c"} {
-		tr.Record(tr.Limit("search"), t0, "ip", c, true, false, false)
+		tr.Record(tr.Limit("search"), t0, "ip", c, true, false, false, -1)
 	}
 	now := func() time.Time { return t0 }
 	tracked := Handler(Options{Policy: func() *policy.Policy { return p }, Top: tr, Now: now})

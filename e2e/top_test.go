@@ -33,7 +33,7 @@ func accessLogHash(kind, value string) string {
 }
 
 func topData(redis string, raw bool) map[string]any {
-	return map[string]any{"Redis": redis, "TopK": 8, "Raw": raw, "Rate": "3/minute", "TokenEnv": ""}
+	return map[string]any{"Redis": redis, "TopK": 8, "Raw": raw, "Rate": "3/minute", "TokenEnv": "", "ExtraLimits": ""}
 }
 
 // TestTopHeaviestDenied: under mixed traffic (three heavy API keys, twenty

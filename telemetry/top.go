@@ -20,6 +20,14 @@ func (o Top) Observe(ev *proxy.Event) {
 		if l == nil {
 			continue
 		}
-		o.T.Record(o.T.Limit(l.Name), ev.Start, ev.ClientKind, ev.Client, !d.Allowed, l.Shadow, d.Allowed && nearLimit(d))
+		used := int64(-1)
+		if d.Limit > 0 {
+			// In float: a limit near the int64 range would overflow.
+			used = int64(float64(min(max(d.Limit-d.Remaining, 0), d.Limit)) * 1000 / float64(d.Limit))
+		}
+		o.T.Record(o.T.Limit(l.Name), ev.Start, ev.ClientKind, ev.Client, !d.Allowed, l.Shadow, d.Allowed && nearLimit(d), used)
+	}
+	if ev.StoreLatency > 0 || ev.StoreErr != nil {
+		o.T.Store.Add(ev.Start, ev.StoreLatency, ev.StoreErr != nil)
 	}
 }

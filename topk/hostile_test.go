@@ -19,7 +19,7 @@ func TestTopHostileInputs(t *testing.T) {
 	}{
 		{"100k distinct clients keep k entries", func(tr *Tracker, l *Limit) {
 			for i := range 100_000 {
-				tr.Record(l, now, "ip", fmt.Sprint("10.", i>>16, ".", (i>>8)&255, ".", i&255), true, false, false)
+				tr.Record(l, now, "ip", fmt.Sprint("10.", i>>16, ".", (i>>8)&255, ".", i&255), true, false, false, -1)
 			}
 		}, func(t *testing.T, top Top, l *Limit) {
 			for _, w := range l.denied {
@@ -35,10 +35,10 @@ func TestTopHostileInputs(t *testing.T) {
 		}},
 		{"same value, different kinds stay apart", func(tr *Tracker, l *Limit) {
 			for range 5 {
-				tr.Record(l, now, "ip", "1.2.3.4", true, false, false)
+				tr.Record(l, now, "ip", "1.2.3.4", true, false, false, -1)
 			}
 			for range 3 {
-				tr.Record(l, now, "user", "1.2.3.4", true, false, false)
+				tr.Record(l, now, "user", "1.2.3.4", true, false, false, -1)
 			}
 		}, func(t *testing.T, top Top, l *Limit) {
 			if len(top.Denied.Clients) != 2 || top.Denied.Clients[0].Count != 5 || top.Denied.Clients[1].Count != 3 {
@@ -46,7 +46,7 @@ func TestTopHostileInputs(t *testing.T) {
 			}
 		}},
 		{"a 64 KiB identity is counted, shown hashed", func(tr *Tracker, l *Limit) {
-			tr.Record(l, now, "header", strings.Repeat("x", 64<<10), true, false, false)
+			tr.Record(l, now, "header", strings.Repeat("x", 64<<10), true, false, false, -1)
 		}, func(t *testing.T, top Top, l *Limit) {
 			if len(top.Denied.Clients) != 1 || len(top.Denied.Clients[0].Client) > 64 {
 				t.Fatalf("%+v", top.Denied.Clients)
@@ -54,7 +54,7 @@ func TestTopHostileInputs(t *testing.T) {
 		}},
 		{"allowed clients far from the limit are never tracked", func(tr *Tracker, l *Limit) {
 			for i := range 1000 {
-				tr.Record(l, now, "ip", fmt.Sprint(i), false, false, false)
+				tr.Record(l, now, "ip", fmt.Sprint(i), false, false, false, -1)
 			}
 		}, func(t *testing.T, top Top, l *Limit) {
 			if l.denied[0] != nil || l.near[0] != nil || l.Allowed.Load() != 1000 {
@@ -62,7 +62,7 @@ func TestTopHostileInputs(t *testing.T) {
 			}
 		}},
 		{"a client without identity is counted, not listed", func(tr *Tracker, l *Limit) {
-			tr.Record(l, now, "", "", true, false, false)
+			tr.Record(l, now, "", "", true, false, false, -1)
 		}, func(t *testing.T, top Top, l *Limit) {
 			if l.Denied.Load() != 1 || len(top.Denied.Clients) != 0 {
 				t.Fatalf("%+v", top)

@@ -118,7 +118,7 @@ func TestTrackerTopHeaviest(t *testing.T) {
 		if i%4 != 0 {
 			c = fmt.Sprint("heavy", i%3)
 		}
-		tr.Record(l, now.Add(time.Duration(i)*time.Millisecond), "user", c, true, false, false)
+		tr.Record(l, now.Add(time.Duration(i)*time.Millisecond), "user", c, true, false, false, -1)
 	}
 	top := tr.Top("api", l, "1m", now.Add(2*time.Second), 3)
 	if len(top.Denied.Clients) != 3 {
@@ -152,23 +152,23 @@ func BenchmarkRecord(b *testing.B) {
 	for i := range clients {
 		clients[i] = fmt.Sprintf("client-%d", i)
 	}
-	tr.Record(l, now, "ip", clients[0], true, false, false)
+	tr.Record(l, now, "ip", clients[0], true, false, false, -1)
 	b.Run("allowed", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			tr.Record(l, now, "ip", clients[i&4095], false, false, false)
+			tr.Record(l, now, "ip", clients[i&4095], false, false, false, -1)
 		}
 	})
 	b.Run("denied_known", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			tr.Record(l, now, "ip", clients[i&15], true, false, false)
+			tr.Record(l, now, "ip", clients[i&15], true, false, false, -1)
 		}
 	})
 	b.Run("denied_new", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			tr.Record(l, now, "ip", clients[i&4095], true, false, false)
+			tr.Record(l, now, "ip", clients[i&4095], true, false, false, -1)
 		}
 	})
 }

@@ -25,6 +25,10 @@ type Tracker struct {
 
 	mu     sync.Mutex                        // serialises adding limits
 	limits atomic.Pointer[map[string]*Limit] // copy on write
+
+	// Store is the store's recent latency and errors, as the request
+	// path saw them.
+	Store Latency
 }
 
 // Limit is one limit's state in a Tracker.
@@ -115,19 +119,20 @@ func (t *Tracker) Lookup(name string) *Limit { return (*t.limits.Load())[name] }
 // denied is the decision's outcome (shadow tells whether the limit only
 // observes), near that an allowed decision left at most 10% of its
 // window. A client is tracked only when denied or near and value is set.
-// It never allocates once l's sketches exist.
-func (t *Tracker) Record(l *Limit, now time.Time, kind, value string, denied, shadow, near bool) {
+// used is the share of the window (permille) the decision found used, -1
+// when it reports none. It never allocates once l's sketches exist.
+func (t *Tracker) Record(l *Limit, now time.Time, kind, value string, denied, shadow, near bool, used int64) {
 	ns := now.UnixNano()
 	switch {
 	case denied && shadow:
 		l.ShadowDenied.Add(1)
-		l.rates.add(ns, 2)
+		l.rates.add(ns, 2, used)
 	case denied:
 		l.Denied.Add(1)
-		l.rates.add(ns, 1)
+		l.rates.add(ns, 1, used)
 	default:
 		l.Allowed.Add(1)
-		l.rates.add(ns, 0)
+		l.rates.add(ns, 0, used)
 		if near {
 			l.Near.Add(1)
 		}

@@ -521,6 +521,7 @@ func (g *gateway) adminMux() *http.ServeMux {
 		OverrideSync: g.adminOverrideSync(),
 		Top:          g.top,
 		Now:          g.now,
+		Status:       g.uiStatus,
 	}))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)
