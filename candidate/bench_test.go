@@ -19,7 +19,7 @@ func benchServe(b *testing.B, candidate bool) {
 		b.Fatal(err)
 	}
 	if candidate {
-		s := NewStats(time.Now())
+		s := NewStats(time.Now(), nil)
 		h.SetCandidate(&proxy.Candidate{Policy: testPolicy(b, "2000000/minute"), Store: memstore.New(memstore.Options{}), Record: s.Record})
 	}
 	r := httptest.NewRequest("GET", "/api/x", nil)

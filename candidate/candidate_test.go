@@ -141,7 +141,7 @@ func TestCandidateHostileInputs(t *testing.T) {
 		}
 	})
 	t.Run("many clients and divergences stay bounded", func(t *testing.T) {
-		s := NewStats(time.Now())
+		s := NewStats(time.Now(), nil)
 		for i := 0; i < 10*MaxClients; i++ {
 			s.Record(&proxy.CandidateOutcome{Client: fmt.Sprint("client-", i), ClientKind: "ip", CandidateDenied: []string{"l"}})
 		}
@@ -163,7 +163,7 @@ func TestCandidateHostileInputs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := NewStats(time.Now())
+		s := NewStats(time.Now(), nil)
 		h.SetCandidate(&proxy.Candidate{Policy: testPolicy(t, "1/minute"), Store: failing{}, Record: s.Record})
 		for i := 0; i < 3; i++ {
 			if w := send(h, "GET", "/api/x", "", "192.0.2.9"); w.Code != 200 {

@@ -25,6 +25,9 @@ type Options struct {
 	Promote func(p *policy.Policy) error
 	// Now is the clock of reports; nil uses time.Now.
 	Now func() time.Time
+	// Client is how a client (kind, value) appears in reports; nil
+	// hashes it with a random salt per candidate.
+	Client func(kind, value string) string
 }
 
 // Manager holds at most one running candidate.
@@ -60,7 +63,7 @@ func (m *Manager) Start(p *policy.Policy, source string) error {
 	if err != nil {
 		return err
 	}
-	r := &running{p: p, store: st, stats: NewStats(m.o.Now()), source: source}
+	r := &running{p: p, store: st, stats: NewStats(m.o.Now(), m.o.Client), source: source}
 	m.mu.Lock()
 	old := m.cur
 	m.cur = r

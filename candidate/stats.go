@@ -34,7 +34,8 @@ const (
 // additions.
 type Stats struct {
 	started time.Time
-	salt    []byte
+	// show is how a client appears in the record.
+	show func(kind, value string) string
 
 	requests, agreeAllowed, agreeDenied atomic.Int64
 	extra, fewer, storeErrors           atomic.Int64
@@ -77,11 +78,16 @@ type Sample struct {
 	CandidateDenied []string  `json:"candidate_denied"`
 }
 
-// NewStats returns empty Stats started at now.
-func NewStats(now time.Time) *Stats {
-	salt := make([]byte, 16)
-	_, _ = rand.Read(salt)
-	return &Stats{started: now, salt: salt, limits: make(map[string]*LimitDiff), clients: make(map[string]*ClientCount)}
+// NewStats returns empty Stats started at now. show is how a client
+// appears in the record (the gateway passes the access log's form); nil
+// hashes it with a random salt of these Stats' own.
+func NewStats(now time.Time, show func(kind, value string) string) *Stats {
+	if show == nil {
+		salt := make([]byte, 16)
+		_, _ = rand.Read(salt)
+		show = func(kind, value string) string { return accesslog.Hash(salt, kind, value) }
+	}
+	return &Stats{started: now, show: show, limits: make(map[string]*LimitDiff), clients: make(map[string]*ClientCount)}
 }
 
 // Record is a proxy.Candidate's Record.
@@ -105,11 +111,11 @@ func (s *Stats) Record(o *proxy.CandidateOutcome) {
 	default:
 		s.fewer.Add(1)
 	}
-	// Identities are never kept raw: an API key or address is hashed
-	// with this candidate's own random salt.
+	// Identities are shown as show makes them (hashed unless the
+	// operator allowed raw values; API keys never raw).
 	client := ""
 	if o.Client != "" {
-		client = accesslog.Hash(s.salt, o.ClientKind, o.Client)
+		client = s.show(o.ClientKind, o.Client)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/candidate"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
@@ -28,6 +29,12 @@ func (g *gateway) candidateManager() *candidate.Manager {
 			return p, err
 		},
 		NewStore: g.candidateStore,
+		// Clients appear as in the access log and /admin/top.
+		Client: func(kind, value string) string {
+			cur := g.handler.Policy()
+			return accesslog.Options{RawClient: cur.AccessLog.RawClient, Salt: []byte(cur.AccessLog.Salt.Reveal()),
+				IPv6Prefix: cur.Identity.IPv6Prefix()}.Client(kind, value)
+		},
 		Promote: func(p *policy.Policy) error {
 			g.reloadMu.Lock()
 			defer g.reloadMu.Unlock()
