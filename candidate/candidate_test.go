@@ -202,3 +202,29 @@ func TestPromoteKeepsCounters(t *testing.T) {
 		t.Fatal("the candidate still runs after promotion")
 	}
 }
+
+// TestIdenticalCandidateAgrees: a candidate identical to the live
+// configuration, on its own store, decides every request as the live one
+// did (nothing diverges) while both deny, over mixed clients and a moving
+// clock: the candidate sees the same request, identity, key and instant.
+func TestIdenticalCandidateAgrees(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h, err := proxy.New(testPolicy(t, "5/minute"), proxy.Options{Store: memstore.New(memstore.Options{}),
+		Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewStats(now, nil)
+	h.SetCandidate(&proxy.Candidate{Policy: testPolicy(t, "5/minute"), Store: memstore.New(memstore.Options{}), Record: s.Record})
+	denied := 0
+	for i := 0; i < 400; i++ {
+		now = now.Add(time.Duration(i%7) * 100 * time.Millisecond)
+		if w := send(h, "GET", "/api/x", "", fmt.Sprintf("192.0.2.%d", i%9)); w.Code == 429 {
+			denied++
+		}
+	}
+	rep := s.Report("t")
+	if rep.Requests != 400 || rep.ExtraDenials != 0 || rep.FewerDenials != 0 || rep.AgreeDenied != int64(denied) || denied == 0 {
+		t.Fatalf("report %+v, %d denied live: want full agreement with some denials", rep, denied)
+	}
+}
