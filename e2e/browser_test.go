@@ -239,11 +239,20 @@ func (b *browser) readDashboard() (map[string]dashRow, time.Time) {
 // the page asks for the admin token (kept in session storage, never in a
 // URL), then shows, per limit, the decisions /metrics reports — equal to
 // a scrape taken just before the page's next refresh — and the top
-// limited client of the limit clicked. A screenshot of the page under
-// traffic is written to docs/dashboard.png when TOLLGATE_UPDATE_SCREENSHOT
-// is set.
+// limited client of the limit clicked; on Redis, the store's latency. On
+// the memory store, a screenshot of the page under traffic is written to
+// docs/dashboard.png when TOLLGATE_UPDATE_SCREENSHOT is set.
 func TestDashboardMatchesMetrics(t *testing.T) {
 	t.Parallel()
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			testDashboard(t, store)
+		})
+	}
+}
+
+func testDashboard(t *testing.T, store string) {
 	const token = "dash-token-7f3a"
 	// 40 more limits on a route of their own: the table must stay usable.
 	var extra strings.Builder
@@ -253,7 +262,11 @@ func TestDashboardMatchesMetrics(t *testing.T) {
 		names = append(names, fmt.Sprintf("%q", fmt.Sprintf("tenant-%02d", i)))
 	}
 	fmt.Fprintf(&extra, "[[routes]]\nname = \"tenants\"\npath_prefix = \"/t\"\nrespond = { status = 200, body = \"ok\" }\nlimits = [%s]\n\n", strings.Join(names, ", "))
-	d := topData("", false)
+	addr := ""
+	if store == "redis" {
+		addr = startRedisAddr(t)
+	}
+	d := topData(addr, false)
 	d["TokenEnv"], d["TopK"], d["Rate"], d["ExtraLimits"] = "DASH_TOKEN", 100, "20/minute", extra.String()
 	g := startGateway(t, "top.toml.tmpl", gwOpts{Data: d, Env: []string{"DASH_TOKEN=" + token}})
 	br := startBrowser(t)
@@ -313,7 +326,14 @@ func TestDashboardMatchesMetrics(t *testing.T) {
 	if len(shot) < 1000 || string(shot[1:4]) != "PNG" {
 		t.Fatalf("screenshot: %d bytes, not a PNG", len(shot))
 	}
-	if os.Getenv("TOLLGATE_UPDATE_SCREENSHOT") != "" {
+	if store == "redis" {
+		var lat string
+		br.eval(`document.getElementById("latency").textContent`, &lat)
+		if !strings.Contains(lat, " ms (") {
+			t.Errorf("store latency on Redis shows %q, want a mean in ms", lat)
+		}
+	}
+	if store == "memory" && os.Getenv("TOLLGATE_UPDATE_SCREENSHOT") != "" {
 		root, err := moduleRoot()
 		if err != nil {
 			t.Fatal(err)

@@ -291,14 +291,11 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 			return opts, fmt.Errorf("metrics: %w", err)
 		}
 	}
-	// Clients appear in /admin/top as the access log shows them, with the
-	// settings in force when asked (a reload may change them); top_k is
-	// read at startup.
-	g.top = topk.New(p.Config.Admin.TopK, func(kind, value string) string {
-		cur := g.handler.Policy()
-		return accesslog.Options{RawClient: cur.AccessLog.RawClient, Salt: []byte(cur.AccessLog.Salt.Reveal()),
-			IPv6Prefix: cur.Identity.IPv6Prefix()}.Client(kind, value)
-	})
+	// Clients appear in /admin/top as the access log shows them, with its
+	// settings, like top_k read at startup.
+	label := accesslog.Options{RawClient: p.AccessLog.RawClient, Salt: []byte(p.AccessLog.Salt.Reveal()),
+		IPv6Prefix: p.Identity.IPv6Prefix()}
+	g.top = topk.New(p.Config.Admin.TopK, label.Client)
 	observers := telemetry.Observers{g.metrics, telemetry.Top{T: g.top}}
 	if al := p.AccessLog; al.Path != "" {
 		var out io.Writer
@@ -472,7 +469,8 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 	if !sameStore(g.storeCfg, p.Store) {
 		g.log.Warn("store settings changed; they take effect on restart (other changes applied now)")
 	}
-	if !policy.SameListener(old.Server, p.Server) || old.AdminToken != p.AdminToken || old.AccessLog != p.AccessLog {
+	if !policy.SameListener(old.Server, p.Server) || old.AdminToken != p.AdminToken || old.AccessLog != p.AccessLog ||
+		old.Config.Admin.TopK != p.Config.Admin.TopK {
 		g.log.Warn("server, admin or access_log settings changed; they take effect on restart (other changes applied now)")
 	}
 	if err := g.handler.Swap(p); err != nil {
@@ -485,6 +483,13 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 	if dc, ok := g.store.(interface{ PurgeDenials() }); ok {
 		dc.PurgeDenials()
 	}
+	// Removed limits leave the dashboard and /admin/top; the others keep
+	// their figures.
+	names := make([]string, len(p.Limits))
+	for i, l := range p.Limits {
+		names[i] = l.Name
+	}
+	g.top.Retain(names)
 	g.lastReload.Store(&reloadResult{At: time.Now(), OK: true})
 	g.log.Info("configuration reloaded", "config", source, "routes", len(p.Routes), "limits", len(p.Limits),
 		"consumers", p.Consumers.Registry.Len())
