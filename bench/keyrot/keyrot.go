@@ -295,9 +295,13 @@ func plateau(res *result, maxKeys int) []string {
 	}
 	// Row 0 is the idle gateway. Compare the growth per key while the
 	// store filled with the growth per key over the second half of the
-	// samples after it was full.
+	// samples after it was full. The slope is judged only over at least
+	// max_keys keys: on a loaded machine the second half may see a few
+	// thousand requests, and the collector's timing alone then moves RSS
+	// by more per key than a leak would (the absolute bound above still
+	// holds the whole run).
 	first, mid := res.Rows[0], res.Rows[ref+(len(res.Rows)-ref)/2]
-	if base.Sent > first.Sent && last.Sent > mid.Sent {
+	if base.Sent > first.Sent && last.Sent-mid.Sent >= int64(maxKeys) {
 		fill := float64(base.RSS-first.RSS) / float64(base.Sent-first.Sent)
 		after := float64(last.RSS-mid.RSS) / float64(last.Sent-mid.Sent)
 		if fill > 0 && after > fill/4 {

@@ -65,3 +65,30 @@ func TestPlateauCatchesLinearGrowth(t *testing.T) {
 		t.Error("linear growth of 400 B/key judged a plateau")
 	}
 }
+
+// TestPlateauSlowSecondHalf: when a loaded machine sends only a few
+// thousand keys in the second half, the collector's drift in RSS is not
+// judged as growth per key; the absolute bound still catches a leak.
+func TestPlateauSlowSecondHalf(t *testing.T) {
+	res := &result{Rows: []row{{RSS: 20 << 20}}}
+	sent := int64(0)
+	for i := 1; i <= 20; i++ {
+		step := int64(10_000)
+		if i > 12 {
+			step = 1_000 // throughput collapsed
+		}
+		sent += step
+		rss := int64(20<<20) + min(sent, 20_000)*400
+		if i > 12 {
+			rss += int64(i-12) * 300 << 10 // GC timing, not keys
+		}
+		res.Rows = append(res.Rows, row{Sent: sent, RSS: rss, LiveKeys: float64(min(sent, 20_000))})
+	}
+	if p := plateau(res, 20_000); len(p) != 0 {
+		t.Errorf("drift over a slow second half judged as growth: %v", p)
+	}
+	res.Rows[len(res.Rows)-1].RSS += 64 << 20
+	if p := plateau(res, 20_000); len(p) == 0 {
+		t.Error("a 64 MiB jump passed")
+	}
+}
