@@ -384,6 +384,23 @@ func testDashboard(t *testing.T, store string) {
 	if rows["per-client"].Denied == 0 || rows["probe"].Shadow == 0 || checked < 4 {
 		t.Errorf("the traffic should have denied on per-client and shadow-denied on probe: %+v", rows)
 	}
+	// A candidate with a tighter per-client limit: the dashboard shows
+	// its extra denials once traffic runs.
+	live, err := os.ReadFile(g.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cand := strings.Replace(string(live), `rates = ["20/minute"]`, `rates = ["1/minute"]`, 1)
+	c := &http.Client{Timeout: 5 * time.Second}
+	r, err := tryDo(c, "POST", g.adminURL("/admin/candidate"),
+		map[string]string{"Content-Type": "application/toml", "Authorization": "Bearer " + token}, []byte(cand))
+	if err != nil || r.Status/100 != 2 {
+		t.Fatalf("POST /admin/candidate: %v %v", r, err)
+	}
+	for i := range 5 {
+		get(t, c, g.url("/api"), map[string]string{"X-API-Key": fmt.Sprint("fresh-", i%2)})
+	}
+	waitFor(t, br, `!document.getElementById("candidate").classList.contains("hidden") && Number((document.querySelector('#candlimits tr[data-limit="per-client"] td.extra') || {}).textContent) > 0`, "the candidate's extra denials")
 	// The filter narrows the table to matching limits.
 	br.eval(`const f = document.getElementById("filter"); f.value = "tenant-1"; f.dispatchEvent(new Event("input")); true`, nil)
 	waitFor(t, br, `document.querySelectorAll("#limits tbody tr[data-limit]").length === 10`, "10 rows for tenant-1")
