@@ -82,3 +82,19 @@ type Canceler interface {
 	// and must not be retried blindly.
 	Cancel(ctx context.Context, now time.Time, hits []Hit, ds []Decision) error
 }
+
+// Returner is implemented by stores that can give back units counted
+// ahead of use: a hybrid store's lease of a batched limit (Limit.Batch)
+// that ends with units it did not admit gives them back so that other
+// gateways may admit them.
+type Returner interface {
+	// Return gives back hits[i].Cost units of hits[i] counted at the
+	// instant at[i] (the instant passed to the Decide call that counted
+	// them), only to the window (fixed_window) or bucket
+	// (sliding_window_counter) that instant fell in, and only while the
+	// store still holds it; never below zero. Other algorithms and hits
+	// are ignored. It is not idempotent: a call whose outcome is unknown
+	// must not be retried (under-admission is safe, a double return is
+	// not).
+	Return(ctx context.Context, now time.Time, hits []Hit, at []time.Time) error
+}

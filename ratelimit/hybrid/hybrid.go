@@ -11,9 +11,12 @@
 // most its limit per window for any number of gateways; a sliding window
 // counter, whose units are counted up to one lease earlier than used, may
 // admit up to N·(k−1) units past its estimate with N gateways and leases of
-// at most k units. The price is under-admission: units leased and not used
-// before the lease ends (after Batch.Interval, or with its window) stay
-// counted (ARCHITECTURE.md "Hybrid counting").
+// at most k units. Units leased and not used before the lease ends (after
+// Batch.Interval, a reload, Flush) are given back to the window or bucket
+// they were counted in, when the wrapped store is a ratelimit.Returner, in
+// one call and never retried; a lease that ends with its fixed window
+// gives back nothing (the window is gone). See ARCHITECTURE.md "Hybrid
+// counting".
 //
 // The package knows nothing of HTTP and reads no clock: leases age on the
 // instants passed to Decide.
@@ -48,7 +51,7 @@ type Store struct {
 	perMax int // entries per shard
 	seed   maphash.Seed
 	shards [nShards]shard
-	stats  struct{ calls, leases, local, localDenied, exact atomic.Uint64 }
+	stats  struct{ calls, leases, local, localDenied, exact, returns, returned, dropped atomic.Uint64 }
 }
 
 type shard struct {
@@ -78,6 +81,10 @@ type lease struct {
 	remaining, capacity int64
 	reset               time.Duration
 	at                  int64
+	// When a lease was taken while earlier ones still held units, prev
+	// is how many they held, counted at prevAt or later; a give-back
+	// returns up to prev units at prevAt, the rest at at.
+	prev, prevAt int64
 	// A denial of the hit at its own cost, repeated locally until
 	// denyUntil.
 	denyUntil, deniedAt int64
@@ -114,12 +121,17 @@ type Stats struct {
 	// Exact counts batched hits decided exactly because the lease table
 	// was full.
 	Exact uint64
+	// Returns counts the give-back calls to the wrapped store, Returned
+	// the units they carried, and Dropped the units of the calls that
+	// failed (they may or may not have landed and are not retried).
+	Returns, Returned, Dropped uint64
 }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
 	return Stats{StoreCalls: s.stats.calls.Load(), Leases: s.stats.leases.Load(), LocalAdmits: s.stats.local.Load(),
-		LocalDenials: s.stats.localDenied.Load(), Exact: s.stats.exact.Load()}
+		LocalDenials: s.stats.localDenied.Load(), Exact: s.stats.exact.Load(),
+		Returns: s.stats.returns.Load(), Returned: s.stats.returned.Load(), Dropped: s.stats.dropped.Load()}
 }
 
 func (s *Store) shard(k leaseKey) *shard {
@@ -150,6 +162,15 @@ type plan struct {
 	// another request's lease was pending and this one could not wait);
 	// for waiting, the channel to wait on.
 	ch chan struct{}
+	// back is the unused units of an ended lease of the key, given back
+	// when the request is decided.
+	back []giveBack
+}
+
+// giveBack is units to give back: hit.Cost units of hit counted at at.
+type giveBack struct {
+	hit ratelimit.Hit
+	at  int64
 }
 
 // Decide implements ratelimit.Store.
@@ -175,6 +196,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 	t := now.UnixMicro()
 	plans := make([]plan, len(hits))
 	defer s.unblock(plans)
+	defer s.giveBack(ctx, now, plans)
 	anyStore, anyDenied, owns := false, false, false
 	for i, h := range hits {
 		if !leased(h) {
@@ -241,9 +263,12 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 	sh := s.shard(k)
 	sh.mu.Lock()
 	l := sh.m[k]
+	var back []giveBack
 	if l != nil && l.lim != h.Limit {
 		// Reloaded: the units were counted under the same ID, but the
-		// lease's sizes and bounds belong to the old definition.
+		// lease's sizes and bounds belong to the old definition. Its
+		// unused units go back under the old one (its windows).
+		back = l.takeBack(k.key, t)
 		l = nil
 		delete(sh.m, k)
 	}
@@ -254,7 +279,7 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 		if len(sh.m) >= s.perMax {
 			sh.mu.Unlock()
 			s.stats.exact.Add(1)
-			return plan{kind: exact}
+			return plan{kind: exact, back: back}
 		}
 		l = &lease{lim: h.Limit}
 		sh.m[k] = l
@@ -294,7 +319,108 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 		size = max(size, l.used)
 	}
 	size = min(size, max(h.Cost, min(h.Limit.Batch.Lease, h.Limit.Rates[0].Limit)))
-	return plan{kind: leasing, size: size, l: l, sh: sh, ch: ch}
+	if back == nil && t >= l.until {
+		// The lease has ended: what it did not admit goes back (sized
+		// above from l.units and l.used, which settle resets).
+		back = l.takeBack(k.key, t)
+	}
+	return plan{kind: leasing, size: size, l: l, sh: sh, ch: ch, back: back}
+}
+
+// takeBack ends l at t and removes its unused units, returning them as
+// hits of the lease's limit to give back with the instants they were
+// counted. Units held from an earlier lease (prev) go back to that
+// lease's instant first: whichever units were admitted, each was counted
+// at one of the two instants, and no bucket gets back more of this
+// gateway's units than it counted. Nothing is returned when there is
+// nothing worth a call: a fixed window that has ended (the store has
+// dropped it and takes nothing back into a later one), a sliding
+// counter's bucket that has left the window. The shard lock is held.
+func (l *lease) takeBack(key string, t int64) []giveBack {
+	n := l.units
+	if n <= 0 {
+		return nil
+	}
+	l.units = 0
+	l.until = min(l.until, t)
+	var out []giveBack
+	add := func(c, at int64) {
+		live := t < at+int64(l.lim.Rates[0].Window/ratelimit.Tick)
+		if l.lim.Algorithm == ratelimit.FixedWindow {
+			// l.reset is the store's reset reported for the lease at
+			// l.at; a merged earlier lease is in the same window.
+			live = t < l.at+int64(l.reset/ratelimit.Tick)
+		}
+		if c > 0 && live {
+			out = append(out, giveBack{ratelimit.Hit{Limit: l.lim, Key: key, Cost: c}, at})
+		}
+	}
+	old := min(n, l.prev)
+	add(old, l.prevAt)
+	add(n-old, l.at)
+	l.prev = 0
+	return out
+}
+
+// giveBack sends the units of the ended leases in plans back to the
+// wrapped store, in one call, if it can take them. A failed call is not
+// retried: it may have landed, and a second one would give back units
+// other gateways have since admitted.
+func (s *Store) giveBack(ctx context.Context, now time.Time, plans []plan) {
+	var hits []ratelimit.Hit
+	var at []time.Time
+	for _, p := range plans {
+		for _, b := range p.back {
+			hits = append(hits, b.hit)
+			at = append(at, time.UnixMicro(b.at))
+		}
+	}
+	s.returnUnits(ctx, now, hits, at)
+}
+
+func (s *Store) returnUnits(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time) {
+	if len(hits) == 0 {
+		return
+	}
+	var n uint64
+	for _, h := range hits {
+		n += uint64(h.Cost)
+	}
+	r, ok := s.next.(ratelimit.Returner)
+	if !ok {
+		s.stats.dropped.Add(n)
+		return
+	}
+	s.stats.returns.Add(1)
+	// The request may be done (or canceled) by now; the give-back is the
+	// gateway's, bounded by the store's own timeout.
+	if err := r.Return(context.WithoutCancel(ctx), now, hits, at); err != nil {
+		s.stats.dropped.Add(n)
+		return
+	}
+	s.stats.returned.Add(n)
+}
+
+// Flush ends every lease this store holds at now and gives their unused
+// units back to the wrapped store (one call). The gateway calls it when
+// it shuts down and when a reload swaps the policy (leases of a limit
+// reloaded away would otherwise stay counted until their windows end).
+func (s *Store) Flush(ctx context.Context, now time.Time) {
+	t := now.UnixMicro()
+	var hits []ratelimit.Hit
+	var at []time.Time
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, l := range sh.m {
+			for _, b := range l.takeBack(k.key, t) {
+				hits = append(hits, b.hit)
+				at = append(at, time.UnixMicro(b.at))
+			}
+		}
+		sh.mu.Unlock()
+	}
+	s.returnUnits(ctx, now, hits, at)
 }
 
 // unblock wakes the requests waiting for the leases plans took (settled,
@@ -484,11 +610,20 @@ func (s *Store) settle(h ratelimit.Hit, p plan, d ratelimit.Decision, allowed bo
 	}
 	until := t + int64(hold/ratelimit.Tick)
 	if t >= l.until || l.units == 0 {
-		l.units, l.until = 0, until
+		l.units, l.until, l.prev = 0, until, 0
 	} else {
 		// Another lease still holds units: the units of both end with
 		// the earlier.
 		l.until = min(l.until, until)
+		// The units held now were counted at prevAt or later (older
+		// leases): giving them back at the oldest instant takes from no
+		// bucket more of this gateway's units than it counted there, or
+		// takes them from an older bucket, which weighs no more than the
+		// one that counted them and leaves the window first.
+		if l.prev == 0 {
+			l.prevAt = l.at
+		}
+		l.prev = l.units
 	}
 	l.units += extra
 	l.size, l.used = p.size, h.Cost

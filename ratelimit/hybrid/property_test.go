@@ -52,7 +52,12 @@ func naiveSliding(adm []admission, w, p, t int64) float64 {
 // random costs arrive at random gateways at random instants. Every
 // admission is checked against the naive definition of the algorithm over
 // the true admission instants: a fixed window never passes its limit, a
-// sliding counter never passes it by more than N·(k−1) units.
+// sliding counter never passes it by more than N·(k−1) units. Gateways
+// give their unused units back (the store is a ratelimit.Returner) in half
+// the runs and not in the other half: the bounds hold either way, a fixed
+// window's store count never falls below what the fleet admitted in it
+// (a give-back never returns a unit that was used or counted elsewhere),
+// and once every gateway has flushed, it equals it (nothing stranded).
 func TestFleetBound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for run := range 300 {
@@ -71,11 +76,16 @@ func TestFleetBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		gateways := 1 + rng.IntN(6)
-		name := fmt.Sprintf("run%d/%s/L=%d/W=%s/P=%s/k=%d/every=%s/N=%d", run, alg, limit, window, l.Precision, l.Batch.Lease, l.Batch.Interval, gateways)
+		returns := run%4 < 2
+		name := fmt.Sprintf("run%d/%s/L=%d/W=%s/P=%s/k=%d/every=%s/N=%d/return=%t", run, alg, limit, window, l.Precision, l.Batch.Lease, l.Batch.Interval, gateways, returns)
 		mem := memstore.New(memstore.Options{})
+		var shared ratelimit.Store = mem
+		if !returns {
+			shared = noReturn{mem}
+		}
 		fleet := make([]*hybrid.Store, gateways)
 		for i := range fleet {
-			fleet[i] = hybrid.New(mem, hybrid.Options{})
+			fleet[i] = hybrid.New(shared, hybrid.Options{})
 		}
 		w := int64(window / ratelimit.Tick)
 		p := w
@@ -97,10 +107,15 @@ func TestFleetBound(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
+			ts := now.UnixMicro()
+			if ok {
+				if alg == ratelimit.FixedWindow {
+					checkCounted(t, name, mem, &l, now, naiveFixed(adm, w, ts)+cost)
+				}
+			}
 			if !ok {
 				continue
 			}
-			ts := now.UnixMicro()
 			if alg == ratelimit.FixedWindow {
 				if used := naiveFixed(adm, w, ts); used+cost > limit {
 					t.Fatalf("%s: admitted %d units on %d in one window (limit %d)", name, cost, used, limit)
@@ -110,5 +125,38 @@ func TestFleetBound(t *testing.T) {
 			}
 			adm = append(adm, admission{ts, cost})
 		}
+		if alg != ratelimit.FixedWindow || !returns {
+			continue
+		}
+		for _, g := range fleet {
+			g.Flush(context.Background(), now)
+		}
+		want := naiveFixed(adm, w, now.UnixMicro())
+		if got := counted(t, mem, &l, now); got != want {
+			t.Fatalf("%s: after every gateway flushed, the window counts %d units; the fleet admitted %d", name, got, want)
+		}
+	}
+}
+
+// noReturn hides a store's Return: the hybrid store then strands its
+// unused units, as before give-backs existed.
+type noReturn struct{ ratelimit.Store }
+
+// counted is the store's count of l's window at now (fixed_window).
+func counted(t *testing.T, st ratelimit.Store, l *ratelimit.Limit, now time.Time) int64 {
+	t.Helper()
+	u, err := st.Usage(context.Background(), now, l, "k")
+	if err != nil || len(u) != 1 {
+		t.Fatalf("usage: %v %v", u, err)
+	}
+	return u[0].Used
+}
+
+// checkCounted fails unless the store counts at least admitted units in
+// l's window at now: the store never trails what the fleet admitted.
+func checkCounted(t *testing.T, name string, st ratelimit.Store, l *ratelimit.Limit, now time.Time, admitted int64) {
+	t.Helper()
+	if got := counted(t, st, l, now); got < admitted {
+		t.Fatalf("%s: the store counts %d units in the window; the fleet admitted %d", name, got, admitted)
 	}
 }

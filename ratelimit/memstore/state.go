@@ -76,6 +76,7 @@ const (
 	opExpiry
 	opMark   // a.d.Mark = the state's time mark (delayable states)
 	opCancel // give back a reservation of a.cost that left a.mark
+	opReturn // give back a.cost units counted at a.now (batched states)
 )
 
 // args are an operation's inputs and outputs.
@@ -109,6 +110,11 @@ func apply[S any, P window.StatePtr[S]](o op, l *ratelimit.Limit, ws []S, a *arg
 			} else {
 				r.Cancel(l.ParamsOf(0), a.now, a.cost, a.mark)
 			}
+		}
+	case opReturn:
+		// Only batchable limits (one rate) lease.
+		if r, ok := any(P(&ws[0])).(window.Returner); ok {
+			r.Return(l.ParamsOf(0), a.now, a.cost)
 		}
 	}
 	return 0

@@ -19,7 +19,9 @@
 --   decode(raw, ps), encode(states, ps)  optional: a state that is not
 --                                 nfields doubles per window
 --   lease, read, write, hold, release  concurrency only (sorted set)
---   mark(s), cancel(s, p, c, mark)  delayable ones only (modes.lua)
+--   mark(s), cancel(s, p, c, mark)  delayable ones (modes.lua); cancel also
+--                 on fixed_window and sliding_counter: mark = the instant
+--                 the units were counted (a hybrid lease's give-back)
 --
 -- The driver builds a handler table only for the algorithms a call uses:
 -- with EVALSHA Redis runs this whole chunk on every call (a Function
@@ -37,7 +39,8 @@
 --                 1 check only (never count),
 --                 2 refund: give back what an earlier mode-0 call counted
 --                   (ARCHITECTURE.md "Cluster refunds"), then check only
---                 3 cancel: give back delayed hits' reservations (modes.lua)
+--                 3 cancel: give back delayed hits' reservations, or
+--                   batched hits' unused lease units (modes.lua)
 --           then, when any hit is not an ordinary count, the mode of each
 --           hit: 0 count, 1 peek (check, never count), 2 take (count
 --           without a check), 3 count but never reserve a slot (no wait)

@@ -24,6 +24,13 @@ DEF[1] = function()
     end,
     expiry = function(s, p) return s[1] + p[2] end,
     nfields = function() return 2 end,
+    -- FixedWindowState.Return (mode 3, a hybrid lease's unused units):
+    -- c units counted at mk come back only to mk's window, never below 0.
+    cancel = function(s, p, c, mk)
+      if s[1] ~= floordiv(mk, p[2]) * p[2] then return end
+      s[2] = s[2] - c
+      if s[2] < 0 then s[2] = 0 end
+    end,
     giveback = function(s, o, a, p, c)
       if s[1] == a[1] then s[2] = s[2] - c end
       if s[2] < 0 then s[2] = 0 end

@@ -73,6 +73,16 @@ DEF[4] = function()
     end,
     expiry = function(s, p) return (s[1] + p[5] + 1) * p[4] end,
     nfields = function(p) return p[5] + 2 end,
+    -- SlidingCounterState.Return (mode 3, a hybrid lease's unused units):
+    -- c units counted at mk come back to mk's bucket while it is in the
+    -- ring, never below 0.
+    cancel = function(s, p, c, mk)
+      local j, N = floordiv(mk, p[4]), p[5]
+      if j > s[1] or j < s[1] - N then return end
+      local k = 2 + (j - floordiv(j, N + 1) * (N + 1))
+      s[k] = s[k] - c
+      if s[k] < 0 then s[k] = 0 end
+    end,
     giveback = function(s, o, a, p, c)
       local i, N = a[1], p[5]
       if i <= s[1] and i >= s[1] - N then
