@@ -17,6 +17,9 @@ type cell interface {
 	// release gives back concurrency units and reports whether the state
 	// is now empty.
 	release(cost int64) (empty bool)
+	// giveBack gives back cost units counted at at (window.Returner;
+	// other states are left alone).
+	giveBack(l *ratelimit.Limit, at, cost int64)
 	// expiry is the first instant at which the state equals a fresh one.
 	expiry() int64
 	// bytes is the memory the cell holds, everything it points to
@@ -56,6 +59,14 @@ func (c *cellOf[S, P]) usage(l *ratelimit.Limit, now int64, out []ratelimit.Wind
 }
 
 func (c *cellOf[S, P]) release(cost int64) bool { return release(c.w, cost) }
+
+func (c *cellOf[S, P]) giveBack(l *ratelimit.Limit, at, cost int64) {
+	// Batchable limits have one rate; the expiry stays (fewer units end
+	// no sooner).
+	if r, ok := any(P(&c.w[0])).(window.Returner); ok && len(c.w) == 1 {
+		r.Return(l.ParamsOf(0), at, cost)
+	}
+}
 
 func (c *cellOf[S, P]) expiry() int64 { return c.exp }
 

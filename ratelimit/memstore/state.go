@@ -142,6 +142,8 @@ func (t *table) apply(s *state, o op, l *ratelimit.Limit, a *args) int64 {
 			s.c.usage(l, a.now, a.out)
 		case opExpiry:
 			return s.c.expiry()
+		case opReturn:
+			s.c.giveBack(l, a.now, a.cost)
 		}
 		return 0
 	}

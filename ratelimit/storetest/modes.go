@@ -14,7 +14,8 @@ import (
 // RunModes runs the property tests of the hit modes against naive
 // reference models: counting by response (HitPeek before, HitTake after)
 // and delaying instead of denying (Limit.MaxDelay, with Cancel when the
-// store is a ratelimit.Canceler). The models never use the stores' math:
+// store is a ratelimit.Canceler), and giving back a hybrid lease's unused
+// units (ratelimit.Returner, hand-computed tables). The models never use the stores' math:
 // a list of counted instants for the windows, an integer token bucket
 // scaled by W for the reservations.
 func RunModes(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
@@ -27,6 +28,8 @@ func RunModes(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("DelayGCRA", func(t *testing.T) { s.delay(t, ratelimit.GCRA, 2, 1) })
 	t.Run("DelayGCRACosts", func(t *testing.T) { s.delay(t, ratelimit.GCRA, 5, 2) })
 	t.Run("DelaySteps", s.delaySteps)
+	t.Run("ReturnFixedWindow", s.returnFixedWindow)
+	t.Run("ReturnSlidingCounter", s.returnSlidingCounter)
 }
 
 // decide1 decides one hit and fails t on a store error.
