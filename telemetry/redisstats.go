@@ -22,6 +22,8 @@ const (
 	MetricStoreCoalesced       = "tollgate.store.coalesced"
 	MetricStoreLeases          = "tollgate.store.leases"
 	MetricStoreLocalDecisions  = "tollgate.store.local_decisions"
+	MetricStoreLeaseReturned   = "tollgate.store.lease_units.returned"
+	MetricStoreLeaseDropped    = "tollgate.store.lease_units.dropped"
 )
 
 // RedisStats are the Redis store's figures exported by RegisterRedisStats,
@@ -58,6 +60,9 @@ type RedisStats struct {
 	// LocalDecisions the hits of batched limits decided from a lease or a
 	// repeated denial, without a call.
 	Leases, LocalDecisions uint64
+	// LeaseReturned counts the unused lease units given back to Redis;
+	// LeaseDropped those whose give-back failed (not retried).
+	LeaseReturned, LeaseDropped uint64
 }
 
 // RegisterRedisStats exports the Redis store's figures as observable
@@ -86,6 +91,8 @@ func RegisterRedisStats(meter metric.Meter, read func() RedisStats) (metric.Regi
 	coalesced := counter(MetricStoreCoalesced, "{call}", "Decide calls sent to Redis in a coalesced pipeline rather than alone.")
 	leases := counter(MetricStoreLeases, "{lease}", "Leases of a key's budget that batched limits asked Redis for.")
 	local := counter(MetricStoreLocalDecisions, "{decision}", "Hits of batched limits decided from a lease or a repeated denial, without a Redis call.")
+	returned := counter(MetricStoreLeaseReturned, "{unit}", "Unused units of batched limits' leases given back to Redis when their lease ended.")
+	ldropped := counter(MetricStoreLeaseDropped, "{unit}", "Unused lease units whose give-back failed; not retried (they stay counted until their window ends).")
 	skew, e := meter.Float64ObservableGauge(MetricStoreClockSkew, metric.WithUnit("s"),
 		metric.WithDescription("Redis's clock (TIME) minus this gateway's, measured at startup and every minute."))
 	err = errors.Join(err, e)
@@ -105,9 +112,11 @@ func RegisterRedisStats(meter metric.Meter, read func() RedisStats) (metric.Regi
 		o.ObserveInt64(coalesced, int64(st.Coalesced))
 		o.ObserveInt64(leases, int64(st.Leases))
 		o.ObserveInt64(local, int64(st.LocalDecisions))
+		o.ObserveInt64(returned, int64(st.LeaseReturned))
+		o.ObserveInt64(ldropped, int64(st.LeaseDropped))
 		if st.SkewKnown {
 			o.ObserveFloat64(skew, st.ClockSkew.Seconds())
 		}
 		return nil
-	}, breaker, calls, canceled, hits, refunds, pending, dropped, held, coalesced, leases, local, skew)
+	}, breaker, calls, canceled, hits, refunds, pending, dropped, held, coalesced, leases, local, returned, ldropped, skew)
 }

@@ -17,23 +17,26 @@ func TestRegisterRedisStats(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	st := RedisStats{Breaker: 1, Calls: 7, Canceled: 2, DenyCacheHits: 3, Refunds: 4, PendingReleases: 5,
-		ReleasesDropped: 6, HeldSlots: 8, Coalesced: 9, Leases: 10, LocalDecisions: 11}
+		ReleasesDropped: 6, HeldSlots: 8, Coalesced: 9, Leases: 10, LocalDecisions: 11,
+		LeaseReturned: 12, LeaseDropped: 13}
 	reg, err := RegisterRedisStats(mp.Meter("test"), func() RedisStats { return st })
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]float64{
-		"tollgate.store.breaker.state{}":    1,
-		"tollgate.store.calls{}":            7,
-		"tollgate.store.canceled{}":         2,
-		"tollgate.store.deny_cache.hits{}":  3,
-		"tollgate.store.refunds{}":          4,
-		"tollgate.store.releases.pending{}": 5,
-		"tollgate.store.releases.dropped{}": 6,
-		"tollgate.store.slots.held{}":       8,
-		"tollgate.store.coalesced{}":        9,
-		"tollgate.store.leases{}":           10,
-		"tollgate.store.local_decisions{}":  11,
+		"tollgate.store.breaker.state{}":        1,
+		"tollgate.store.calls{}":                7,
+		"tollgate.store.canceled{}":             2,
+		"tollgate.store.deny_cache.hits{}":      3,
+		"tollgate.store.refunds{}":              4,
+		"tollgate.store.releases.pending{}":     5,
+		"tollgate.store.releases.dropped{}":     6,
+		"tollgate.store.slots.held{}":           8,
+		"tollgate.store.coalesced{}":            9,
+		"tollgate.store.leases{}":               10,
+		"tollgate.store.local_decisions{}":      11,
+		"tollgate.store.lease_units.returned{}": 12,
+		"tollgate.store.lease_units.dropped{}":  13,
 	}
 	if got, _ := collect(t, rd); !maps.Equal(got, want) {
 		t.Errorf("before a skew measurement:\n got %v\nwant %v", got, want)

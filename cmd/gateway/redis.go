@@ -104,6 +104,7 @@ func (r *redisRuntime) register(meter metric.Meter) error {
 		if r.hybrid != nil {
 			hs := r.hybrid()
 			out.Leases, out.LocalDecisions = hs.Leases, hs.LocalAdmits+hs.LocalDenials
+			out.LeaseReturned, out.LeaseDropped = hs.Returned, hs.Dropped
 		}
 		return out
 	})

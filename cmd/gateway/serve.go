@@ -235,6 +235,7 @@ func (g *gateway) close() {
 		}
 	}
 	if g.store != nil {
+		g.flushLeases() // the servers have drained: no lease is in use
 		g.store.Close()
 	}
 	if g.mem != nil && ratelimit.Store(g.mem) != g.store {
@@ -490,6 +491,9 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 		names[i] = l.Name
 	}
 	g.top.Retain(names)
+	// Leases belong to the limits they were taken for: those of a limit
+	// reloaded away would stay counted until their windows end.
+	g.flushLeases()
 	g.lastReload.Store(&reloadResult{At: time.Now(), OK: true})
 	g.log.Info("configuration reloaded", "config", source, "routes", len(p.Routes), "limits", len(p.Limits),
 		"consumers", p.Consumers.Registry.Len())
@@ -590,4 +594,19 @@ func (g *gateway) readyz(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	_ = json.NewEncoder(w).Encode(st)
+}
+
+// flushLeases gives the unused units of the hybrid store's leases back to
+// the shared store (batched limits), bounded by a second.
+func (g *gateway) flushLeases() {
+	f, ok := g.store.(interface {
+		Flush(context.Context, time.Time)
+	})
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	now := testClock(g.environ, time.Now) // the clock decisions use
+	f.Flush(ctx, now())
 }
