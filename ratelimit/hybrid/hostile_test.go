@@ -95,6 +95,30 @@ func TestHostile(t *testing.T) {
 				t.Fatalf("%d store calls for a second of flood, want one per 100 ms", c)
 			}
 		}},
+		{"new keys, or a key hit in bursts that stop mid-lease: at most one give-back call per lease, none for a key seen once", func(t *testing.T) {
+			mem := memstore.New(memstore.Options{})
+			s := hybrid.New(mem, hybrid.Options{})
+			l := limit(t, ratelimit.FixedWindow, 1000, time.Hour, &ratelimit.Batch{Interval: 10 * time.Millisecond, Lease: 50})
+			out := make([]ratelimit.Decision, 1)
+			now := t0
+			for i := range 2000 { // each key twice, an interval apart
+				now = now.Add(time.Millisecond)
+				s.Decide(ctx, now, []ratelimit.Hit{{Limit: l, Key: "k" + strconv.Itoa(i%1000), Cost: 1}}, out)
+			}
+			if st := s.Stats(); st.Returns != 0 {
+				t.Fatalf("%d give-back calls for keys whose leases were their requests' cost", st.Returns)
+			}
+			for range 200 { // bursts of 7 requests, then a pause past the interval
+				for range 7 {
+					now = now.Add(100 * time.Microsecond)
+					s.Decide(ctx, now, []ratelimit.Hit{{Limit: l, Key: "hot", Cost: 1}}, out)
+				}
+				now = now.Add(20 * time.Millisecond)
+			}
+			if st := s.Stats(); st.Returns > st.Leases || st.Returns == 0 {
+				t.Fatalf("%d give-back calls for %d leases", st.Returns, st.Leases)
+			}
+		}},
 	} {
 		t.Run(tc.name, tc.run)
 	}
