@@ -110,8 +110,8 @@ func build(c *Config) (*Policy, []error) {
 	p.Headers = buildStyles(c.Headers.Emit, &e)
 	p.AccessLog = buildAccessLog(&c.AccessLog, &e)
 	c.Admin.tokenSource().check(&e)
-	if c.Admin.TopK < 0 || c.Admin.TopK > 10000 {
-		e.add("admin.top_k", "%d out of range (0 for the default 100, at most 10000)", c.Admin.TopK)
+	if c.Admin.TopK < 0 || c.Admin.TopK > 1000 {
+		e.add("admin.top_k", "%d out of range (0 for the default 100, at most 1000)", c.Admin.TopK)
 	}
 	p.Plans = buildPlans(c.Plans, &e)
 	p.Consumers = buildConsumers(c, &e)

@@ -91,7 +91,8 @@ type AdminConfig struct {
 	// TopK is how many clients /admin/top keeps per limit, span and kind
 	// (denied, near the limit): memory is bounded by it, and a client
 	// denied more than 1/TopK of a span's denials is always reported.
-	// 0 means the default, 100; at most 10000.
+	// 0 means the default, 100; at most 1000 (a limit that denies holds
+	// 20 sketches of TopK entries, about 2.3 KB per unit of TopK).
 	TopK int `mapstructure:"top_k" json:"top_k"`
 }
 

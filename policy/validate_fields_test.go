@@ -65,8 +65,8 @@ func TestValidateFields(t *testing.T) {
 		{"admin equals listen", func(c *Config) { c.Server.AdminListen = c.Server.Listen }, []string{`server.admin_listen: must differ from server.listen`}},
 		{"listen required", func(c *Config) { c.Server.Listen = "" }, []string{`server.listen: is required`}},
 		{"admin listen port", func(c *Config) { c.Server.AdminListen = "127.0.0.1:" }, []string{`server.admin_listen: want host:port, got "127.0.0.1:"`}},
-		{"top_k negative", func(c *Config) { c.Admin.TopK = -1 }, []string{`admin.top_k: -1 out of range (0 for the default 100, at most 10000)`}},
-		{"top_k too large", func(c *Config) { c.Admin.TopK = 10001 }, []string{`admin.top_k: 10001 out of range`}},
+		{"top_k negative", func(c *Config) { c.Admin.TopK = -1 }, []string{`admin.top_k: -1 out of range (0 for the default 100, at most 1000)`}},
+		{"top_k too large", func(c *Config) { c.Admin.TopK = 1001 }, []string{`admin.top_k: 1001 out of range`}},
 		// store
 		{"max keys", func(c *Config) { c.Store.Memory.MaxKeys = 0 }, []string{`store.memory.max_keys: must be positive, got 0`}},
 		{"redis url host", func(c *Config) { redis(c); c.Store.Redis.URL = "redis:///0" }, []string{`store.redis.url: missing host`}},
