@@ -2,14 +2,17 @@
 # Runs Tollgate's whole test suite: format and vet checks, every unit,
 # integration and end-to-end test under the race detector (the integration
 # tests start their own redis-server, redis-sentinel and Redis Cluster
-# processes on free loopback ports), and govulncheck.
+# processes on free loopback ports; the dashboard test drives headless
+# Chromium), the Helm chart's tests, static builds for linux/amd64 and
+# arm64, and govulncheck.
 #
 # Every check it promises either runs or fails the run. It installs the
 # Debian packages it needs when they are missing (as root, or with
 # passwordless sudo): redis-server, redis-sentinel and redis-tools for the
-# integration tests, and gcc (package build-essential) because the race
-# detector needs cgo and a C compiler. Without root it stops and names the
-# packages.
+# integration tests, curl and chromium for the HTTP/2 and dashboard tests,
+# and gcc (package build-essential) because the race detector needs cgo
+# and a C compiler. Without root it stops and names the packages. helm is
+# installed with go install by the chart's tests when it is not on PATH.
 #
 # govulncheck reads the Go vulnerability database from vuln.go.dev. When
 # that host cannot be reached, the same database is read from the
