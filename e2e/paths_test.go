@@ -151,7 +151,7 @@ func (pg *pathsGateway) checkPublic(t *testing.T) {
 	}
 }
 
-// TestPathEscapesRouteLimits: the respellings of issue 10 #1 that got past
+// TestPathEscapesRouteLimits: the respellings of a path that once got past
 // a route's limit (each answered 200 by the unlimited catch-all) or out of
 // a strip_prefix upstream's base path. Each is now counted by the route it
 // resolves to (429), or rejected (400), and no upstream is reached.
@@ -307,7 +307,7 @@ var hostileHeaders = []string{
 // TestHostileHeaders: from an untrusted peer, each spelling of a
 // gateway-owned header is stripped; the same name with '_' for '-' poses
 // as the real one to CGI, WSGI and PHP upstreams (HTTP_X_REAL_IP), so it
-// is stripped too (issue 10 #8).
+// is stripped too.
 func TestHostileHeaders(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
