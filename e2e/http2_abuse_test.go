@@ -192,7 +192,12 @@ func bystander(t testing.TB, url string) (stop func() (ok, failed int, firstErr 
 // (9 bytes each) first fill the gateway's socket send buffer (up to
 // 4 MiB, about 466,000 of them) before anything backs up in the gateway,
 // so a bound of 500,000 passed or failed on how much the buffer had grown.
-func flood(t *testing.T, c *rawH2, what string, write func() error) {
+// Even 1,000,000 went through once in five suite runs (the kernel's
+// buffering of a loopback connection is not ours to bound), so frames that
+// all go through fail only if the gateway holds what it could not send:
+// its live heap, read while the attacker's connection is still open, must
+// stay within 8 MiB of where it stood before the attacks.
+func flood(t *testing.T, c *rawH2, what string, heldHeap func() int64, write func() error) {
 	t.Helper()
 	var err error
 	n := 0
@@ -205,7 +210,11 @@ func flood(t *testing.T, c *rawH2, what string, write func() error) {
 	var ne net.Error
 	switch {
 	case err == nil:
-		t.Fatalf("%d %s frames from a peer that reads nothing went through: neither cut nor held back", n, what)
+		if grown := heldHeap(); grown > 8<<20 {
+			t.Fatalf("%d %s frames from a peer that reads nothing went through, and the gateway holds %d more bytes: neither cut nor held back", n, what, grown)
+		} else {
+			t.Logf("%s flood: %d frames went through; the gateway holds %+d bytes more than before the attacks", what, n, grown)
+		}
 	case errors.As(err, &ne) && ne.Timeout():
 		t.Logf("%s flood: the gateway stopped reading after %d frames", what, n)
 	default:
@@ -247,6 +256,7 @@ limits = ["generous"]
 	okURL := "http://" + g.Listen + "/ok"
 	checkProto(t, protoClient(t, pr, nil, nil), okURL, pr)
 	heap0 := liveHeap(t, g)
+	heldHeap := func() int64 { return liveHeap(t, g) - heap0 }
 
 	attacks := []struct {
 		name string
@@ -332,12 +342,12 @@ limits = ["generous"]
 		{"SETTINGS flood", func(t *testing.T, c *rawH2) {
 			// SETTINGS frames that must each be acknowledged, from a
 			// peer that reads none of the acknowledgements.
-			flood(t, c, "SETTINGS", func() error {
+			flood(t, c, "SETTINGS", heldHeap, func() error {
 				return c.w.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 65535})
 			})
 		}},
 		{"PING flood", func(t *testing.T, c *rawH2) {
-			flood(t, c, "PING", func() error { return c.w.WritePing(false, [8]byte{1}) })
+			flood(t, c, "PING", heldHeap, func() error { return c.w.WritePing(false, [8]byte{1}) })
 		}},
 	}
 	for _, a := range attacks {
