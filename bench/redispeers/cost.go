@@ -89,6 +89,11 @@ func runCost(ctx context.Context, srv *server, cases []costCase, n int) ([]costR
 		if err != nil {
 			return nil, err
 		}
+		// Settle the engine (Function library or script) before measuring:
+		// until then a store decides with EVALSHA.
+		if err := st.Ready(ctx); err != nil {
+			return nil, err
+		}
 		hits := []ratelimit.Hit{{Limit: cs.limit, Cost: 1}}
 		out := make([]ratelimit.Decision, 1)
 		keys := make([]string, cs.keys)

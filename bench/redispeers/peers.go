@@ -100,6 +100,7 @@ func runPeers(ctx context.Context, srv *server, as []algo, workers int, d time.D
 	type contender struct {
 		a      *algo
 		script bool // the decide code with EVALSHA, as on Redis before 7
+		coal   bool // decisions of concurrent workers coalesced, as the gateway does by default
 	}
 	var cs []contender
 	for i := range as {
@@ -108,18 +109,26 @@ func runPeers(ctx context.Context, srv *server, as []algo, workers int, d time.D
 	for i := range as {
 		switch as[i].name {
 		case "fixed_window", "sliding_window_counter", "gcra":
-			cs = append(cs, contender{a: &as[i], script: true})
+			cs = append(cs, contender{a: &as[i], script: true}, contender{a: &as[i], coal: true})
 		}
 	}
 	for _, ct := range cs {
 		l := &ct.a.limit
-		st, err := redisstore.New(c, redisstore.Options{Prefix: "ours:", Timeout: 5 * time.Second, DenyCacheSize: -1, NoFunctions: ct.script})
+		st, err := redisstore.New(c, redisstore.Options{Prefix: "ours:", Timeout: 5 * time.Second, DenyCacheSize: -1, NoFunctions: ct.script, Coalesce: ct.coal})
 		if err != nil {
+			return nil, err
+		}
+		// Settle the engine (Function library or script) before measuring:
+		// until then a store decides with EVALSHA.
+		if err := st.Ready(ctx); err != nil {
 			return nil, err
 		}
 		name := "tollgate " + ct.a.name
 		if ct.script {
 			name += " (EVALSHA)"
+		}
+		if ct.coal {
+			name += " (coalesced)"
 		}
 		conc := l.Algorithm == ratelimit.Concurrency
 		hits := make([][]ratelimit.Hit, workers)
@@ -219,6 +228,11 @@ func floorCalls(ctx context.Context, c *redis.Client, l *ratelimit.Limit) (fcall
 	if err != nil {
 		return nil, nil, err
 	}
+	// Settle the engine (Function library or script) before measuring:
+	// until then a store decides with EVALSHA.
+	if err := st.Ready(ctx); err != nil {
+		return nil, nil, err
+	}
 	out := make([]ratelimit.Decision, 1)
 	if _, err := st.Decide(ctx, time.Now(), []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, out); err != nil {
 		return nil, nil, err
@@ -255,6 +269,11 @@ func runCeiling(ctx context.Context, srv *server, l *ratelimit.Limit, conns, dep
 	}})
 	st, err := redisstore.New(c, redisstore.Options{Prefix: "ceil:", Timeout: 5 * time.Second, DenyCacheSize: -1, NoFunctions: true})
 	if err != nil {
+		return peerRow{}, err
+	}
+	// Settle the engine (Function library or script) before measuring:
+	// until then a store decides with EVALSHA.
+	if err := st.Ready(ctx); err != nil {
 		return peerRow{}, err
 	}
 	out := make([]ratelimit.Decision, 1)
