@@ -217,6 +217,16 @@ func checkConsumers(t *testing.T, g *gw, reg string, up *upstream, rs *redistest
 	if ch := r.Header.Get("WWW-Authenticate"); ch != `ApiKey header="X-API-Key"` {
 		t.Errorf("WWW-Authenticate %q", ch)
 	}
+	// The same on a route without limits: the key is a credential there
+	// too, and a known one passes.
+	n = up.count()
+	get(t, c, g.url("/open/x"), map[string]string{"X-API-Key": "not-a-key"}).problem(t, 401)
+	if r := get(t, c, g.url("/open/x"), map[string]string{"X-API-Key": "bob-key"}); r.Status != 200 {
+		t.Errorf("known key on a route without limits: %d, want 200", r.Status)
+	}
+	if up.count() != n+1 {
+		t.Errorf("route without limits: upstream saw %d requests, want 1 (the known key's)", up.count()-n)
+	}
 	before := storeKeys(t, g, rs)
 	n = up.count()
 	if got := randomKeys(t, g, 10000); got[401] != 10000 {
