@@ -9,7 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+	"github.com/ulule/limiter/v3"
+	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/redisstore"
@@ -21,6 +24,13 @@ type algo struct {
 	limit ratelimit.Limit
 }
 
+// gcraRate is the rate (per second) of the GCRA limits, ours and
+// redis_rate's: at most one emission interval per microsecond, so that
+// every decision moves the state by a representable amount and writes it
+// (at 2^40/s the increment vanishes in the timestamp's rounding and both
+// scripts skip their write).
+const gcraRate = 1_000_000
+
 // algos are the limits every benchmark runs: rates high enough to allow
 // every request (sliding_window_log holds at most 100 entries).
 func algos() ([]algo, error) {
@@ -31,7 +41,7 @@ func algos() ([]algo, error) {
 		{"sliding_window_log", ratelimit.Limit{Algorithm: ratelimit.SlidingWindowLog, Rates: r(100, time.Millisecond)}},
 		{"sliding_window_counter", ratelimit.Limit{Algorithm: ratelimit.SlidingWindowCounter, Rates: r(1e9, time.Second)}},
 		{"token_bucket", ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Rates: r(1<<40, time.Second)}},
-		{"gcra", ratelimit.Limit{Algorithm: ratelimit.GCRA, Rates: r(1<<40, time.Second)}},
+		{"gcra", ratelimit.Limit{Algorithm: ratelimit.GCRA, Rates: r(gcraRate, time.Second)}},
 		{"concurrency", ratelimit.Limit{Algorithm: ratelimit.Concurrency, MaxInFlight: 1 << 40}},
 	}
 	for i := range as {
@@ -56,6 +66,10 @@ type costCase struct {
 	// ("fcall") or a script ("evalsha") that only returns, with the
 	// arguments of a real decision on limit.
 	floor string
+	// peer, when set, replaces the decision by another rate limiter's
+	// (ulule/limiter, redis_rate) on the same client: its script measured
+	// in the same harness as ours.
+	peer func(c *redis.Client) (func(ctx context.Context, key string) error, error)
 }
 
 // costRow is what one case cost Redis per decision.
@@ -100,6 +114,12 @@ func runCost(ctx context.Context, srv *server, cases []costCase, n int) ([]costR
 		for k := range keys {
 			keys[k] = "client-" + strconv.Itoa(k)
 		}
+		var peer func(ctx context.Context, key string) error
+		if cs.peer != nil {
+			if peer, err = cs.peer(c); err != nil {
+				return nil, fmt.Errorf("%s: %w", cs.name, err)
+			}
+		}
 		var floor []any
 		if cs.floor != "" {
 			f, e, err := floorCalls(ctx, c, cs.limit)
@@ -112,12 +132,15 @@ func runCost(ctx context.Context, srv *server, cases []costCase, n int) ([]costR
 			if floor != nil {
 				return c.Do(ctx, floor...).Err()
 			}
+			if peer != nil {
+				return peer(ctx, fmt.Sprintf("cost%d:%s", i, keys[j%len(keys)]))
+			}
 			hits[0].Key = keys[j%len(keys)]
 			ok, err := st.Decide(ctx, time.Now(), hits, out)
 			if err == nil && !ok {
 				err = fmt.Errorf("denied")
 			}
-			if cs.limit.Algorithm == ratelimit.Concurrency && err == nil {
+			if cs.limit != nil && cs.limit.Algorithm == ratelimit.Concurrency && err == nil {
 				err = st.Release(ctx, hits, out)
 			}
 			return err
@@ -168,7 +191,7 @@ func runCost(ctx context.Context, srv *server, cases []costCase, n int) ([]costR
 				continue
 			}
 			if d > 0 {
-				if cs.limit.Algorithm == ratelimit.Concurrency && name == "evalsha" {
+				if cs.limit != nil && cs.limit.Algorithm == ratelimit.Concurrency && name == "evalsha" {
 					continue
 				}
 				row.innerCalls += float64(d) / float64(n)
@@ -189,7 +212,11 @@ func costCases(as []algo) []costCase {
 			costCase{name: as[i].name + " (EVALSHA)", limit: &as[i].limit, keys: 1, script: true})
 	}
 	for i := range as {
+		if as[i].name == "fixed_window" {
+			cs = append(cs, costCase{name: "ulule/limiter/v3 fixed window (INCRBY, PTTL)", keys: 1, peer: ululeCost})
+		}
 		if as[i].name == "gcra" {
+			cs = append(cs, costCase{name: "redis_rate/v10 GCRA (TIME, GET, SET EX)", keys: 1, peer: redisRateCost})
 			cs = append(cs,
 				costCase{name: "floor: FCALL returning at once (gcra's arguments)", limit: &as[i].limit, keys: 1, floor: "fcall"},
 				costCase{name: "floor: EVALSHA returning at once (gcra's arguments)", limit: &as[i].limit, keys: 1, floor: "evalsha"})
@@ -220,4 +247,35 @@ func printCost(w io.Writer, rows []costRow, callgrind bool) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// ululeCost decides with ulule/limiter's Redis store (its INCRBY script)
+// at the rate of our fixed_window case: never reached, like ours.
+func ululeCost(c *redis.Client) (func(ctx context.Context, key string) error, error) {
+	store, err := ulredis.NewStoreWithOptions(c, limiter.StoreOptions{Prefix: "ul", MaxRetry: 1})
+	if err != nil {
+		return nil, err
+	}
+	ul := limiter.New(store, limiter.Rate{Period: time.Minute, Limit: 1 << 40})
+	return func(ctx context.Context, key string) error {
+		res, err := ul.Get(ctx, key)
+		if err == nil && res.Reached {
+			err = fmt.Errorf("denied")
+		}
+		return err
+	}, nil
+}
+
+// redisRateCost decides with redis_rate's GCRA script at our gcra case's
+// rate (gcraRate per second: every call moves the state and writes it).
+func redisRateCost(c *redis.Client) (func(ctx context.Context, key string) error, error) {
+	rl := redis_rate.NewLimiter(c)
+	lim := redis_rate.PerSecond(gcraRate)
+	return func(ctx context.Context, key string) error {
+		res, err := rl.Allow(ctx, key, lim)
+		if err == nil && res.Allowed == 0 {
+			err = fmt.Errorf("denied")
+		}
+		return err
+	}, nil
 }

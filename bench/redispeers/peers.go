@@ -152,7 +152,7 @@ func runPeers(ctx context.Context, srv *server, as []algo, workers int, d time.D
 		}
 	}
 	rl := redis_rate.NewLimiter(c)
-	perSec := redis_rate.PerSecond(1e9)
+	perSec := redis_rate.PerSecond(gcraRate)
 	if err := add(drive(srv, "redis_rate/v10 (GCRA)", workers, d, func(w, _ int) error {
 		res, err := rl.Allow(ctx, "rr:"+keys[w], perSec)
 		if err == nil && res.Allowed == 0 {
