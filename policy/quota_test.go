@@ -81,22 +81,7 @@ func TestQuotaAndPenaltyHostileInputs(t *testing.T) {
 			c := quotaConfig()
 			tt.mutate(&c)
 			err := c.Validate()
-			if err == nil {
-				t.Fatalf("Validate() = nil, want %q", tt.want)
-			}
-			lines := strings.Split(err.Error(), "\n")
-			for _, w := range tt.want {
-				found := false
-				for _, l := range lines {
-					found = found || strings.HasPrefix(l, w)
-				}
-				if !found {
-					t.Errorf("missing problem %q in:\n%v", w, err)
-				}
-			}
-			if len(lines) != len(tt.want) {
-				t.Errorf("got %d problems, want %d:\n%v", len(lines), len(tt.want), err)
-			}
+			wantProblems(t, err, tt.want)
 		})
 	}
 }
