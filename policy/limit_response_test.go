@@ -15,11 +15,7 @@ func TestValidateResponseAndDelay(t *testing.T) {
 	bucket := func(c *Config) {
 		c.Limits[0].Algorithm, c.Limits[0].Rates, c.Limits[0].OnLimit, c.Limits[0].MaxDelay = "token_bucket", []string{"10/s"}, "delay", "1s"
 	}
-	tests := []struct {
-		name   string
-		mutate func(c *Config)
-		want   []string
-	}{
+	tests := []problemCase{
 		{"count value", func(c *Config) { c.Limits[0].Count = "reply" }, []string{`limits[0].count: unknown value "reply" (want request or response)`}},
 		{"statuses without response", func(c *Config) { c.Limits[0].CountStatuses = []string{"401"} }, []string{`limits[0].count_statuses: applies only with count = "response"`}},
 		{"header without response", func(c *Config) { c.Limits[0].CostResponseHeader = "X-Cost" }, []string{`limits[0].cost_response_header: applies only with count = "response"`}},
@@ -43,14 +39,7 @@ func TestValidateResponseAndDelay(t *testing.T) {
 		{"max_delay huge", func(c *Config) { bucket(c); c.Limits[0].MaxDelay = "9000h" }, []string{`limits[0].max_delay: must be a whole number of microseconds up to 366 days`}},
 		{"max_waiting zero", func(c *Config) { bucket(c); c.Limits[0].MaxWaiting = 0 }, []string{`limits[0].max_waiting: must be in 1..1048576, got 0`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := base()
-			tt.mutate(&c)
-			err := c.Validate()
-			wantProblems(t, err, tt.want)
-		})
-	}
+	testProblems(t, base, tests)
 }
 
 // TestCompileResponseAndDelay: valid settings compile to what the proxy

@@ -43,11 +43,7 @@ func TestDefaultValidates(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name   string
-		mutate func(c *Config)
-		want   []string // each must appear as one line of the error
-	}{
+	tests := []problemCase{
 		{"unknown algorithm", func(c *Config) { c.Limits[0].Algorithm = "leaky" }, []string{`limits[0].algorithm: unknown algorithm "leaky"`}},
 		{"bad rate", func(c *Config) { c.Limits[1].Rates[0] = "10/fortnight" }, []string{`limits[1].rates[0]: rate "10/fortnight": unknown window "fortnight"`}},
 		{"rate zero", func(c *Config) { c.Limits[1].Rates[0] = "0/minute" }, []string{`limits[1].rates[0]: rate "0/minute": count must be positive, got 0`}},
@@ -117,20 +113,7 @@ func TestValidate(t *testing.T) {
 		{"jwt both keys", func(c *Config) { c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.RS256PublicKeyFile = "S", "k.pem" }, []string{`identity.jwt: set only one of hs256_secret_env, hs256_secret_file and rs256_public_key_file`}},
 		{"server addresses", func(c *Config) { c.Server.Listen = "8080"; c.Server.MaxHeaderBytes = 0 }, []string{`server.listen: want host:port, got "8080"`, `server.max_header_bytes: must be in 1024..16777216, got 0`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := base()
-			tt.mutate(&c)
-			err := c.Validate()
-			if len(tt.want) == 0 {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
-				return
-			}
-			wantProblems(t, err, tt.want)
-		})
-	}
+	testProblems(t, base, tests)
 }
 
 func TestValidateReportsEveryProblem(t *testing.T) {

@@ -27,3 +27,32 @@ func wantProblems(t *testing.T, err error, want []string) {
 		t.Errorf("got %d problems, want %d:\n%v", len(lines), len(want), err)
 	}
 }
+
+// problemCase is one row of a Validate table: a change to a valid
+// configuration and the problems it must report (none: it stays valid).
+type problemCase struct {
+	name   string
+	mutate func(c *Config)
+	want   []string
+}
+
+// testProblems runs each case as a subtest on a fresh configuration from
+// start: Validate must accept it when want is empty and otherwise report
+// exactly want.
+func testProblems(t *testing.T, start func() Config, cases []problemCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			c := start()
+			tt.mutate(&c)
+			err := c.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			wantProblems(t, err, tt.want)
+		})
+	}
+}

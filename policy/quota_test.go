@@ -23,11 +23,7 @@ func quotaConfig() Config {
 // penalties that never end or cannot apply — each refused with its field
 // path; none panics or hangs.
 func TestQuotaAndPenaltyHostileInputs(t *testing.T) {
-	tests := []struct {
-		name   string
-		mutate func(c *Config)
-		want   []string
-	}{
+	tests := []problemCase{
 		{"unknown zone", func(c *Config) { c.Limits[0].Timezone = "Mars/Olympus_Mons" },
 			[]string{`limits[0].timezone: unknown time zone "Mars/Olympus_Mons"`}},
 		{"path in zone", func(c *Config) { c.Limits[0].Timezone = "../../../etc/passwd" },
@@ -76,14 +72,7 @@ func TestQuotaAndPenaltyHostileInputs(t *testing.T) {
 		{"sub-microsecond penalty", func(c *Config) { c.Limits[1].Penalty = "1ns" },
 			[]string{`limits[1]: penalty 1ns is not a whole number of microseconds`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := quotaConfig()
-			tt.mutate(&c)
-			err := c.Validate()
-			wantProblems(t, err, tt.want)
-		})
-	}
+	testProblems(t, quotaConfig, tests)
 }
 
 // TestQuotaCompiles: a valid quota compiles to its zone and billing day, a

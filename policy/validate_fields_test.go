@@ -9,11 +9,7 @@ import (
 // Together with TestValidate this walks every check of the compile step.
 func TestValidateFields(t *testing.T) {
 	redis := func(c *Config) { c.Store.Backend = "redis" }
-	tests := []struct {
-		name   string
-		mutate func(c *Config)
-		want   []string
-	}{
+	tests := []problemCase{
 		// identity
 		{"no source", func(c *Config) { c.Identity.Sources = nil }, []string{`identity.sources: at least one source is required`}},
 		{"unknown source", func(c *Config) { c.Identity.Sources = []string{"api_key", "cookie"} }, []string{`identity.sources[1]: `}},
@@ -80,14 +76,7 @@ func TestValidateFields(t *testing.T) {
 		{"redis password env", func(c *Config) { redis(c); c.Store.Redis.PasswordEnv = "PASS WORD" }, []string{`store.redis.password_env: invalid environment variable name "PASS WORD"`}},
 		{"redis lease", func(c *Config) { redis(c); c.Store.Redis.LeaseTTL = "1ms" }, []string{`store.redis.lease_ttl: must be between`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := base()
-			tt.mutate(&c)
-			err := c.Validate()
-			wantProblems(t, err, tt.want)
-		})
-	}
+	testProblems(t, base, tests)
 }
 
 // TestOnErrorNames: the configuration names of OnError, and a value out of
