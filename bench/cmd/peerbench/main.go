@@ -118,7 +118,7 @@ func run(args []string) int {
 	md := report(&o, res, args)
 	fmt.Print(md)
 	if o.write != "" {
-		if err := writeSection(o.write, md); err != nil {
+		if err := replaceSection(o.write, sectionHeading, beginMarker, endMarker, md); err != nil {
 			fmt.Fprintln(os.Stderr, "peerbench:", err)
 			return 1
 		}

@@ -454,27 +454,3 @@ func protocolsReport(o *protoOptions, targets []*protoTarget, started time.Time,
 	}
 	return b.String()
 }
-
-// replaceSection replaces the text between begin and end in path (or adds
-// the block under heading, or at the end) with md.
-func replaceSection(path, heading, begin, end, md string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	text := string(old)
-	block := begin + "\n\n" + md + "\n" + end
-	if i := strings.Index(text, begin); i >= 0 {
-		j := strings.Index(text[i:], end)
-		if j < 0 {
-			return fmt.Errorf("%s: %q without %q", path, begin, end)
-		}
-		text = text[:i] + block + text[i+j+len(end):]
-	} else if i := strings.Index(text, heading+"\n"); i >= 0 {
-		at := i + len(heading) + 1
-		text = text[:at] + "\n" + block + "\n" + text[at:]
-	} else {
-		text = strings.TrimRight(text, "\n") + "\n\n" + heading + "\n\n" + block + "\n"
-	}
-	return os.WriteFile(path, []byte(text), 0o644)
-}

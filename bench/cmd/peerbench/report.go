@@ -202,36 +202,6 @@ func firstLine(bin string, args ...string) string {
 	return strings.TrimSpace(line)
 }
 
-// writeSection replaces the generated block of this tool's section in
-// path (creating the file or the section when absent) with md.
-func writeSection(path, md string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	text := string(old)
-	block := beginMarker + "\n\n" + md + "\n" + endMarker
-	if i := strings.Index(text, beginMarker); i >= 0 {
-		j := strings.Index(text[i:], endMarker)
-		if j < 0 {
-			return fmt.Errorf("%s: %q without %q", path, beginMarker, endMarker)
-		}
-		text = text[:i] + block + text[i+j+len(endMarker):]
-	} else if i := strings.Index(text, sectionHeading+"\n"); i >= 0 {
-		at := i + len(sectionHeading) + 1
-		text = text[:at] + "\n" + block + "\n" + text[at:]
-	} else {
-		if text != "" && !strings.HasSuffix(text, "\n") {
-			text += "\n"
-		}
-		if text != "" {
-			text += "\n"
-		}
-		text += sectionHeading + "\n\n" + block + "\n"
-	}
-	return os.WriteFile(path, []byte(text), 0o644)
-}
-
 // gitDescribe names the source the gateway was built from.
 func gitDescribe(root string) string {
 	cmd := exec.Command("git", "describe", "--always", "--dirty")
