@@ -133,24 +133,11 @@ func ratios(res *results) string {
 		}
 		fmt.Fprintf(&b, "| %s | %.2f× | %s | %s |\n", label, cpuPerReq(a)/cpuPerReq(z), ir, id)
 	}
-	for _, m := range allModes {
-		if !m.redis {
-			row("tollgate / nginx, "+m.name, find("tollgate", m.name), find("nginx", m.name))
-		}
-	}
-	for _, m := range allModes {
-		if !m.redis {
-			row("tollgate / floor, "+m.name, find("tollgate", m.name), find("floor", m.name))
-		}
-	}
-	for _, m := range allModes {
-		if !m.redis {
-			row("floor / nginx, "+m.name, find("floor", m.name), find("nginx", m.name))
-		}
-	}
-	for _, m := range allModes {
-		if !m.redis {
-			row("base / floor, "+m.name, find("base", m.name), find("floor", m.name))
+	for _, peers := range [][2]string{{"tollgate", "nginx"}, {"tollgate", "floor"}, {"floor", "nginx"}, {"base", "floor"}} {
+		for _, m := range allModes {
+			if !m.redis {
+				row(peers[0]+" / "+peers[1]+", "+m.name, find(peers[0], m.name), find(peers[1], m.name))
+			}
 		}
 	}
 	for _, m := range allModes {
