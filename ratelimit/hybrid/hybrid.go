@@ -264,10 +264,11 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 	sh.mu.Lock()
 	l := sh.m[k]
 	var back []giveBack
-	if l != nil && l.lim != h.Limit {
+	if l != nil && (l.lim != h.Limit || l.steppedBack(t)) {
 		// Reloaded: the units were counted under the same ID, but the
 		// lease's sizes and bounds belong to the old definition. Its
-		// unused units go back under the old one (its windows).
+		// unused units go back under the old one (its windows). Or the
+		// clock stepped back past the lease: it would last for the step.
 		back = l.takeBack(k.key, t)
 		l = nil
 		delete(sh.m, k)
@@ -325,6 +326,18 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 		back = l.takeBack(k.key, t)
 	}
 	return plan{kind: leasing, size: size, l: l, sh: sh, ch: ch, back: back}
+}
+
+// steppedBack reports whether t is more than an interval before the
+// instant l's lease or denial was taken: the clock of the Decide calls
+// (the gateway's wall clock) stepped back. Leases and denials age on that
+// clock, so without this a step back of an hour would repeat a denial (or
+// admit from a lease whose window the store has closed) for an hour,
+// while the store, on its own clock, has long moved on. Requests decided
+// at once carry instants a little apart, hence the interval's slack: a
+// step back extends a lease or a denial by at most one interval.
+func (l *lease) steppedBack(t int64) bool {
+	return t < max(l.at, l.deniedAt)-int64(l.lim.Batch.Interval/ratelimit.Tick)
 }
 
 // takeBack ends l at t and removes its unused units, returning them as

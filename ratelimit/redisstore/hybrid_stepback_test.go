@@ -1,0 +1,87 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/hybrid"
+	"github.com/tollgate/gateway/ratelimit/redisstore"
+)
+
+// TestHybridClockStepBack: the gateway's wall clock steps back (an NTP
+// step, a VM resumed) while a batched limit holds a lease or a denial,
+// with the store deciding on Redis's clock (store.clock = "store", the
+// default). Leases and denials age on the gateway's clock, so each row
+// failed before they were ended on a step back: the denial was repeated
+// for the whole step (Retry-After ten minutes for a window of 200 ms),
+// and a fixed window's leftover lease units, counted in a window Redis
+// had closed, were admitted on top of the next window's limit.
+func TestHybridClockStepBack(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, standard.Addr)
+	const step = 10 * time.Minute
+	for _, tc := range []struct {
+		name string
+		l    ratelimit.Limit
+		// before is how many requests go at the gateway's clock, wait
+		// how long real time passes, then after requests go at the
+		// stepped-back clock, of which at most most may be admitted
+		// (and at least least).
+		before      int
+		wait        time.Duration
+		after       int
+		least, most int
+	}{
+		{"a denied sliding counter is decided again once its window frees", ratelimit.Limit{
+			Name: "step-swc", Algorithm: ratelimit.SlidingWindowCounter, Rates: []ratelimit.Rate{rate(10, 200*time.Millisecond)},
+			Batch: &ratelimit.Batch{Interval: 100 * time.Millisecond, Lease: 5}},
+			30, 500 * time.Millisecond, 1, 1, 1},
+		{"a fixed window's leftover lease is not admitted in the next window", ratelimit.Limit{
+			Name: "step-fw", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(10, time.Second)},
+			Batch: &ratelimit.Batch{Interval: time.Minute, Lease: 8}},
+			4, 1100 * time.Millisecond, 30, 1, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := newStore(t, c, redisstore.Options{DenyCacheSize: -1, Clock: redisstore.ClockStore})
+			s := hybrid.New(rs, hybrid.Options{})
+			l := finished(t, tc.l)
+			hit := []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}
+			out := make([]ratelimit.Decision, 1)
+			start := time.Now().Round(0) // wall clock only, as after a step
+			for i := range tc.before {
+				if _, err := s.Decide(ctx, start.Add(time.Duration(i)*time.Microsecond), hit, out); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(tc.wait)
+			if l.Algorithm == ratelimit.FixedWindow {
+				// Start just past a window's start on Redis's clock, so
+				// the requests below fall in one window.
+				now, err := c.Time(ctx).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(now.Truncate(time.Second).Add(time.Second + 20*time.Millisecond).Sub(now))
+			}
+			stepped := start.Add(tc.wait - step)
+			admitted := 0
+			for i := range tc.after {
+				ok, err := s.Decide(ctx, stepped.Add(time.Duration(i)*time.Microsecond), hit, out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok {
+					admitted++
+				} else if out[0].RetryAfter > time.Second {
+					t.Errorf("denied with Retry-After %s after the clock stepped back %s", out[0].RetryAfter, step)
+				}
+			}
+			if admitted < tc.least || admitted > tc.most {
+				t.Fatalf("admitted %d of %d after the clock stepped back %s, want %d..%d (Redis's window is free)",
+					admitted, tc.after, step, tc.least, tc.most)
+			}
+		})
+	}
+}
