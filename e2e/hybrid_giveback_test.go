@@ -43,19 +43,26 @@ func windowCount(t *testing.T, rs *redistest.Server) int64 {
 // back when the gateway next leases, so they are not stranded; the last
 // leases of each gateway go back when it shuts down, after which Redis
 // counts exactly what the fleet admitted (no stranded units at the
-// window's end). The fixed window's bound holds throughout. (clock =
-// "local": with Redis TIME the gateway does not know the instant of the
-// count and gives nothing back.)
+// window's end). The fixed window's bound holds throughout. On both
+// clocks: with store.clock = "store" (the default) Redis counts at its
+// own instant, which its reply reports and the give-back names.
 func TestHybridGiveBack(t *testing.T) {
 	t.Parallel()
+	for _, clock := range []string{"store", "local"} {
+		t.Run(clock, func(t *testing.T) {
+			t.Parallel()
+			hybridGiveBack(t, clock)
+		})
+	}
+}
+
+func hybridGiveBack(t *testing.T, clock string) {
 	rs := redistest.Standalone(t)
 	const n, limit, gateways = 100, 100, 3
 	body := "[[limits]]\nname = \"steady\"\nrates = [\"100/10s\"]\nalgorithm = \"fixed_window\"\nby = []\n" +
 		"sync = \"batched\"\nsync_interval = \"50ms\"\nlease_size = 10\n\n" + routeTOML("fw", "/fw", "steady")
 	data := redisData(rs.Addr, nil, "deny", "10s", body)
-	// Give-backs need the instant of the count on the gateways' clock
-	// (with Redis TIME the units stay counted until the window ends).
-	data["StoreExtra"] = "clock = \"local\""
+	data["StoreExtra"] = "clock = \"" + clock + "\""
 	var gws []*gw
 	for range gateways {
 		gws = append(gws, startGateway(t, "redis.toml.tmpl", gwOpts{Data: data}))

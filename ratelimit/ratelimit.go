@@ -363,6 +363,12 @@ type Decision struct {
 	// state's time mark the reservation wrote (the bucket's instant for
 	// TokenBucket, the theoretical arrival time for GCRA, in ticks).
 	Mark float64
+	// At is, when the store decided on a clock of its own rather than at
+	// the now passed to Decide (Redis TIME), the instant it decided at, in
+	// ticks since the Unix epoch on that clock: a counted hit's units are
+	// in the window or bucket of At, which is where Returner.Return finds
+	// them. 0 when the store decided at the caller's now.
+	At int64
 }
 
 // Store decides hits against counters it owns. Implementations must be safe

@@ -89,8 +89,9 @@ type Canceler interface {
 // gateways may admit them.
 type Returner interface {
 	// Return gives back hits[i].Cost units of hits[i] counted at the
-	// instant at[i] (the instant passed to the Decide call that counted
-	// them), only to the window (fixed_window) or bucket
+	// instant at[i] (the Decision.At of the count when the store reported
+	// one, else the instant passed to the Decide call that counted them),
+	// only to the window (fixed_window) or bucket
 	// (sliding_window_counter) that instant fell in, and only while the
 	// store still holds it; never below zero. Other algorithms and hits
 	// are ignored. It is not idempotent: a call whose outcome is unknown

@@ -119,7 +119,47 @@ func TestHostile(t *testing.T) {
 				t.Fatalf("%d give-back calls for %d leases", st.Returns, st.Leases)
 			}
 		}},
+		{"a gateway whose clock is an hour off the store's (the store decides on its own clock): its leases go back to the store's windows", func(t *testing.T) {
+			for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter} {
+				back := &ownClock{Store: memstore.New(memstore.Options{}), skew: time.Hour + 7*time.Second}
+				s := hybrid.New(back, hybrid.Options{})
+				l := limit(t, alg, 1000, time.Minute, &ratelimit.Batch{Interval: time.Second, Lease: 16})
+				out := make([]ratelimit.Decision, 1)
+				for i := range 20 { // leases 1, 2, 4, 8, 16: 31 counted
+					s.Decide(ctx, t0.Add(time.Duration(i)*time.Millisecond), []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, out)
+				}
+				s.Flush(ctx, t0.Add(30*time.Millisecond))
+				if u, _ := back.Usage(ctx, t0.Add(time.Second), l, "k"); u[0].Used != 20 {
+					t.Fatalf("%s: the store counts %d units after the flush; 20 were admitted", l.Algorithm, u[0].Used)
+				}
+			}
+		}},
 	} {
 		t.Run(tc.name, tc.run)
 	}
+}
+
+// ownClock is a store deciding on a clock of its own, skew ahead of the
+// caller's (as Redis with store.clock = "store"), and reporting that
+// instant in Decision.At.
+type ownClock struct {
+	*memstore.Store
+	skew time.Duration
+}
+
+func (c *ownClock) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
+	now = now.Add(c.skew)
+	ok, err := c.Store.Decide(ctx, now, hits, out)
+	for i := range hits {
+		out[i].At = now.UnixMicro()
+	}
+	return ok, err
+}
+
+func (c *ownClock) Usage(ctx context.Context, now time.Time, l *ratelimit.Limit, key string) ([]ratelimit.WindowUsage, error) {
+	return c.Store.Usage(ctx, now.Add(c.skew), l, key)
+}
+
+func (c *ownClock) Return(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time) error {
+	return c.Store.Return(ctx, now.Add(c.skew), hits, at)
 }

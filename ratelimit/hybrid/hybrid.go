@@ -13,8 +13,9 @@
 // admit up to N·(k−1) units past its estimate with N gateways and leases of
 // at most k units. Units leased and not used before the lease ends (after
 // Batch.Interval, a reload, Flush) are given back to the window or bucket
-// they were counted in, when the wrapped store is a ratelimit.Returner, in
-// one call and never retried; a lease that ends with its fixed window
+// they were counted in (named by the store's instant of the count,
+// Decision.At, when it decides on its own clock), when the wrapped store
+// is a ratelimit.Returner, in one call and never retried; a lease that ends with its fixed window
 // gives back nothing (the window is gone). See ARCHITECTURE.md "Hybrid
 // counting".
 //
@@ -69,7 +70,8 @@ type shard struct {
 type leaseKey struct{ id, key string }
 
 // lease is one gateway's slice of one key's budget, or its cached denial.
-// Instants are ticks (µs) on the clock of the Decide calls.
+// Instants are ticks (µs) on the clock of the Decide calls, but counted and
+// prevCounted, on the store's.
 type lease struct {
 	lim   *ratelimit.Limit // the limit it was taken for (a reload replaces it)
 	units int64            // units left to admit locally
@@ -77,14 +79,18 @@ type lease struct {
 	size  int64            // the size of the last lease taken
 	used  int64            // units admitted since the last lease was taken
 	// The store's report when the lease was taken at instant at: what it
-	// had left beyond the lease, and its reset.
+	// had left beyond the lease, and its reset. counted is the instant
+	// the store counted the lease at, on its clock (Decision.At; at when
+	// the store decides on the caller's clock): the give-back names the
+	// window or bucket of counted, while at ages the lease here.
 	remaining, capacity int64
 	reset               time.Duration
-	at                  int64
+	at, counted         int64
 	// When a lease was taken while earlier ones still held units, prev
-	// is how many they held, counted at prevAt or later; a give-back
-	// returns up to prev units at prevAt, the rest at at.
-	prev, prevAt int64
+	// is how many they held, counted at prevAt (prevCounted on the
+	// store's clock) or later; a give-back returns up to prev units at
+	// prevCounted, the rest at counted.
+	prev, prevAt, prevCounted int64
 	// A denial of the hit at its own cost, repeated locally until
 	// denyUntil.
 	denyUntil, deniedAt int64
@@ -167,7 +173,8 @@ type plan struct {
 	back []giveBack
 }
 
-// giveBack is units to give back: hit.Cost units of hit counted at at.
+// giveBack is units to give back: hit.Cost units of hit counted at at
+// (on the store's clock).
 type giveBack struct {
 	hit ratelimit.Hit
 	at  int64
@@ -348,7 +355,11 @@ func (l *lease) steppedBack(t int64) bool {
 // gateway's units than it counted. Nothing is returned when there is
 // nothing worth a call: a fixed window that has ended (the store has
 // dropped it and takes nothing back into a later one), a sliding
-// counter's bucket that has left the window. The shard lock is held.
+// counter's bucket that has left the window. Whether it has is judged on
+// this gateway's clock (at, prevAt against t); the units go back to the
+// instants the store counted them at (counted, prevCounted), on its
+// clock, which decides again whether the window or bucket still holds
+// them. The shard lock is held.
 func (l *lease) takeBack(key string, t int64) []giveBack {
 	n := l.units
 	if n <= 0 {
@@ -357,7 +368,7 @@ func (l *lease) takeBack(key string, t int64) []giveBack {
 	l.units = 0
 	l.until = min(l.until, t)
 	var out []giveBack
-	add := func(c, at int64) {
+	add := func(c, at, counted int64) {
 		live := t < at+int64(l.lim.Rates[0].Window/ratelimit.Tick)
 		if l.lim.Algorithm == ratelimit.FixedWindow {
 			// l.reset is the store's reset reported for the lease at
@@ -365,12 +376,12 @@ func (l *lease) takeBack(key string, t int64) []giveBack {
 			live = t < l.at+int64(l.reset/ratelimit.Tick)
 		}
 		if c > 0 && live {
-			out = append(out, giveBack{ratelimit.Hit{Limit: l.lim, Key: key, Cost: c}, at})
+			out = append(out, giveBack{ratelimit.Hit{Limit: l.lim, Key: key, Cost: c}, counted})
 		}
 	}
 	old := min(n, l.prev)
-	add(old, l.prevAt)
-	add(n-old, l.at)
+	add(old, l.prevAt, l.prevCounted)
+	add(n-old, l.at, l.counted)
 	l.prev = 0
 	return out
 }
@@ -634,13 +645,19 @@ func (s *Store) settle(h ratelimit.Hit, p plan, d ratelimit.Decision, allowed bo
 		// takes them from an older bucket, which weighs no more than the
 		// one that counted them and leaves the window first.
 		if l.prev == 0 {
-			l.prevAt = l.at
+			l.prevAt, l.prevCounted = l.at, l.counted
 		}
 		l.prev = l.units
 	}
 	l.units += extra
 	l.size, l.used = p.size, h.Cost
 	l.remaining, l.capacity, l.reset, l.at = d.Remaining, d.Limit, d.Reset, t
+	l.counted = t
+	if d.At != 0 {
+		// The store counted on its own clock (Redis TIME): its units
+		// are in the window of that instant, whatever this clock says.
+		l.counted = d.At
+	}
 	l.denyUntil = 0
 	d.Remaining = min(d.Limit, d.Remaining+l.units)
 	return d

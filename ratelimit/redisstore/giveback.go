@@ -13,16 +13,13 @@ var _ ratelimit.Returner = (*Store)(nil)
 // Return implements ratelimit.Returner: one script call (mode 3, the
 // algorithm's cancel in lua/fixed_window.lua and lua/sliding_counter.lua)
 // per hit of a batchable limit, giving its units back to the window or
-// bucket of at[i]. With ClockStore the store counted at Redis's instant,
-// which the caller does not know, so nothing is given back (the units
-// stay counted until their window ends, as without Return). A call whose
-// reply is lost is not retried: it may have given the units back.
+// bucket of at[i]. With ClockStore at[i] is on Redis's clock: the
+// Decision.At the count reported (the caller's clock says nothing about
+// Redis's windows). A call whose reply is lost is not retried: it may have
+// given the units back.
 func (s *Store) Return(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time) error {
 	if len(at) < len(hits) {
 		return fmt.Errorf("redisstore: %d instants for %d hits", len(at), len(hits))
-	}
-	if s.opts.Clock != ClockLocal {
-		return nil
 	}
 	for i, h := range hits {
 		if err := h.Check(); err != nil {

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/hybrid"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 	"github.com/tollgate/gateway/ratelimit/redisstore"
 	"github.com/tollgate/gateway/ratelimit/storetest"
@@ -80,5 +83,121 @@ func TestReturnParity(t *testing.T) {
 	}
 	if returns < 300 {
 		t.Fatalf("only %d give-backs", returns)
+	}
+}
+
+// TestDecisionAtStoreClock: with ClockStore a decision reports the instant
+// Redis decided at (between two readings of TIME around the call, on any
+// topology); with ClockLocal it reports none (the caller's now is the
+// instant).
+func TestDecisionAtStoreClock(t *testing.T) {
+	l := finished(t, ratelimit.Limit{Name: "at", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(100, time.Hour)}})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		client func(t *testing.T) redis.UniversalClient
+	}{
+		{"standalone", func(t *testing.T) redis.UniversalClient { return newClient(t, standard.Addr) }},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return newClusterClient(t, sharedCluster().Addrs()) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.client(t)
+			for _, clock := range []redisstore.Clock{redisstore.ClockLocal, redisstore.ClockStore} {
+				s := newStore(t, c, redisstore.Options{Clock: clock, DenyCacheSize: -1})
+				// Two keys in two slots: a Cluster decides them in two calls.
+				hits := []ratelimit.Hit{{Limit: l, Key: "{a}at", Cost: 1}, {Limit: l, Key: "{b}at", Cost: 1}}
+				out := make([]ratelimit.Decision, 2)
+				before := redisTime(t, c)
+				if ok, err := s.Decide(ctx, time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC), hits, out); err != nil || !ok {
+					t.Fatalf("clock %d: %v %v", clock, ok, err)
+				}
+				after := redisTime(t, c)
+				for i, d := range out {
+					switch {
+					case clock == redisstore.ClockLocal && d.At != 0:
+						t.Errorf("ClockLocal hit %d: At = %d, want 0", i, d.At)
+					case clock == redisstore.ClockStore && (d.At < before || d.At > after):
+						t.Errorf("ClockStore hit %d: At = %d, want within Redis's [%d, %d]", i, d.At, before, after)
+					}
+				}
+			}
+		})
+	}
+}
+
+// redisTime is Redis's TIME in ticks (on a Cluster, one master's).
+func redisTime(t *testing.T, c redis.UniversalClient) int64 {
+	t.Helper()
+	tm, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm.UnixMicro()
+}
+
+// TestHybridReturnStoreClock: gateways on Redis's clock (ClockStore) whose
+// own clocks are an hour off Redis's, either way, lease a batched fixed
+// window and a batched sliding counter through hybrid stores and flush
+// them: Redis then counts exactly what they admitted. Their own clocks
+// name other windows and buckets than the ones Redis counted in; the
+// give-back goes to Redis's instant of each count (Decision.At). Before,
+// nothing was given back on Redis's clock and the leases stayed counted.
+func TestHybridReturnStoreClock(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, standard.Addr)
+	b := &ratelimit.Batch{Interval: time.Minute, Lease: 16}
+	limits := []*ratelimit.Limit{
+		finished(t, ratelimit.Limit{Name: "hfw", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(1000, time.Hour)}, Batch: b}),
+		finished(t, ratelimit.Limit{Name: "hswc", Algorithm: ratelimit.SlidingWindowCounter, Precision: time.Minute, Rates: []ratelimit.Rate{rate(1000, time.Hour)}, Batch: b}),
+	}
+	// Not within a few seconds of the end of Redis's hour or minute: the
+	// counts must all fall in one window and one bucket.
+	for {
+		if us := redisTime(t, c) % int64(time.Minute/ratelimit.Tick); us < int64(55*time.Second/ratelimit.Tick) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	skews := []time.Duration{time.Hour + 17*time.Second, -time.Hour - 29*time.Second}
+	o := redisstore.Options{Clock: redisstore.ClockStore, DenyCacheSize: -1, Prefix: fmt.Sprintf("t%x:", rand.Uint32())}
+	var gws []*hybrid.Store
+	for range skews {
+		gws = append(gws, hybrid.New(newStore(t, c, o), hybrid.Options{}))
+	}
+	out := make([]ratelimit.Decision, 1)
+	admitted := 0
+	for i := range 40 {
+		g := i % len(gws)
+		now := time.Now().Add(skews[g])
+		for _, l := range limits {
+			ok, err := gws[g].Decide(ctx, now, []ratelimit.Hit{{Limit: l, Key: "{h}k", Cost: 1}}, out)
+			if err != nil || !ok {
+				t.Fatalf("request %d on %s: %v %v", i, l.Name, ok, err)
+			}
+		}
+		admitted++
+	}
+	used := func(l *ratelimit.Limit) int64 {
+		u, err := newStore(t, c, o).Usage(ctx, time.Now(), l, "{h}k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u[0].Used
+	}
+	for _, l := range limits {
+		if got := used(l); got <= int64(admitted) {
+			t.Fatalf("%s: Redis counts %d units before the flush for %d admitted: the leases held nothing", l.Name, got, admitted)
+		}
+	}
+	for g, s := range gws {
+		s.Flush(ctx, time.Now().Add(skews[g]))
+		if st := s.Stats(); st.Returned == 0 || st.Dropped != 0 {
+			t.Fatalf("gateway %d: %+v", g, st)
+		}
+	}
+	for _, l := range limits {
+		if got := used(l); got != int64(admitted) {
+			t.Errorf("%s: after the flush Redis counts %d units; the gateways admitted %d", l.Name, got, admitted)
+		}
 	}
 }

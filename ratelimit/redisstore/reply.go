@@ -112,7 +112,7 @@ func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld
 		return false, taken{}, fmt.Errorf("script reply of %d bytes does not match %d hits", len(packed), len(hits))
 	}
 	if !wantOld {
-		return allowed, taken{}, nil
+		return allowed, taken{at: at}, nil
 	}
 	if len(olds) != 2*len(hits) {
 		return false, taken{}, fmt.Errorf("short script reply (%d old values for %d hits)", len(olds), len(hits))

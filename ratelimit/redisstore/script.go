@@ -95,5 +95,13 @@ func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Tim
 	if err != nil {
 		return false, taken{}, err
 	}
-	return parseReply(res, hits, out, wantOld)
+	allowed, tk, err := parseReply(res, hits, out, wantOld)
+	if err == nil && s.opts.Clock == ClockStore {
+		// Redis decided at its own instant: report it, so that a caller
+		// that gives units back (the hybrid store) names their window.
+		for i := range hits {
+			out[i].At = tk.at
+		}
+	}
+	return allowed, tk, err
 }
