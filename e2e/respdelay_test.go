@@ -70,118 +70,117 @@ func startRespDelay(t *testing.T, backend, algorithm string) (*gw, *respUpstream
 	return startGateway(t, "respdelay.toml.tmpl", gwOpts{Data: data}), u
 }
 
+// respDelayOnStores runs f twice in parallel subtests, named for the
+// store: on a gateway on respdelay.toml.tmpl with the memory store, and on
+// one with a fresh Redis, each with its own upstream.
+func respDelayOnStores(t *testing.T, algorithm string, f func(t *testing.T, g *gw, u *respUpstream)) {
+	t.Parallel()
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			g, u := startRespDelay(t, backend, algorithm)
+			f(t, g, u)
+		})
+	}
+}
+
 // TestResponseCountFailedLogins: with count = "response" and
 // count_statuses = ["401", "403"], successful logins are never counted;
 // five failed ones are, and the sixth attempt (right password or not) is
 // denied before it reaches the upstream. Another client is untouched.
 func TestResponseCountFailedLogins(t *testing.T) {
-	t.Parallel()
-	for _, backend := range []string{"memory", "redis"} {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			g, u := startRespDelay(t, backend, "token_bucket")
-			c := newClient(t, "")
-			right, wrong := map[string]string{"X-Password": "right"}, map[string]string{"X-Password": "wrong"}
-			for i := range 8 {
-				if r := get(t, c, g.url("/login"), right); r.Status != 200 {
-					t.Fatalf("successful login %d: %s", i+1, r)
-				}
+	respDelayOnStores(t, "token_bucket", func(t *testing.T, g *gw, u *respUpstream) {
+		c := newClient(t, "")
+		right, wrong := map[string]string{"X-Password": "right"}, map[string]string{"X-Password": "wrong"}
+		for i := range 8 {
+			if r := get(t, c, g.url("/login"), right); r.Status != 200 {
+				t.Fatalf("successful login %d: %s", i+1, r)
 			}
-			for i := range 5 {
-				r := get(t, c, g.url("/login"), wrong)
-				if r.Status != http.StatusUnauthorized {
-					t.Fatalf("failed login %d: %s, want the upstream's 401", i+1, r)
-				}
-				if i == 0 && !strings.HasPrefix(r.Header.Get("RateLimit"), `"login-failures";r=5;`) {
-					t.Errorf("first failed login: RateLimit %q, want r=5 (checked before it was counted)", r.Header.Get("RateLimit"))
-				}
+		}
+		for i := range 5 {
+			r := get(t, c, g.url("/login"), wrong)
+			if r.Status != http.StatusUnauthorized {
+				t.Fatalf("failed login %d: %s, want the upstream's 401", i+1, r)
 			}
-			before := len(u.times("/login"))
-			for _, h := range []map[string]string{wrong, right} {
-				r := get(t, c, g.url("/login"), h)
-				check429Body(t, r, "login-failures")
-				if ra := r.Header.Get("Retry-After"); ra == "" {
-					t.Errorf("429 without Retry-After: %s", r)
-				}
+			if i == 0 && !strings.HasPrefix(r.Header.Get("RateLimit"), `"login-failures";r=5;`) {
+				t.Errorf("first failed login: RateLimit %q, want r=5 (checked before it was counted)", r.Header.Get("RateLimit"))
 			}
-			if n := len(u.times("/login")); n != before {
-				t.Errorf("denied attempts reached the upstream: %d arrivals, want %d", n, before)
+		}
+		before := len(u.times("/login"))
+		for _, h := range []map[string]string{wrong, right} {
+			r := get(t, c, g.url("/login"), h)
+			check429Body(t, r, "login-failures")
+			if ra := r.Header.Get("Retry-After"); ra == "" {
+				t.Errorf("429 without Retry-After: %s", r)
 			}
-			if r := get(t, newClient(t, "127.0.0.2"), g.url("/login"), wrong); r.Status != http.StatusUnauthorized {
-				t.Errorf("another client: %s, want 401 from the upstream", r)
-			}
-		})
-	}
+		}
+		if n := len(u.times("/login")); n != before {
+			t.Errorf("denied attempts reached the upstream: %d arrivals, want %d", n, before)
+		}
+		if r := get(t, newClient(t, "127.0.0.2"), g.url("/login"), wrong); r.Status != http.StatusUnauthorized {
+			t.Errorf("another client: %s, want 401 from the upstream", r)
+		}
+	})
 }
 
 // TestResponseCountClientHangsUp: a client that sends a failed login and
 // hangs up before the answer is counted all the same (the upstream
 // exchange is not cancelled by the client going away).
 func TestResponseCountClientHangsUp(t *testing.T) {
-	t.Parallel()
-	for _, backend := range []string{"memory", "redis"} {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			g, u := startRespDelay(t, backend, "token_bucket")
-			c := newClient(t, "")
-			c.Timeout = 50 * time.Millisecond
-			for i := range 5 {
-				if _, err := tryDo(c, "GET", g.url("/login"), map[string]string{"X-Password": "wrong", "X-Sleep": "300ms"}, nil); err == nil {
-					t.Fatalf("attempt %d: answered within 50ms; the upstream was to sleep 300ms", i+1)
-				}
+	respDelayOnStores(t, "token_bucket", func(t *testing.T, g *gw, u *respUpstream) {
+		c := newClient(t, "")
+		c.Timeout = 50 * time.Millisecond
+		for i := range 5 {
+			if _, err := tryDo(c, "GET", g.url("/login"), map[string]string{"X-Password": "wrong", "X-Sleep": "300ms"}, nil); err == nil {
+				t.Fatalf("attempt %d: answered within 50ms; the upstream was to sleep 300ms", i+1)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			c = newClient(t, "")
-			for len(u.times("/login")) < 5 && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
-			// The upstream answers 300ms after each arrival; the count
-			// follows at once.
-			time.Sleep(600 * time.Millisecond)
-			r := get(t, c, g.url("/login"), map[string]string{"X-Password": "right"})
-			check429Body(t, r, "login-failures")
-		})
-	}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		c = newClient(t, "")
+		for len(u.times("/login")) < 5 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		// The upstream answers 300ms after each arrival; the count
+		// follows at once.
+		time.Sleep(600 * time.Millisecond)
+		r := get(t, c, g.url("/login"), map[string]string{"X-Password": "right"})
+		check429Body(t, r, "login-failures")
+	})
 }
 
 // TestResponseCostHeader: cost_response_header takes the units the
 // upstream names (capped at the limit's capacity) and removes the header
 // from the response; a client sending the header itself changes nothing.
 func TestResponseCostHeader(t *testing.T) {
-	t.Parallel()
-	for _, backend := range []string{"memory", "redis"} {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			g, _ := startRespDelay(t, backend, "token_bucket")
-			c := newClient(t, "")
-			for i, want := range []string{`"units";r=10;`, `"units";r=6;`} {
-				r := get(t, c, g.url("/units"), map[string]string{"X-Want-Units": "4", "X-Units": "1"})
-				if r.Status != 200 || !strings.HasPrefix(r.Header.Get("RateLimit"), want) {
-					t.Fatalf("request %d: %s, want 200 with RateLimit %s", i+1, r, want)
-				}
-				if v := r.Header.Get("X-Units"); v != "" {
-					t.Fatalf("request %d: the response cost header reached the client: %q", i+1, v)
-				}
+	respDelayOnStores(t, "token_bucket", func(t *testing.T, g *gw, _ *respUpstream) {
+		c := newClient(t, "")
+		for i, want := range []string{`"units";r=10;`, `"units";r=6;`} {
+			r := get(t, c, g.url("/units"), map[string]string{"X-Want-Units": "4", "X-Units": "1"})
+			if r.Status != 200 || !strings.HasPrefix(r.Header.Get("RateLimit"), want) {
+				t.Fatalf("request %d: %s, want 200 with RateLimit %s", i+1, r, want)
 			}
-			// 8 of 10 used: the peek passes, the answer counts 4 more.
-			if r := get(t, c, g.url("/units"), map[string]string{"X-Want-Units": "4"}); r.Status != 200 {
-				t.Fatalf("third request: %s", r)
+			if v := r.Header.Get("X-Units"); v != "" {
+				t.Fatalf("request %d: the response cost header reached the client: %q", i+1, v)
 			}
-			check429Body(t, get(t, c, g.url("/units"), nil), "units")
-			// Another client: a malformed or huge cost counts as the
-			// request's cost, or the whole capacity.
-			c2 := newClient(t, "127.0.0.3")
-			for _, v := range []string{"-3", "1e9", "0x10"} {
-				if r := get(t, c2, g.url("/units"), map[string]string{"X-Want-Units": v}); r.Status != 200 || r.Header.Get("X-Units") != "" {
-					t.Fatalf("cost %q: %s", v, r)
-				}
+		}
+		// 8 of 10 used: the peek passes, the answer counts 4 more.
+		if r := get(t, c, g.url("/units"), map[string]string{"X-Want-Units": "4"}); r.Status != 200 {
+			t.Fatalf("third request: %s", r)
+		}
+		check429Body(t, get(t, c, g.url("/units"), nil), "units")
+		// Another client: a malformed or huge cost counts as the
+		// request's cost, or the whole capacity.
+		c2 := newClient(t, "127.0.0.3")
+		for _, v := range []string{"-3", "1e9", "0x10"} {
+			if r := get(t, c2, g.url("/units"), map[string]string{"X-Want-Units": v}); r.Status != 200 || r.Header.Get("X-Units") != "" {
+				t.Fatalf("cost %q: %s", v, r)
 			}
-			if r := get(t, c2, g.url("/units"), map[string]string{"X-Want-Units": "9007199254740992"}); r.Status != 200 || !strings.HasPrefix(r.Header.Get("RateLimit"), `"units";r=7;`) {
-				t.Fatalf("huge cost: %s, want 200 with 7 left before it counted", r)
-			}
-			check429Body(t, get(t, c2, g.url("/units"), nil), "units")
-		})
-	}
+		}
+		if r := get(t, c2, g.url("/units"), map[string]string{"X-Want-Units": "9007199254740992"}); r.Status != 200 || !strings.HasPrefix(r.Header.Get("RateLimit"), `"units";r=7;`) {
+			t.Fatalf("huge cost: %s, want 200 with 7 left before it counted", r)
+		}
+		check429Body(t, get(t, c2, g.url("/units"), nil), "units")
+	})
 }
 
 // TestDelayBurst: 50 concurrent requests against 10/s (burst 10) with
@@ -190,11 +189,9 @@ func TestResponseCostHeader(t *testing.T) {
 // both stores.
 func TestDelayBurst(t *testing.T) {
 	t.Parallel()
-	for _, backend := range []string{"memory", "redis"} {
-		for _, alg := range []string{"token_bucket", "gcra"} {
-			t.Run(backend+"/"+alg, func(t *testing.T) {
-				t.Parallel()
-				g, u := startRespDelay(t, backend, alg)
+	for _, alg := range []string{"token_bucket", "gcra"} {
+		t.Run(alg, func(t *testing.T) {
+			respDelayOnStores(t, alg, func(t *testing.T, g *gw, u *respUpstream) {
 				c := newClient(t, "")
 				// Warm 50 connections so the burst arrives together.
 				var wg sync.WaitGroup
@@ -282,7 +279,7 @@ func TestDelayBurst(t *testing.T) {
 					t.Errorf("tollgate_delay_duration_seconds_sum = %v, want about 5.5 (0.1 + 0.2 + … + 1.0)", s)
 				}
 			})
-		}
+		})
 	}
 }
 
@@ -290,58 +287,53 @@ func TestDelayBurst(t *testing.T) {
 // its slot back (the next request waits for that slot, not the one
 // after), and past max_waiting a request that would wait gets 429 at once.
 func TestDelayCancelAndQueueBound(t *testing.T) {
-	t.Parallel()
-	for _, backend := range []string{"memory", "redis"} {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			g, _ := startRespDelay(t, backend, "token_bucket")
-			c := newClient(t, "")
-			if r := get(t, c, g.url("/queue"), nil); r.Status != 200 {
-				t.Fatalf("first: %s", r)
+	respDelayOnStores(t, "token_bucket", func(t *testing.T, g *gw, _ *respUpstream) {
+		c := newClient(t, "")
+		if r := get(t, c, g.url("/queue"), nil); r.Status != 200 {
+			t.Fatalf("first: %s", r)
+		}
+		// Waits for the slot 1s on; hangs up after 200ms.
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, "GET", g.url("/queue"), nil)
+		if _, err := c.Do(req); err == nil {
+			t.Fatal("the waiting request was answered within 200ms")
+		}
+		cancel()
+		time.Sleep(100 * time.Millisecond) // the gateway sees the hang-up
+		t0 := time.Now()
+		if r := get(t, c, g.url("/queue"), nil); r.Status != 200 {
+			t.Fatalf("after the hang-up: %s", r)
+		}
+		if took := time.Since(t0); took > 1500*time.Millisecond {
+			t.Fatalf("the request after the hang-up waited %v: the given-back slot (about 0.7s away) was not reused", took)
+		}
+		// The bucket is now empty with nothing waiting: two may wait,
+		// the third may not.
+		var wg sync.WaitGroup
+		codes := make(chan int, 3)
+		for range 2 {
+			wg.Add(1)
+			go func() { defer wg.Done(); codes <- get(t, c, g.url("/queue"), nil).Status }()
+		}
+		time.Sleep(300 * time.Millisecond)
+		t1 := time.Now()
+		r := get(t, c, g.url("/queue"), nil)
+		check429Body(t, r, "queue")
+		if took := time.Since(t1); took > 500*time.Millisecond {
+			t.Errorf("the third would-be waiter was answered after %v, want at once", took)
+		}
+		wg.Wait()
+		close(codes)
+		for code := range codes {
+			if code != 200 {
+				t.Errorf("a waiter got %d, want 200", code)
 			}
-			// Waits for the slot 1s on; hangs up after 200ms.
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			req, _ := http.NewRequestWithContext(ctx, "GET", g.url("/queue"), nil)
-			if _, err := c.Do(req); err == nil {
-				t.Fatal("the waiting request was answered within 200ms")
-			}
-			cancel()
-			time.Sleep(100 * time.Millisecond) // the gateway sees the hang-up
-			t0 := time.Now()
-			if r := get(t, c, g.url("/queue"), nil); r.Status != 200 {
-				t.Fatalf("after the hang-up: %s", r)
-			}
-			if took := time.Since(t0); took > 1500*time.Millisecond {
-				t.Fatalf("the request after the hang-up waited %v: the given-back slot (about 0.7s away) was not reused", took)
-			}
-			// The bucket is now empty with nothing waiting: two may wait,
-			// the third may not.
-			var wg sync.WaitGroup
-			codes := make(chan int, 3)
-			for range 2 {
-				wg.Add(1)
-				go func() { defer wg.Done(); codes <- get(t, c, g.url("/queue"), nil).Status }()
-			}
-			time.Sleep(300 * time.Millisecond)
-			t1 := time.Now()
-			r := get(t, c, g.url("/queue"), nil)
-			check429Body(t, r, "queue")
-			if took := time.Since(t1); took > 500*time.Millisecond {
-				t.Errorf("the third would-be waiter was answered after %v, want at once", took)
-			}
-			wg.Wait()
-			close(codes)
-			for code := range codes {
-				if code != 200 {
-					t.Errorf("a waiter got %d, want 200", code)
-				}
-			}
-			m := scrape(t, g, "")
-			if n := m.family("http_server_request_duration_seconds_count", `tollgate_outcome="canceled"`).sum(); n != 1 {
-				t.Errorf("canceled requests = %v, want 1", n)
-			}
-		})
-	}
+		}
+		m := scrape(t, g, "")
+		if n := m.family("http_server_request_duration_seconds_count", `tollgate_outcome="canceled"`).sum(); n != 1 {
+			t.Errorf("canceled requests = %v, want 1", n)
+		}
+	})
 }
 
 // sum adds up the series of m.
@@ -359,35 +351,30 @@ func (m metrics) sum() float64 {
 // logins against 5/15m: all twelve reach the upstream and are counted
 // (7 past the limit, fewer than the 12 in flight); the next is denied.
 func TestResponseCountOvershoot(t *testing.T) {
-	t.Parallel()
-	for _, backend := range []string{"memory", "redis"} {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			g, u := startRespDelay(t, backend, "token_bucket")
-			c := newClient(t, "")
-			var wg sync.WaitGroup
-			codes := make([]int, 12)
-			for i := range codes {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					codes[i] = get(t, c, g.url("/login"), map[string]string{"X-Password": "wrong", "X-Sleep": "300ms"}).Status
-				}()
+	respDelayOnStores(t, "token_bucket", func(t *testing.T, g *gw, u *respUpstream) {
+		c := newClient(t, "")
+		var wg sync.WaitGroup
+		codes := make([]int, 12)
+		for i := range codes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				codes[i] = get(t, c, g.url("/login"), map[string]string{"X-Password": "wrong", "X-Sleep": "300ms"}).Status
+			}()
+		}
+		wg.Wait()
+		forwarded := len(u.times("/login"))
+		for _, code := range codes {
+			if code != http.StatusUnauthorized && code != http.StatusTooManyRequests {
+				t.Fatalf("status %d", code)
 			}
-			wg.Wait()
-			forwarded := len(u.times("/login"))
-			for _, code := range codes {
-				if code != http.StatusUnauthorized && code != http.StatusTooManyRequests {
-					t.Fatalf("status %d", code)
-				}
-			}
-			if forwarded > 5+12 || forwarded < 5 {
-				t.Fatalf("%d of 12 concurrent attempts forwarded: the bound is L + in flight = 17", forwarded)
-			}
-			t.Logf("%d of 12 concurrent failed logins forwarded and counted against 5/15m: %d past the limit", forwarded, forwarded-5)
-			check429Body(t, get(t, c, g.url("/login"), map[string]string{"X-Password": "right"}), "login-failures")
-		})
-	}
+		}
+		if forwarded > 5+12 || forwarded < 5 {
+			t.Fatalf("%d of 12 concurrent attempts forwarded: the bound is L + in flight = 17", forwarded)
+		}
+		t.Logf("%d of 12 concurrent failed logins forwarded and counted against 5/15m: %d past the limit", forwarded, forwarded-5)
+		check429Body(t, get(t, c, g.url("/login"), map[string]string{"X-Password": "right"}), "login-failures")
+	})
 }
 
 // TestResponseCountReload: a reload switches a limit between counting by
