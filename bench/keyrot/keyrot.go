@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"text/template"
 	"time"
 
@@ -131,29 +130,17 @@ func run(ctx context.Context, o options) (*result, error) {
 	if err := os.WriteFile(path, cfg.Bytes(), 0o600); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--config", path)
+	// gwOut is read only once the gateway has ended (StartGateway's error,
+	// Done): its output is complete then and no longer written.
 	var gwOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &gwOut, &gwOut
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	if err := waitHealthy(admin, exited); err != nil {
+	gw, err := probe.StartGateway(ctx, bin, path, admin, &gwOut)
+	if err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, gwOut.String())
 	}
-	pc := &probe.Client{PID: cmd.Process.Pid, Admin: admin}
+	defer gw.Stop()
+	pc := &probe.Client{PID: gw.PID(), Admin: admin}
 	fmt.Fprintf(o.Log, "keyrot: gateway pid %d, %d keys, max_keys %d, %d workers, store %s\n",
-		cmd.Process.Pid, o.Keys, o.MaxKeys, o.Workers, map[bool]string{true: "redis " + o.Redis, false: "memory"}[o.Redis != ""])
+		gw.PID(), o.Keys, o.MaxKeys, o.Workers, map[bool]string{true: "redis " + o.Redis, false: "memory"}[o.Redis != ""])
 
 	res := &result{}
 	tctx, cancel := context.WithTimeout(ctx, o.Timeout)
@@ -168,7 +155,7 @@ func run(ctx context.Context, o options) (*result, error) {
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	url := "http://" + listen + "/r"
-	idle, err := probe.RSS(cmd.Process.Pid)
+	idle, err := probe.RSS(gw.PID())
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +205,7 @@ func run(ctx context.Context, o options) (*result, error) {
 	sample := func() error {
 		now := time.Now()
 		s := sent.Load()
-		rss, err := probe.RSS(cmd.Process.Pid)
+		rss, err := probe.RSS(gw.PID())
 		if err != nil {
 			return err
 		}
@@ -243,8 +230,8 @@ loop:
 		select {
 		case <-done:
 			break loop
-		case err := <-exited:
-			return nil, fmt.Errorf("gateway exited: %v\n%s", err, gwOut.String())
+		case <-gw.Done():
+			return nil, fmt.Errorf("gateway exited: %v\n%s", gw.Err(), gwOut.String())
 		case <-tick.C:
 			if err := sample(); err != nil {
 				return nil, fmt.Errorf("sample: %w", err)
@@ -382,28 +369,6 @@ func throughput(res *result) (median, low float64) {
 	}
 	sort.Float64s(v)
 	return v[len(v)/2], v[0]
-}
-
-func waitHealthy(admin string, exited <-chan error) error {
-	c := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("gateway exited before it was healthy: %v", err)
-		default:
-		}
-		if resp, err := c.Get("http://" + admin + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return errors.New("gateway not healthy within 15s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/gateway/bench/soak/probe"
 )
 
 // TestKeyRotationPlateau is keyrot's CI mode: 200,000 distinct keys
@@ -17,16 +17,16 @@ func TestKeyRotationPlateau(t *testing.T) {
 	if testing.Short() {
 		t.Skip("30 s load run; run without -short")
 	}
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	root, err := probe.ModuleRoot()
 	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
+		t.Fatal(err)
 	}
 	var log strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const maxKeys = 20_000
 	res, err := run(ctx, options{Keys: 200_000, MaxKeys: maxKeys, Workers: 16, Interval: time.Second,
-		Timeout: 30 * time.Second, Root: filepath.Dir(strings.TrimSpace(string(out))), Log: &log})
+		Timeout: 30 * time.Second, Root: root, Log: &log})
 	if err != nil {
 		t.Fatalf("keyrot: %v\n%s", err, log.String())
 	}

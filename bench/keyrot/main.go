@@ -19,12 +19,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tollgate/gateway/bench/soak/probe"
 )
 
 func main() {
@@ -42,12 +41,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "keyrot: -keys in (0, 1e8], -max-keys, -workers, -interval, -timeout > 0")
 		os.Exit(2)
 	}
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" || strings.TrimSpace(string(out)) == os.DevNull {
-		fmt.Fprintln(os.Stderr, "keyrot: run inside the module:", err)
+	root, err := probe.ModuleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "keyrot:", err)
 		os.Exit(2)
 	}
-	o.Root = filepath.Dir(strings.TrimSpace(string(out)))
+	o.Root = root
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := run(ctx, o)

@@ -20,17 +20,18 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tollgate/gateway/bench/soak/probe"
 )
 
 func main() {
-	root, err := moduleRoot()
+	root, err := probe.ModuleRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(2)
@@ -91,17 +92,4 @@ func verdict(rep *report) []string {
 			last.S2xx, last.S429, last.S5xx, last.Disconnects, last.Reloads))
 	}
 	return problems
-}
-
-// moduleRoot is the directory of the main module's go.mod.
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("not inside the module (run from the repository)")
-	}
-	return filepath.Dir(mod), nil
 }

@@ -11,10 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -173,23 +171,12 @@ func run(ctx context.Context, o options) (*report, error) {
 	if err := writeConfig(tmpl, cfg, data); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--config", cfg)
-	cmd.Env = cleanEnv()
-	out := o.GatewayLog
-	if out == nil {
-		out = io.Discard
-	}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
+	gw, err := probe.StartGateway(ctx, bin, cfg, admin, o.GatewayLog)
+	if err != nil {
 		return nil, err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer stop(cmd, exited)
-	pc := &probe.Client{PID: cmd.Process.Pid, Admin: admin}
-	if err := waitHealthy(ctx, admin, exited); err != nil {
-		return nil, err
-	}
+	defer gw.Stop()
+	pc := &probe.Client{PID: gw.PID(), Admin: admin}
 
 	rep := &report{ByKind: map[string]int64{}}
 	rep.Before, err = pc.Sample(ctx)
@@ -197,7 +184,7 @@ func run(ctx context.Context, o options) (*report, error) {
 		return nil, fmt.Errorf("sample before traffic: %w", err)
 	}
 	fmt.Fprintf(o.Log, "soak: gateway pid %d on %s (admin %s); %v of traffic at %d req/s, sample every %v, reload every %v\n",
-		cmd.Process.Pid, listen, admin, o.Duration, o.RPS, o.Interval, o.ReloadEvery)
+		gw.PID(), listen, admin, o.Duration, o.RPS, o.Interval, o.ReloadEvery)
 
 	c := &counters{byKind: map[string]int64{}}
 	tr := &http.Transport{
@@ -220,7 +207,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		reloader(tctx, o, tmpl, cfg, data, cmd.Process, c)
+		reloader(tctx, o, tmpl, cfg, data, gw, c)
 	}()
 
 	start := time.Now()
@@ -251,8 +238,8 @@ loop:
 		select {
 		case <-tctx.Done():
 			break loop
-		case err := <-exited:
-			return nil, fmt.Errorf("gateway exited during the soak: %v", err)
+		case <-gw.Done():
+			return nil, fmt.Errorf("gateway exited during the soak: %v", gw.Err())
 		case <-tick.C:
 			if err := sample(); err != nil && sampleErr == nil {
 				sampleErr = err
@@ -409,7 +396,7 @@ func one(ctx context.Context, client *http.Client, k kind, req *http.Request, ha
 // alternating the hot route's body and an extra route, so every reload
 // compiles a different policy while the limits stay unchanged.
 func reloader(ctx context.Context, o options, tmpl *template.Template, cfg string, data map[string]any,
-	p *os.Process, c *counters) {
+	gw *probe.Gateway, c *counters) {
 	t := time.NewTicker(o.ReloadEvery)
 	defer t.Stop()
 	for i := 1; ; i++ {
@@ -426,7 +413,7 @@ func reloader(ctx context.Context, o options, tmpl *template.Template, cfg strin
 		if i%2 == 1 {
 			d["Extra"] = fmt.Sprintf("\n[[routes]]\nname = \"extra\"\npath_prefix = \"/extra\"\nrespond = { status = 200, body = \"extra %d\" }\n", i)
 		}
-		if err := writeConfig(tmpl, cfg, d); err != nil || p.Signal(syscall.SIGHUP) != nil {
+		if err := writeConfig(tmpl, cfg, d); err != nil || gw.Signal(syscall.SIGHUP) != nil {
 			c.reloadsFailed.Add(1)
 			continue
 		}
@@ -444,52 +431,6 @@ func writeConfig(tmpl *template.Template, path string, data map[string]any) erro
 		return err
 	}
 	return os.Rename(path+".tmp", path)
-}
-
-// waitHealthy polls /healthz for up to 15 s.
-func waitHealthy(ctx context.Context, admin string, exited <-chan error) error {
-	c := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("gateway exited before it was healthy: %v", err)
-		default:
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/healthz", nil)
-		if resp, err := c.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return errors.New("gateway not healthy within 15s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// stop ends the gateway by PID: SIGTERM, SIGKILL after 10 s.
-func stop(cmd *exec.Cmd, exited <-chan error) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-}
-
-// cleanEnv is the environment without TOLLGATE_* variables.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TOLLGATE_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // closedAddr is a loopback address where nothing listens.

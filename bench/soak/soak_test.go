@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/gateway/bench/soak/probe"
 )
 
 // TestSoakShort is the soak's CI mode: 30 s of the full traffic mix at a
@@ -19,7 +21,7 @@ func TestSoakShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("30 s soak; run without -short")
 	}
-	root, err := moduleRoot()
+	root, err := probe.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,25 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
+
+// ModuleRoot is the directory of the main module's go.mod, as the go
+// command finds it from the working directory.
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the module (run from the repository)")
+	}
+	return filepath.Dir(mod), nil
+}
 
 // BuildGateway builds ./cmd/gateway of the module at root into dir and
 // returns the binary's path. name labels the progress line written to log.

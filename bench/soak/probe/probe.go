@@ -4,7 +4,9 @@
 // and any gauge or counter from its /metrics (Prometheus text). It is used by
 // the soak and key-rotation load programs and by the end-to-end leak tests.
 //
-// Every function reads once and returns; none retries or sleeps. Linux only
+// Every reading reads once and returns; none retries or sleeps. Beside them,
+// BuildGateway and StartGateway build and run the gateway these programs
+// measure (StartGateway polls /healthz until the gateway is up). Linux only
 // (/proc).
 package probe
 
