@@ -29,13 +29,17 @@ func routeTransport(next http.RoundTripper, rt *policy.Route) http.RoundTripper 
 	if rt.Timeout <= 0 && rt.IdleTimeout <= 0 {
 		return next
 	}
-	return &timeoutTransport{next: next, headers: rt.Timeout, idle: rt.IdleTimeout}
+	t := &timeoutTransport{next: next, idle: rt.IdleTimeout}
+	if rt.Timeout > 0 {
+		t.headers = &deadlines{budget: rt.Timeout, now: time.Now}
+	}
+	return t
 }
 
 // timeoutTransport is routeTransport's RoundTripper.
 type timeoutTransport struct {
 	next    http.RoundTripper
-	headers time.Duration // 0: no budget for the headers
+	headers *deadlines    // nil: no budget for the headers
 	idle    time.Duration // 0: no budget between body reads
 }
 
@@ -45,22 +49,23 @@ type timeoutTransport struct {
 func (t *timeoutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	x := &exchange{cancel: cancel, idle: t.idle}
-	x.upload, _ = req.Context().Value(uploadKey{}).(*bodyReader)
-	var timer *time.Timer
-	if t.headers > 0 {
-		timer = time.AfterFunc(t.headers, x.headerTimeout)
+	if req.Body != nil {
+		// ReverseProxy sends no body (nil) when the client sent none:
+		// only then can an upload hold the exchange up.
+		x.upload, _ = req.Context().Value(uploadKey{}).(*bodyReader)
+	}
+	if t.headers != nil {
+		t.headers.add(x)
 	}
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
-	if timer != nil && !timer.Stop() {
+	if t.headers != nil && t.headers.remove(x) {
 		// The budget ran out, whatever RoundTrip returned.
-		x.finish()
 		if resp != nil {
 			resp.Body.Close()
 		}
 		cancel(errHeaderTimeout)
 		return nil, errHeaderTimeout
 	}
-	x.finish()
 	if err != nil {
 		cancel(err)
 		return nil, err
@@ -81,6 +86,97 @@ func (t *timeoutTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, nil
 }
 
+// deadlines holds the exchanges of one route that wait for their response
+// headers, oldest first, and ends those whose budget runs out. Every
+// exchange of the route has the same budget, so the order of arrival is
+// the order of the deadlines: one timer, armed for the oldest, serves
+// them all. A timer per exchange cost every proxied request an
+// allocation, a closure and two operations on the runtime's timer heap.
+type deadlines struct {
+	budget time.Duration
+	now    func() time.Time
+
+	mu         sync.Mutex
+	head, tail *exchange   // waiting exchanges, by deadline
+	timer      *time.Timer // nil until the first exchange
+	// armed: the timer will fire at or before the head's deadline. Once
+	// armed it stays so until it fires, even when the queue empties: a
+	// later exchange's deadline is never earlier.
+	armed bool
+}
+
+// add starts x's budget.
+func (d *deadlines) add(x *exchange) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	x.deadline = d.now().Add(d.budget)
+	x.prev, x.next = d.tail, nil
+	if d.tail != nil {
+		d.tail.next = x
+	} else {
+		d.head = x
+	}
+	d.tail = x
+	x.waiting = true
+	switch {
+	case d.timer == nil:
+		d.timer = time.AfterFunc(d.budget, d.expire)
+		d.armed = true
+	case !d.armed:
+		d.timer.Reset(d.budget)
+		d.armed = true
+	}
+}
+
+// remove ends x's wait (its RoundTrip returned) and reports whether its
+// budget had run out before. From then on, x's context and the client's
+// connection are no longer touched here.
+func (d *deadlines) remove(x *exchange) (expired bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !x.waiting {
+		return x.expired
+	}
+	d.unlink(x)
+	return false
+}
+
+func (d *deadlines) unlink(x *exchange) {
+	if x.prev != nil {
+		x.prev.next = x.next
+	} else {
+		d.head = x.next
+	}
+	if x.next != nil {
+		x.next.prev = x.prev
+	} else {
+		d.tail = x.prev
+	}
+	x.prev, x.next, x.waiting = nil, nil, false
+}
+
+// expire ends every exchange whose deadline has passed and arms the timer
+// for the next one.
+func (d *deadlines) expire() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	for x := d.head; x != nil && !x.deadline.After(now); x = d.head {
+		d.unlink(x)
+		x.expired = true
+		x.cancel(errHeaderTimeout)
+		if x.upload != nil {
+			// The transport may be blocked reading the client's body:
+			// only a read deadline on the client's connection frees it.
+			x.upload.abort()
+		}
+	}
+	d.armed = d.head != nil
+	if d.armed {
+		d.timer.Reset(d.head.deadline.Sub(now))
+	}
+}
+
 // uploadKey is the context key of the client's request body (*bodyReader).
 type uploadKey struct{}
 
@@ -99,30 +195,15 @@ type exchange struct {
 	// header budget runs out while the upstream still waits for it, the
 	// transport is blocked reading it and only a read deadline on the
 	// client's connection frees it.
-	upload   *bodyReader
-	mu       sync.Mutex
-	finished bool // RoundTrip has returned: the client's connection is no longer ours to touch
-}
+	upload *bodyReader
 
-// headerTimeout ends an exchange whose headers did not come in time.
-func (x *exchange) headerTimeout() {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.finished {
-		return
-	}
-	x.cancel(errHeaderTimeout)
-	if x.upload != nil {
-		x.upload.abort()
-	}
-}
-
-// finish marks RoundTrip as returned; a header timer firing from now on
-// leaves the client's connection alone.
-func (x *exchange) finish() {
-	x.mu.Lock()
-	x.finished = true
-	x.mu.Unlock()
+	// The wait for the response headers, guarded by the route's
+	// deadlines.mu: the place in its queue, the deadline, whether the
+	// exchange is still queued and whether its budget ran out.
+	prev, next *exchange
+	deadline   time.Time
+	waiting    bool
+	expired    bool
 }
 
 func (x *exchange) idleTimeout() { x.cancel(errIdleTimeout) }
