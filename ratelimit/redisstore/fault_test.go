@@ -158,11 +158,20 @@ func faultLimit(t *testing.T) *ratelimit.Limit {
 // restarted empty. Every call returns within Timeout plus a margin, errors
 // wrap ErrStore, the breaker opens, goroutines do not pile up, and the store
 // recovers by itself once Redis is back.
+//
+// It runs with coalescing (the gateway's default: calls then share
+// pipelines, and a fault hits whole batches) and without.
 func TestFaultKillHangRestart(t *testing.T) {
+	for _, coalesce := range []bool{false, true} {
+		t.Run(fmt.Sprintf("coalesce=%v", coalesce), func(t *testing.T) { faultKillHangRestart(t, coalesce) })
+	}
+}
+
+func faultKillHangRestart(t *testing.T, coalesce bool) {
 	srv := redistest.Standalone(t)
 	c := newClient(t, srv.Addr)
 	const timeout = 50 * time.Millisecond
-	s := newStore(t, c, redisstore.Options{Timeout: timeout, DenyCacheSize: -1})
+	s := newStore(t, c, redisstore.Options{Timeout: timeout, DenyCacheSize: -1, Coalesce: coalesce, CoalesceLanes: 2})
 	l := faultLimit(t)
 	hits := func(i int) []ratelimit.Hit {
 		return []ratelimit.Hit{{Limit: l, Key: "{f}" + strconv.Itoa(i%64), Cost: 1}}
@@ -290,10 +299,12 @@ const failoverBudget = 2 * time.Second
 
 // TestSentinelFailover: decisions keep flowing through a Sentinel failover;
 // errors only during the switch, none after, no lasting READONLY.
+// With coalescing on (the gateway's default), so batches meet the switch.
 func TestSentinelFailover(t *testing.T) {
 	g := redistest.Sentinel(t) // own group: the shared one stays unswitched
 	c := newFailoverClient(t, g)
-	s := newStore(t, c, redisstore.Options{Timeout: failoverBudget, DenyCacheSize: -1, BreakerCooldown: 100 * time.Millisecond})
+	s := newStore(t, c, redisstore.Options{Timeout: failoverBudget, DenyCacheSize: -1, BreakerCooldown: 100 * time.Millisecond,
+		Coalesce: true, CoalesceLanes: 2})
 	l := faultLimit(t)
 	h := startHammer(s, 4, func(i int) []ratelimit.Hit {
 		return []ratelimit.Hit{{Limit: l, Key: "{sf}" + strconv.Itoa(i%16), Cost: 1}}
