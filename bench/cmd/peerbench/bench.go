@@ -125,7 +125,7 @@ func bench(ctx context.Context, o *options, modes []mode, tmp string, ps *procs)
 			t.script = script
 		}
 		targets = append(targets, t)
-		if !m.redis && e.base != "" {
+		if e.base != "" {
 			b, err := e.startGatewayBin(e.base, "base", m, e.redisAdr, "50ms", false)
 			if err != nil {
 				return nil, err
@@ -511,7 +511,11 @@ func (e *env) callgrindOne(ctx context.Context, tr *targetResult, p *proc, url s
 // native gateway (5s store budget) in t's mode in front of a redis-server
 // under callgrind.
 func (e *env) callgrindRedis(ctx context.Context, tr *targetResult, redis *proc, redisAddr string) error {
-	t, err := e.startGateway(tr.t.m, redisAddr, "5s", false)
+	bin := e.gateway
+	if tr.t.peer == "base" {
+		bin = e.base
+	}
+	t, err := e.startGatewayBin(bin, tr.t.peer, tr.t.m, redisAddr, "5s", false)
 	if err != nil {
 		return err
 	}

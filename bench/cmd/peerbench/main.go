@@ -75,7 +75,7 @@ func run(args []string) int {
 	fs.DurationVar(&o.cgDuration, "callgrind-duration", 3*time.Second, "wrk duration of each callgrind measurement")
 	fs.StringVar(&o.write, "write", "", "Markdown file whose peer-benchmark section is replaced with the results")
 	fs.StringVar(&o.root, "root", ".", "module root holding ./cmd/gateway")
-	fs.StringVar(&o.baseRoot, "base-root", "", "module root of an older checkout: its gateway is measured too, as peer \"base\", in the memory modes (before/after in one run)")
+	fs.StringVar(&o.baseRoot, "base-root", "", "module root of an older checkout: its gateway is measured too, as peer \"base\", in every mode (before/after in one run)")
 	fs.BoolVar(&o.keepTmp, "keep", false, "keep the temporary directory (configs, logs, callgrind dumps)")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -143,6 +143,8 @@ func ratios(res *results) string {
 	for _, m := range allModes {
 		if base, ok := strings.CutPrefix(m.name, "redis-"); ok {
 			row("tollgate "+m.name+" / tollgate "+base, find("tollgate", m.name), find("tollgate", base))
+			row("base "+m.name+" / base "+base, find("base", m.name), find("base", base))
+			row("tollgate / base, "+m.name, find("tollgate", m.name), find("base", m.name))
 		}
 	}
 	return b.String()
