@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,6 +18,13 @@ import (
 // whole batch, so the syscalls and Redis's per-call overhead are paid once
 // per batch. There is no timer: a batch leaves as soon as a lane is free,
 // so a call waits at most for the round trips ahead of it.
+//
+// Batches are sent by lane workers: goroutines that stay parked between
+// batches (at most lanes of them, each gone after idleWorker without
+// work). A goroutine started per batch began on a small stack and grew it
+// in the middle of every pipeline's write: the runtime's stack copying
+// cost more gateway instructions per decision than building the batch
+// (BENCHMARKS.md "Gateway side of a Redis decision").
 //
 // Guarantees are those of a call sent alone:
 //   - a pipeline is one write of the calls' commands; each call gets its
@@ -42,6 +50,18 @@ type coalescer struct {
 	mu    sync.Mutex
 	busy  int // lanes in use
 	queue []*queued
+	// idle counts the parked lane workers that no batch was handed to
+	// yet (under mu): a lane given to the queue goes to one of them
+	// through work, or to a new worker when there is none.
+	idle int
+	// work hands batches to parked workers. Its capacity is lanes, and at
+	// most lanes workers exist (a worker is started only when none is
+	// idle, and each busy one holds a lane), so a send never blocks.
+	work chan []*queued
+	// idleFor is how long a parked worker waits for a batch (idleWorker).
+	idleFor time.Duration
+	// workers counts the lane workers alive; started, those ever started.
+	workers, started atomic.Int64
 }
 
 // queued is one call waiting for a lane, and then its answer.
@@ -67,8 +87,14 @@ const (
 	defaultMaxBatch = 16
 )
 
+// idleWorker is how long a lane worker stays parked without a batch
+// before it ends, so that a Store dropped without Close (a replaced
+// candidate's, a test's) leaves no goroutine behind for long, while a
+// busy one keeps its workers and their grown stacks.
+const idleWorker = 2 * time.Second
+
 func newCoalescer(s *Store, lanes, maxBatch int) *coalescer {
-	return &coalescer{s: s, client: s.client, lanes: lanes, maxBatch: maxBatch}
+	return &coalescer{s: s, client: s.client, lanes: lanes, maxBatch: maxBatch, work: make(chan []*queued, lanes), idleFor: idleWorker}
 }
 
 // do sends one call, alone or in a batch, and returns its reply.
@@ -101,7 +127,7 @@ func (c *coalescer) do(ctx context.Context, keys []string, args []any) (any, err
 }
 
 // free gives back a lane: to the queue, whose calls then go out in
-// batches from a goroutine of their own, or to the pool of free lanes.
+// batches from a lane worker, or to the pool of free lanes.
 func (c *coalescer) free() {
 	c.mu.Lock()
 	batch := c.take()
@@ -110,17 +136,57 @@ func (c *coalescer) free() {
 		c.mu.Unlock()
 		return
 	}
+	if c.idle > 0 {
+		c.idle--
+		c.work <- batch // never blocks: see work
+		c.mu.Unlock()
+		return
+	}
 	c.mu.Unlock()
-	go c.drain(batch)
+	go c.worker(batch)
 }
 
-// drain sends batches on one lane until the queue is empty.
+// worker sends batch, then the batches of its lane until the queue is
+// empty, then parks until it is handed another one; it ends after
+// idleWorker parked.
+func (c *coalescer) worker(batch []*queued) {
+	c.workers.Add(1)
+	c.started.Add(1)
+	defer c.workers.Add(-1)
+	idle := time.NewTimer(c.idleFor)
+	defer idle.Stop()
+	for {
+		c.drain(batch)
+		idle.Reset(c.idleFor)
+		select {
+		case batch = <-c.work:
+			continue
+		case <-idle.C:
+		}
+		c.mu.Lock()
+		select {
+		case batch = <-c.work:
+			// Handed over as the timer fired: it counted this worker
+			// out of idle already.
+			c.mu.Unlock()
+			continue
+		default:
+		}
+		c.idle--
+		c.mu.Unlock()
+		return
+	}
+}
+
+// drain sends batches on one lane until the queue is empty, then gives
+// the lane back and counts its worker idle.
 func (c *coalescer) drain(batch []*queued) {
 	for {
 		c.flush(batch)
 		c.mu.Lock()
 		if batch = c.take(); batch == nil {
 			c.busy--
+			c.idle++
 			c.mu.Unlock()
 			return
 		}

@@ -236,3 +236,54 @@ func TestCoalesceClusterBypass(t *testing.T) {
 		t.Fatalf("%d batches on a Cluster", st.Batches)
 	}
 }
+
+// TestCoalesceWorkersReused: batches are sent by lane workers that park
+// between bursts instead of a goroutine started per batch (which grew a
+// fresh stack in every pipeline's write): two bursts of hundreds of
+// batches start at most lanes workers each, never more than lanes are
+// alive, and the parked ones end after their idle time.
+func TestCoalesceWorkersReused(t *testing.T) {
+	c := newClient(t, standard.Addr)
+	const lanes = 2
+	s := newStore(t, c, redisstore.Options{DenyCacheSize: -1, Coalesce: true, CoalesceLanes: lanes})
+	redisstore.SetWorkerIdle(s, time.Second)
+	l := finished(t, ratelimit.Limit{Name: "workers", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(1<<40, time.Hour)}})
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if a, _ := redisstore.CoalescerWorkers(s); a > peak.Load() {
+				peak.Store(a)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Microsecond):
+			}
+		}
+	}()
+	for burst := range 2 {
+		before := s.Stats().Batches
+		decideAll(t, s, 64, 3000, func(i int) []ratelimit.Hit {
+			return []ratelimit.Hit{{Limit: l, Key: "{w}" + strconv.Itoa(i%32), Cost: 1}}
+		})
+		batches := s.Stats().Batches - before
+		_, started := redisstore.CoalescerWorkers(s)
+		t.Logf("burst %d: %d batches, %d workers started so far", burst, batches, started)
+		if batches < 10 {
+			t.Fatalf("burst %d: only %d batches under 64 callers on %d lanes", burst, batches, lanes)
+		}
+		if started > int64(lanes*(burst+1)) {
+			t.Fatalf("burst %d: %d workers started for %d batches, want at most %d (reused, not one per batch)", burst, started, batches, lanes*(burst+1))
+		}
+		// Between bursts the workers park, then end.
+		waitFor(t, 5*time.Second, "parked workers end", func() bool { a, _ := redisstore.CoalescerWorkers(s); return a == 0 })
+	}
+	close(stop)
+	<-sampled
+	if p := peak.Load(); p > lanes {
+		t.Fatalf("%d workers alive at once, want at most %d lanes", p, lanes)
+	}
+}

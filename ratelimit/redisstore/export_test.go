@@ -20,3 +20,20 @@ func (s *Store) DecideInverseRefunds(ctx context.Context, now time.Time, hits []
 	})
 	return allowed, err
 }
+
+// CoalescerWorkers returns the coalescer's lane workers alive and ever
+// started (0, 0 without coalescing).
+func CoalescerWorkers(s *Store) (alive, started int64) {
+	if s.coal == nil {
+		return 0, 0
+	}
+	return s.coal.workers.Load(), s.coal.started.Load()
+}
+
+// SetWorkerIdle sets how long s's parked lane workers wait for a batch;
+// call it before any decision.
+func SetWorkerIdle(s *Store, d time.Duration) {
+	if s.coal != nil {
+		s.coal.idleFor = d
+	}
+}
