@@ -192,3 +192,46 @@ func commandStat(info, cmd, field string) float64 {
 	}
 	return -1
 }
+
+// BenchmarkDecideSerial is the gateway's side of one Redis decision as
+// its request path makes it: one caller, calls one after the other, the
+// default options (coalescing on, the store clock) and the request's
+// deadline already set (the gateway sets one per request, so the store
+// starts no timer of its own), on an engine settled before timing. Its
+// allocations are the store's and go-redis's per decision; under
+// callgrind (with -cpu 1, one caller: no scheduler spinning) its
+// instructions per decision are the gateway-side cost of a decision
+// without the HTTP around it (BENCHMARKS.md "Gateway side of a Redis
+// decision").
+func BenchmarkDecideSerial(b *testing.B) {
+	c := newClient(b, standard.Addr)
+	for _, l := range []ratelimit.Limit{
+		{Name: "fixed_window", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(1<<40, time.Minute)}},
+		{Name: "sliding_window_counter", Algorithm: ratelimit.SlidingWindowCounter, Rates: []ratelimit.Rate{rate(1<<40, time.Minute)}},
+		{Name: "gcra", Algorithm: ratelimit.GCRA, Rates: []ratelimit.Rate{rate(1<<40, time.Second)}},
+	} {
+		lim := finished(b, l)
+		b.Run(l.Name, func(b *testing.B) {
+			s := newStore(b, c, redisstore.Options{Timeout: time.Hour, Clock: redisstore.ClockStore, Coalesce: true})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+			defer cancel()
+			if err := s.Ready(ctx); err != nil {
+				b.Fatal(err)
+			}
+			hits := []ratelimit.Hit{{Limit: lim, Key: "{serial}k", Cost: 1}}
+			out := make([]ratelimit.Decision, 1)
+			for range 100 {
+				if _, err := s.Decide(ctx, time.Now(), hits, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := s.Decide(ctx, time.Now(), hits, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
