@@ -439,14 +439,8 @@ func (s *suite) shadowConcurrency(t *testing.T) {
 	if ok, err := st.Decide(ctx, t0, hit, second); err != nil || !ok || second[0].Allowed || second[0].Counted {
 		t.Fatalf("second Decide = %v %v %+v, want allowed (shadow), the limit denying, nothing counted", ok, err, second[0])
 	}
-	if err := st.Release(ctx, hit, second); err != nil {
-		t.Fatal(err)
-	}
-	wantUsage(t, st, t0, l, key, []ratelimit.WindowUsage{{Used: 1, Remaining: 0}})
-	if err := st.Release(ctx, hit, first); err != nil {
-		t.Fatal(err)
-	}
-	wantUsage(t, st, t0, l, key, []ratelimit.WindowUsage{{Used: 0, Remaining: 1}})
+	releaseWant(t, st, hit, second, []ratelimit.WindowUsage{{Used: 1, Remaining: 0}})
+	releaseWant(t, st, hit, first, []ratelimit.WindowUsage{{Used: 0, Remaining: 1}})
 }
 
 // concurrencyResetMidFlight: a slot taken before a Reset gives back nothing
@@ -468,14 +462,8 @@ func (s *suite) concurrencyResetMidFlight(t *testing.T) {
 	if ok, err := st.Decide(ctx, t0, hit, b); err != nil || !ok {
 		t.Fatalf("B after the reset: %v %v", ok, err)
 	}
-	if err := st.Release(ctx, hit, a); err != nil {
-		t.Fatal(err)
-	}
-	wantUsage(t, st, t0, l, key, []ratelimit.WindowUsage{{Used: 1, Remaining: 0}})
-	if err := st.Release(ctx, hit, b); err != nil {
-		t.Fatal(err)
-	}
-	wantUsage(t, st, t0, l, key, []ratelimit.WindowUsage{{Used: 0, Remaining: 1}})
+	releaseWant(t, st, hit, a, []ratelimit.WindowUsage{{Used: 1, Remaining: 0}})
+	releaseWant(t, st, hit, b, []ratelimit.WindowUsage{{Used: 0, Remaining: 1}})
 }
 
 func (s *suite) multiWindow(t *testing.T) {
@@ -528,6 +516,16 @@ func wantUsage(t *testing.T, st ratelimit.Store, now time.Time, l *ratelimit.Lim
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Usage(t0+%v, %s) = %+v, want %+v", now.Sub(t0), l.Name, got, want)
 	}
+}
+
+// releaseWant releases the decisions d of hit (one limit and key) and
+// compares the usage left at t0.
+func releaseWant(t *testing.T, st ratelimit.Store, hit []ratelimit.Hit, d []ratelimit.Decision, want []ratelimit.WindowUsage) {
+	t.Helper()
+	if err := st.Release(context.Background(), hit, d); err != nil {
+		t.Fatal(err)
+	}
+	wantUsage(t, st, t0, hit[0].Limit, hit[0].Key, want)
 }
 
 func withLimit(n int64, d ratelimit.Decision) ratelimit.Decision { d.Limit = n; return d }
