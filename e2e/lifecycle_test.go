@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -180,32 +178,9 @@ func TestReloadStorm(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, "reload.toml.tmpl", gwOpts{Data: reloadData("RateA", "1000000/minute")})
 	c := newClient(t, "")
-	var (
-		stop     atomic.Bool
-		total    atomic.Int64
-		mu       sync.Mutex
-		failures []string
-		wg       sync.WaitGroup
-	)
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for !stop.Load() {
-				r, err := tryDo(c, "GET", g.url("/a"), nil, nil)
-				total.Add(1)
-				if err != nil || r.Status != 200 || !strings.HasPrefix(string(r.Body), "v") {
-					mu.Lock()
-					if err != nil {
-						failures = append(failures, err.Error())
-					} else {
-						failures = append(failures, r.String())
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
+	load := startLoadLoop(c, 4, func(int) (string, func(*response) bool) {
+		return g.url("/a"), func(r *response) bool { return r.Status == 200 && strings.HasPrefix(string(r.Body), "v") }
+	})
 	for i := 0; i < 25; i++ {
 		g.rewrite(t, reloadData("RateA", "1000000/minute", "Body", fmt.Sprintf("v%d", i), "WithB", i%2 == 0))
 		g.signal(t, syscall.SIGHUP)
@@ -220,13 +195,12 @@ func TestReloadStorm(t *testing.T) {
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
-	stop.Store(true)
-	wg.Wait()
+	total, failures := load.stop()
 	if len(failures) > 0 {
-		t.Errorf("%d of %d requests failed during the reload storm; first: %s", len(failures), total.Load(), failures[0])
+		t.Errorf("%d of %d requests failed during the reload storm; first: %s", len(failures), total, failures[0])
 	}
-	if total.Load() < 20 {
-		t.Errorf("only %d requests were made during the storm", total.Load())
+	if total < 20 {
+		t.Errorf("only %d requests were made during the storm", total)
 	}
 	time.Sleep(300 * time.Millisecond) // any reload still queued lands now
 	for i := 0; i < 20; i++ {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,36 +26,12 @@ func TestOpsReloadUnderLoad(t *testing.T) {
 		expect2(t, c, g.url("/sticky"), sticky, 200)
 	}
 
-	var (
-		stop     atomic.Bool
-		total    atomic.Int64
-		mu       sync.Mutex
-		failures []string
-		wg       sync.WaitGroup
-	)
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; !stop.Load(); i++ {
-				path, check := "/api/load", func(r *response) bool { return r.Status == 200 && r.Header.Get("X-Upstream") == "echo" }
-				if i%2 == 1 {
-					path, check = "/shadow", func(r *response) bool { return r.Status == 200 && strings.HasPrefix(string(r.Body), "v") }
-				}
-				r, err := tryDo(c, "GET", g.url(path), nil, nil)
-				total.Add(1)
-				if err != nil || !check(r) {
-					mu.Lock()
-					if err != nil {
-						failures = append(failures, path+": "+err.Error())
-					} else {
-						failures = append(failures, path+": "+r.String())
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
+	load := startLoadLoop(c, 4, func(i int) (string, func(*response) bool) {
+		if i%2 == 1 {
+			return g.url("/shadow"), func(r *response) bool { return r.Status == 200 && strings.HasPrefix(string(r.Body), "v") }
+		}
+		return g.url("/api/load"), func(r *response) bool { return r.Status == 200 && r.Header.Get("X-Upstream") == "echo" }
+	})
 	const reloads = 10
 	for i := 0; i < reloads; i++ {
 		before := readyz(t, g).LastReload.At
@@ -75,15 +49,14 @@ func TestOpsReloadUnderLoad(t *testing.T) {
 		waitBody(t, c, g.url("/shadow"), fmt.Sprintf("v%d", i))
 		time.Sleep(50 * time.Millisecond) // let the load run on the new config
 	}
-	stop.Store(true)
-	wg.Wait()
+	total, failures := load.stop()
 	if len(failures) > 0 {
-		t.Errorf("%d of %d requests failed during %d reloads; first: %s", len(failures), total.Load(), reloads, failures[0])
+		t.Errorf("%d of %d requests failed during %d reloads; first: %s", len(failures), total, reloads, failures[0])
 	}
-	if total.Load() < 50 {
-		t.Errorf("only %d requests were made during the reloads", total.Load())
+	if total < 50 {
+		t.Errorf("only %d requests were made during the reloads", total)
 	}
-	t.Logf("%d requests during %d reloads, %d failed", total.Load(), reloads, len(failures))
+	t.Logf("%d requests during %d reloads, %d failed", total, reloads, len(failures))
 
 	m := scrape(t, g, "")
 	checkFamily(t, m, "tollgate_config_reloads_total", map[string]float64{
