@@ -69,28 +69,19 @@ func bench(ctx context.Context, o *options, modes []mode, tmp string, ps *procs)
 	e := &env{o: o, tmp: tmp, ps: ps}
 	res := &results{started: time.Now(), callgrind: o.callgrind == "on"}
 
-	fmt.Fprintln(os.Stderr, "peerbench: building ./cmd/gateway")
 	e.gateway = filepath.Join(tmp, "gateway")
-	build := exec.CommandContext(ctx, "go", "build", "-o", e.gateway, "./cmd/gateway")
-	build.Dir = o.root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./cmd/gateway: %w\n%s", err, out)
+	if err := goBuild(ctx, o.root, "./cmd/gateway", e.gateway); err != nil {
+		return nil, err
 	}
 	if o.baseRoot != "" {
-		fmt.Fprintln(os.Stderr, "peerbench: building ./cmd/gateway of", o.baseRoot)
 		e.base = filepath.Join(tmp, "gateway-base")
-		build := exec.CommandContext(ctx, "go", "build", "-o", e.base, "./cmd/gateway")
-		build.Dir = o.baseRoot
-		if out, err := build.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build ./cmd/gateway in %s: %w\n%s", o.baseRoot, err, out)
+		if err := goBuild(ctx, o.baseRoot, "./cmd/gateway", e.base); err != nil {
+			return nil, err
 		}
 	}
-	fmt.Fprintln(os.Stderr, "peerbench: building ./bench/floor")
 	e.floor = filepath.Join(tmp, "floor")
-	build = exec.CommandContext(ctx, "go", "build", "-o", e.floor, "./bench/floor")
-	build.Dir = o.root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./bench/floor: %w\n%s", err, out)
+	if err := goBuild(ctx, o.root, "./bench/floor", e.floor); err != nil {
+		return nil, err
 	}
 	if err := e.startUpstream(); err != nil {
 		return nil, err

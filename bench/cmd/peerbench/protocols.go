@@ -138,12 +138,9 @@ func protocolsMain(args []string) int {
 
 func benchProtocols(ctx context.Context, o *protoOptions, tmp string, ps *procs) ([]*protoTarget, error) {
 	e := &env{o: &options{}, tmp: tmp, ps: ps}
-	fmt.Fprintln(os.Stderr, "peerbench protocols: building ./cmd/gateway")
 	e.gateway = filepath.Join(tmp, "gateway")
-	build := exec.CommandContext(ctx, "go", "build", "-o", e.gateway, "./cmd/gateway")
-	build.Dir = o.root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./cmd/gateway: %w\n%s", err, out)
+	if err := goBuild(ctx, o.root, "./cmd/gateway", e.gateway); err != nil {
+		return nil, err
 	}
 	if err := e.startUpstream(); err != nil {
 		return nil, err
