@@ -195,11 +195,11 @@ func (s *Store) Release(ctx context.Context, hits []ratelimit.Hit, ds []ratelimi
 	return nil
 }
 
-// releaseSlots runs release.lua for q: one call per batch on a standalone
+// releaseSlots runs release.lua (runScript) for q: one call per batch on a standalone
 // server, one per slot and batch on a Cluster.
 func (s *Store) releaseSlots(ctx context.Context, q []leaseSlot) error {
 	return s.eachBatch(q, func(keys []string, args []any) error {
-		return s.release.Run(ctx, s.client, keys, args...).Err()
+		return s.runScript(ctx, s.client, "release", s.release, keys, args...).Err()
 	})
 }
 
@@ -335,7 +335,7 @@ func (s *Store) renew() error {
 	defer cancel()
 	head := []any{s.opts.LeaseTTL.Milliseconds(), s.opts.TTLMargin.Milliseconds()}
 	err := s.eachBatch(q, func(keys []string, members []any) error {
-		lost, err := s.renewScript.Run(ctx, s.client, keys, append(head[:2:2], members...)...).Int64()
+		lost, err := s.runScript(ctx, s.client, "renew", s.renewScript, keys, append(head[:2:2], members...)...).Int64()
 		if err == nil {
 			s.leases.lost.Add(uint64(lost))
 		}

@@ -58,7 +58,7 @@ func (s *Store) PutOverride(ctx context.Context, now time.Time, o ratelimit.Over
 		return fmt.Errorf("redisstore: override: %w", err)
 	}
 	value := strconv.FormatInt(so.Expires, 10) + " " + string(body)
-	res, err := overridesScript.Run(ctx, s.client, []string{s.overridesKey()},
+	res, err := s.runScript(ctx, s.client, "overrides", overridesScript, []string{s.overridesKey()},
 		"put", now.UnixMicro(), overrideField(o.Limit, o.Subject), value, max).Int()
 	if err != nil {
 		return fmt.Errorf("%w: redis: override table: %w", ratelimit.ErrStore, err)
@@ -71,7 +71,7 @@ func (s *Store) PutOverride(ctx context.Context, now time.Time, o ratelimit.Over
 
 // DeleteOverride implements ratelimit.OverrideTable.
 func (s *Store) DeleteOverride(ctx context.Context, limit, subject string) (bool, error) {
-	res, err := overridesScript.Run(ctx, s.client, []string{s.overridesKey()}, "del", overrideField(limit, subject)).Int()
+	res, err := s.runScript(ctx, s.client, "overrides", overridesScript, []string{s.overridesKey()}, "del", overrideField(limit, subject)).Int()
 	if err != nil {
 		return false, fmt.Errorf("%w: redis: override table: %w", ratelimit.ErrStore, err)
 	}
