@@ -181,6 +181,9 @@ func (s *Store) settleEngine(ctx context.Context) engine {
 		e = engineScript
 	}
 	s.engine.v.Store(uint32(e))
+	if e == engineFunction {
+		s.startRetire()
+	}
 	return e
 }
 

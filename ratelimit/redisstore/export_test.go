@@ -37,3 +37,6 @@ func SetWorkerIdle(s *Store, d time.Duration) {
 		s.coal.idleFor = d
 	}
 }
+
+// LibraryName is the name of this version's Function library.
+var LibraryName = libraryName

@@ -54,13 +54,16 @@ type Stats struct {
 	// and one after each time Redis had lost it (FUNCTION FLUSH, an empty
 	// restart).
 	LibraryLoads uint64
+	// LibrariesRetired counts the libraries of other gateway versions this
+	// Store deleted, unused for LibraryGrace (retire.go).
+	LibrariesRetired uint64
 	// LeasesLost counts held slots a renewal did not find: their lease had
 	// ended (Redis unreachable for a whole lease) or the key was reset.
 	LeasesLost uint64
 }
 
 type counters struct {
-	calls, timeouts, canceled, stateErrors, otherErrors, breakerRejects, denyCacheHits, refunds, libraryLoads, batches, batched atomic.Uint64
+	calls, timeouts, canceled, stateErrors, otherErrors, breakerRejects, denyCacheHits, refunds, libraryLoads, batches, batched, librariesRetired atomic.Uint64
 }
 
 // Stats returns the store's counters.
@@ -81,13 +84,14 @@ func (s *Store) Stats() Stats {
 		Batched:        s.stats.batched.Load(),
 		Breaker:        s.breaker.state(s.now()),
 
-		HeldSlots:       held,
-		PendingReleases: pending,
-		ReleasesRetried: s.leases.retried.Load(),
-		ReleasesDropped: s.leases.dropped.Load(),
-		LeaseRenewals:   s.leases.renewals.Load(),
-		LeasesLost:      s.leases.lost.Load(),
-		Engine:          engine(s.engine.v.Load()).String(),
-		LibraryLoads:    s.stats.libraryLoads.Load(),
+		HeldSlots:        held,
+		PendingReleases:  pending,
+		ReleasesRetried:  s.leases.retried.Load(),
+		ReleasesDropped:  s.leases.dropped.Load(),
+		LeaseRenewals:    s.leases.renewals.Load(),
+		LeasesLost:       s.leases.lost.Load(),
+		Engine:           engine(s.engine.v.Load()).String(),
+		LibraryLoads:     s.stats.libraryLoads.Load(),
+		LibrariesRetired: s.stats.librariesRetired.Load(),
 	}
 }

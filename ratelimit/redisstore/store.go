@@ -130,6 +130,7 @@ type Store struct {
 	refused     atomic.Pointer[refusal] // the last readiness probe's refusal
 	engine      engineState             // how the decide script runs (engine.go)
 	coal        *coalescer              // nil unless Options.Coalesce (and not a Cluster)
+	retire      retirer                 // the end of old libraries (retire.go)
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -416,6 +417,7 @@ func (s *Store) PurgeDenials() {
 // releases. It does not close the client, which the caller owns.
 func (s *Store) Close() error {
 	s.closeLeases()
+	s.closeRetire()
 	if s.deny != nil {
 		s.deny.Purge()
 	}
