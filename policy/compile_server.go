@@ -4,9 +4,13 @@ import (
 	"net"
 )
 
+// maxGCMinHeap bounds server.gc_min_heap: 64 GiB, far above any heap a
+// gateway needs to leave uncollected, and a typo's ceiling.
+const maxGCMinHeap = 64 << 30
+
 func buildServer(c *ServerConfig, e *problems) Server {
 	s := Server{Listen: c.Listen, AdminListen: c.AdminListen, MaxHeaderBytes: c.MaxHeaderBytes, WatchConfig: c.WatchConfig,
-		H2C: c.H2C, HTTP2MaxConcurrentStreams: c.HTTP2MaxConcurrentStreams}
+		H2C: c.H2C, HTTP2MaxConcurrentStreams: c.HTTP2MaxConcurrentStreams, GCMinHeap: c.GCMinHeap}
 	checkAddr(c.Listen, "server.listen", false, e)
 	checkAddr(c.AdminListen, "server.admin_listen", true, e)
 	s.ReadHeaderTimeout = duration(c.ReadHeaderTimeout, "server.read_header_timeout", true, e)
@@ -20,6 +24,9 @@ func buildServer(c *ServerConfig, e *problems) Server {
 	}
 	if c.HTTP2MaxConcurrentStreams < 1 || c.HTTP2MaxConcurrentStreams > 1000 {
 		e.add("server.http2_max_concurrent_streams", "must be in 1..1000, got %d", c.HTTP2MaxConcurrentStreams)
+	}
+	if c.GCMinHeap < 0 || c.GCMinHeap > maxGCMinHeap {
+		e.add("server.gc_min_heap", "must be in 0..%d bytes (0: Go's own pacing), got %d", int64(maxGCMinHeap), c.GCMinHeap)
 	}
 	if c.TLS.Enabled() {
 		s.TLS = buildTLS(&c.TLS, e)

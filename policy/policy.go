@@ -85,6 +85,9 @@ type Server struct {
 	// HTTP2MaxConcurrentStreams bounds the open streams of one HTTP/2
 	// connection.
 	HTTP2MaxConcurrentStreams int
+	// GCMinHeap is the garbage collector's minimum heap in bytes; 0 leaves
+	// Go's pacing alone.
+	GCMinHeap int64
 }
 
 // TLS is the compiled server.tls table.
@@ -120,6 +123,8 @@ func SameListener(a, b Server) bool {
 		return false
 	}
 	a.TLS, b.TLS = nil, nil
+	// Applied on reload.
+	a.GCMinHeap, b.GCMinHeap = 0, 0
 	return a == b
 }
 

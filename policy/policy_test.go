@@ -79,6 +79,8 @@ func TestValidate(t *testing.T) {
 		{"h2c with tls", func(c *Config) { c.Server.TLS = TLSConfig{CertFile: "a", KeyFile: "b"}; c.Server.H2C = true }, []string{
 			`server.h2c: is for a cleartext listener`}},
 		{"http2 streams", func(c *Config) { c.Server.HTTP2MaxConcurrentStreams = 0 }, []string{`server.http2_max_concurrent_streams: must be in 1..1000, got 0`}},
+		{"gc min heap negative", func(c *Config) { c.Server.GCMinHeap = -1 }, []string{`server.gc_min_heap: must be in 0..68719476736 bytes (0: Go's own pacing), got -1`}},
+		{"gc min heap huge", func(c *Config) { c.Server.GCMinHeap = 1 << 40 }, []string{`server.gc_min_heap: must be in 0..68719476736 bytes (0: Go's own pacing), got 1099511627776`}},
 		{"mtls without a client CA", func(c *Config) {
 			c.Identity.Sources = []string{"mtls", "ip"}
 			c.Limits[0].By = []string{"mtls"}

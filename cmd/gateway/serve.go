@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/admin"
 	"github.com/tollgate/gateway/candidate"
+	"github.com/tollgate/gateway/internal/gcpace"
 	"github.com/tollgate/gateway/listener"
 	overrides "github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
@@ -126,6 +127,10 @@ type gateway struct {
 	// certs are the public listener's TLS certificates, nil without TLS.
 	certs *listener.Certs
 
+	// pacer holds the collector's minimum heap (server.gc_min_heap); nil
+	// when the GOGC environment variable decides.
+	pacer *gcpace.Pacer
+
 	reloadMu   sync.Mutex
 	draining   atomic.Bool
 	lastReload atomic.Pointer[reloadResult]
@@ -148,6 +153,7 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 			g.close()
 		}
 	}()
+	g.startPacer(p.Server.GCMinHeap)
 	if err := g.openStores(p); err != nil {
 		return nil, err
 	}
@@ -226,6 +232,9 @@ func (g *gateway) openOverrides() {
 // It is the one cleanup of a failed start and of a shutdown (after the
 // servers have drained).
 func (g *gateway) close() {
+	if g.pacer != nil {
+		g.pacer.Stop()
+	}
 	if g.overrides != nil {
 		g.overrides.Stop()
 	}
@@ -478,6 +487,9 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 		g.lastReload.Store(&reloadResult{At: time.Now(), OK: false, Error: err.Error()})
 		g.log.Error("reload rejected", "err", err)
 		return err
+	}
+	if g.pacer != nil {
+		g.pacer.Set(p.Server.GCMinHeap)
 	}
 	// A limit switched to shadow, loosened or removed must not keep
 	// denying from the Redis store's deny cache.

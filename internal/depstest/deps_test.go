@@ -122,6 +122,8 @@ var rules = map[string]rule{
 	"internal/redistest": {allow: []string{"internal/childproc"}},
 	// Test support: child processes that die with the test binary.
 	"internal/childproc": {},
+	// The collector's minimum heap: standard library only.
+	"internal/gcpace": {},
 	// Test support: the upstream tests and benchmarks put behind the gateway.
 	"internal/testupstream": {},
 	"internal/testcerts":    {},
