@@ -58,6 +58,7 @@ type options struct {
 	root         string
 	baseRoot     string
 	keepTmp      bool
+	gcMinHeap    int64
 }
 
 func run(args []string) int {
@@ -77,6 +78,7 @@ func run(args []string) int {
 	fs.StringVar(&o.root, "root", ".", "module root holding ./cmd/gateway")
 	fs.StringVar(&o.baseRoot, "base-root", "", "module root of an older checkout: its gateway is measured too, as peer \"base\", in every mode (before/after in one run)")
 	fs.BoolVar(&o.keepTmp, "keep", false, "keep the temporary directory (configs, logs, callgrind dumps)")
+	fs.Int64Var(&o.gcMinHeap, "gc-min-heap", -1, "server.gc_min_heap of the gateway under test, in bytes (0: Go's own pacing); -1 leaves the gateway's default")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
