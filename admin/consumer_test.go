@@ -5,15 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tollgate/gateway/policy"
-	"github.com/tollgate/gateway/proxy"
-	"github.com/tollgate/gateway/ratelimit/memstore"
 )
 
 // consumerAdminPolicy: a registry of acme (plan pro, keys acme-key-1 and
@@ -82,25 +79,7 @@ per-consumer = ["50/1h"]
 // live requests and the configured numbers, not the key formula.
 func TestCounterKeyConsumer(t *testing.T) {
 	p := consumerAdminPolicy(t)
-	store := memstore.New(memstore.Options{})
-	t.Cleanup(func() { store.Close() })
-	h, err := proxy.New(p, proxy.Options{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	send := func(method, remote, apiKey, tenant string) {
-		r := httptest.NewRequest(method, "/x", nil)
-		r.RemoteAddr = remote
-		r.Header.Set("X-API-Key", apiKey)
-		if tenant != "" {
-			r.Header.Set("X-Tenant", tenant)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != 200 {
-			t.Fatalf("live request: %d %s", w.Code, w.Body)
-		}
-	}
+	store, send := liveRequests(t, p)
 	send("POST", "192.0.2.1:1000", "acme-key-1", "t1")
 	send("GET", "192.0.2.2:1000", "acme-key-2", "t1")
 	send("GET", "192.0.2.2:1000", "acme-key-2", "t2")
@@ -152,7 +131,7 @@ func TestCounterKeyConsumer(t *testing.T) {
 			t.Errorf("counterKey(%s, %q): no error", bad.limit, bad.client)
 		}
 	}
-	_, _, err = counterKey(p, "per-consumer", "consumer:nobody", nil)
+	_, _, err := counterKey(p, "per-consumer", "consumer:nobody", nil)
 	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `"nobody"`) {
 		t.Errorf("counterKey(consumer:nobody): %v, want a not-found error naming nobody", err)
 	}

@@ -2,15 +2,12 @@ package admin
 
 import (
 	"context"
-	"net/http/httptest"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/policy"
-	"github.com/tollgate/gateway/proxy"
-	"github.com/tollgate/gateway/ratelimit/memstore"
 )
 
 // TestCounterKeyMatchesLivePath sends one request per client through the
@@ -45,27 +42,7 @@ func TestCounterKeyMatchesLivePath(t *testing.T) {
 		strict.Name, strict.PathPrefix, strict.Limits = "strict", "/strict", []string{"key-or-401"}
 		c.Routes = []policy.RouteConfig{strict, rt}
 	})
-	store := memstore.New(memstore.Options{})
-	t.Cleanup(func() { store.Close() })
-	h, err := proxy.New(p, proxy.Options{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	send := func(method, remote, apiKey, tenant string) {
-		r := httptest.NewRequest(method, "/x", nil)
-		r.RemoteAddr = remote
-		if apiKey != "" {
-			r.Header.Set("X-API-Key", apiKey)
-		}
-		if tenant != "" {
-			r.Header.Set("X-Tenant", tenant)
-		}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != 200 {
-			t.Fatalf("live request: %d %s", w.Code, w.Body)
-		}
-	}
+	store, send := liveRequests(t, p)
 	send("POST", "192.0.2.1:1000", "alice", "acme") // alice, with a tenant
 	send("GET", "[2001:db8::7]:1000", "", "")       // keyless, IPv6
 	send("GET", "198.51.100.9:1000", "", "")        // keyless, IPv4
