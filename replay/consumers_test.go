@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -43,10 +41,7 @@ api_keys_sha256 = ["` + hex.EncodeToString(make([]byte, 32)) + `"]
 	r := policy.DefaultRoute()
 	r.Name, r.Upstream, r.Limits = "api", "http://127.0.0.1:1", []string{"per-consumer"}
 	c.Routes = []policy.RouteConfig{r}
-	p, err := policy.Compile(c, func(string) string { return "" }, os.ReadFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := compile(t, c)
 	var es []accesslog.Entry
 	for i := range 8 {
 		for _, name := range []string{"acme", "bob", "gone"} {
@@ -55,20 +50,14 @@ api_keys_sha256 = ["` + hex.EncodeToString(make([]byte, 32)) + `"]
 			es = append(es, e)
 		}
 	}
-	for _, f := range []accesslog.Format{accesslog.Combined, accesslog.JSONL} {
-		t.Run(f.String(), func(t *testing.T) {
-			rep, err := Run(context.Background(), p, bytes.NewReader(writeLog(t, f, es)), Options{Format: f})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// acme (pro): 5 of 8; bob (no plan): 2 of 8; gone: 8 × 401.
-			lr := limitReport(t, rep, "per-consumer")
-			if lr.Allowed != 7 || lr.Denied != 9 {
-				t.Errorf("per-consumer allowed %d denied %d, want 7 and 9", lr.Allowed, lr.Denied)
-			}
-			if got := rep.Outcomes[proxy.OutcomeUnauthorized]; got != 8 {
-				t.Errorf("unauthorized %d, want 8 (the consumer the registry lost)", got)
-			}
-		})
-	}
+	replayEachFormat(t, p, es, func(t *testing.T, rep *Report) {
+		// acme (pro): 5 of 8; bob (no plan): 2 of 8; gone: 8 × 401.
+		lr := limitReport(t, rep, "per-consumer")
+		if lr.Allowed != 7 || lr.Denied != 9 {
+			t.Errorf("per-consumer allowed %d denied %d, want 7 and 9", lr.Allowed, lr.Denied)
+		}
+		if got := rep.Outcomes[proxy.OutcomeUnauthorized]; got != 8 {
+			t.Errorf("unauthorized %d, want 8 (the consumer the registry lost)", got)
+		}
+	})
 }

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -28,11 +27,7 @@ func batchedPolicy(t *testing.T) *policy.Policy {
 	fw.Name, fw.PathPrefix, fw.Upstream, fw.Limits = "fw", "/fw", "http://127.0.0.1:1", []string{"fixed_window"}
 	swc.Name, swc.PathPrefix, swc.Upstream, swc.Limits = "swc", "/swc", "http://127.0.0.1:1", []string{"sliding_window_counter"}
 	c.Routes = []policy.RouteConfig{fw, swc}
-	p, err := policy.Compile(c, func(string) string { return "" }, os.ReadFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return compile(t, c)
 }
 
 // TestRunBatchedFleet: 60 s of 30 requests a second on each route,

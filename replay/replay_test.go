@@ -40,11 +40,32 @@ func testPolicy(t testing.TB) *policy.Policy {
 	api.Name, api.Host, api.PathPrefix, api.Upstream = "api", "api.example.com", "/v1", "http://127.0.0.1:1"
 	api.Limits = []string{"api-counter", "watch"}
 	c.Routes = []policy.RouteConfig{web, api}
+	return compile(t, c)
+}
+
+// compile compiles c with no environment, reading files from disk.
+func compile(t testing.TB, c policy.Config) *policy.Policy {
+	t.Helper()
 	p, err := policy.Compile(c, func(string) string { return "" }, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// replayEachFormat writes es in each access-log format and replays the
+// log against p, one subtest per format, handing check its report.
+func replayEachFormat(t *testing.T, p *policy.Policy, es []accesslog.Entry, check func(t *testing.T, rep *Report)) {
+	t.Helper()
+	for _, f := range []accesslog.Format{accesslog.Combined, accesslog.JSONL} {
+		t.Run(f.String(), func(t *testing.T) {
+			rep, err := Run(context.Background(), p, bytes.NewReader(writeLog(t, f, es)), Options{Format: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, rep)
+		})
+	}
 }
 
 // writeLog writes entries in format f, hashing identities as the gateway
@@ -111,36 +132,29 @@ func limitReport(t *testing.T, rep *Report, name string) *LimitReport {
 }
 
 func TestRunKnownCounts(t *testing.T) {
-	for _, f := range []accesslog.Format{accesslog.Combined, accesslog.JSONL} {
-		t.Run(f.String(), func(t *testing.T) {
-			log := writeLog(t, f, knownLog())
-			rep, err := Run(context.Background(), testPolicy(t), bytes.NewReader(log), Options{Format: f})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rep.Requests != 45 || rep.Malformed != 0 || rep.Lines != 45 {
-				t.Errorf("requests %d, malformed %d, lines %d; want 45, 0, 45", rep.Requests, rep.Malformed, rep.Lines)
-			}
-			pc := limitReport(t, rep, "per-client")
-			want := LimitReport{Name: "per-client", Algorithm: ratelimit.SlidingWindowLog, Requests: 44, Allowed: 9 + 6 + 6,
-				Denied: 21 + 2, PeakUsed: 3, PeakLimit: 3}
-			if *pc != want {
-				t.Errorf("per-client:\n got %+v\nwant %+v", *pc, want)
-			}
-			if got := rep.Outcomes[proxy.OutcomeForwarded]; got != 21 {
-				t.Errorf("forwarded %d, want 21", got)
-			}
-			if got := rep.Outcomes[proxy.OutcomeLimited]; got != 23 {
-				t.Errorf("limited %d, want 23", got)
-			}
-			if got := rep.Outcomes[proxy.OutcomeNoRoute]; got != 1 {
-				t.Errorf("no_route %d, want 1", got)
-			}
-			if !rep.First.Equal(base) || !rep.Last.Equal(base.Add(40*time.Second)) {
-				t.Errorf("span %s..%s, want %s..+40s", rep.First, rep.Last, base)
-			}
-		})
-	}
+	replayEachFormat(t, testPolicy(t), knownLog(), func(t *testing.T, rep *Report) {
+		if rep.Requests != 45 || rep.Malformed != 0 || rep.Lines != 45 {
+			t.Errorf("requests %d, malformed %d, lines %d; want 45, 0, 45", rep.Requests, rep.Malformed, rep.Lines)
+		}
+		pc := limitReport(t, rep, "per-client")
+		want := LimitReport{Name: "per-client", Algorithm: ratelimit.SlidingWindowLog, Requests: 44, Allowed: 9 + 6 + 6,
+			Denied: 21 + 2, PeakUsed: 3, PeakLimit: 3}
+		if *pc != want {
+			t.Errorf("per-client:\n got %+v\nwant %+v", *pc, want)
+		}
+		if got := rep.Outcomes[proxy.OutcomeForwarded]; got != 21 {
+			t.Errorf("forwarded %d, want 21", got)
+		}
+		if got := rep.Outcomes[proxy.OutcomeLimited]; got != 23 {
+			t.Errorf("limited %d, want 23", got)
+		}
+		if got := rep.Outcomes[proxy.OutcomeNoRoute]; got != 1 {
+			t.Errorf("no_route %d, want 1", got)
+		}
+		if !rep.First.Equal(base) || !rep.Last.Equal(base.Add(40*time.Second)) {
+			t.Errorf("span %s..%s, want %s..+40s", rep.First, rep.Last, base)
+		}
+	})
 }
 
 // TestRunCounterAgainstExact replays the known disagreement of a two-bucket
