@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/tollgate/gateway/internal/redistest"
 )
 
 // budgetLimits is budget.toml.tmpl's body: one route per limit, each
@@ -48,16 +46,7 @@ func budgetLimits(upstream string, n map[string]string) string {
 //   - concurrency 2 → 3 with 2 in flight: exactly 1 more (fresh: 3).
 func TestReloadKeepsUsage(t *testing.T) {
 	t.Parallel()
-	for _, backend := range []string{"memory", "redis"} {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			addr := ""
-			if backend == "redis" {
-				addr = redistest.Standalone(t).Addr
-			}
-			testReloadKeepsUsage(t, addr)
-		})
-	}
+	stores(t, testReloadKeepsUsage)
 }
 
 func testReloadKeepsUsage(t *testing.T, redisAddr string) {

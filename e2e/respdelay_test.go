@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/tollgate/gateway/internal/redistest"
 )
 
 // respUpstream is the upstream of respdelay.toml.tmpl: /login answers 401
@@ -58,14 +56,13 @@ func (u *respUpstream) times(path string) []time.Time {
 }
 
 // startRespDelay starts a gateway on respdelay.toml.tmpl against a fresh
-// upstream, on the memory store or on a fresh Redis.
-func startRespDelay(t *testing.T, backend, algorithm string) (*gw, *respUpstream) {
+// upstream, on the Redis at redis or, when it is "", the memory store.
+func startRespDelay(t *testing.T, redis, algorithm string) (*gw, *respUpstream) {
 	t.Helper()
 	u, url := startRespUpstream(t)
 	data := map[string]any{"Upstream": url, "Redis": "", "Algorithm": algorithm, "Count": ""}
-	if backend == "redis" {
-		rs := redistest.Standalone(t)
-		data["Redis"], data["Prefix"] = rs.Addr, "rd:"
+	if redis != "" {
+		data["Redis"], data["Prefix"] = redis, "rd:"
 	}
 	return startGateway(t, "respdelay.toml.tmpl", gwOpts{Data: data}), u
 }
@@ -75,13 +72,10 @@ func startRespDelay(t *testing.T, backend, algorithm string) (*gw, *respUpstream
 // one with a fresh Redis, each with its own upstream.
 func respDelayOnStores(t *testing.T, algorithm string, f func(t *testing.T, g *gw, u *respUpstream)) {
 	t.Parallel()
-	for _, backend := range []string{"memory", "redis"} {
-		t.Run(backend, func(t *testing.T) {
-			t.Parallel()
-			g, u := startRespDelay(t, backend, algorithm)
-			f(t, g, u)
-		})
-	}
+	stores(t, func(t *testing.T, redis string) {
+		g, u := startRespDelay(t, redis, algorithm)
+		f(t, g, u)
+	})
 }
 
 // TestResponseCountFailedLogins: with count = "response" and
@@ -382,7 +376,7 @@ func TestResponseCountOvershoot(t *testing.T) {
 // request is counted is not part of their identity.
 func TestResponseCountReload(t *testing.T) {
 	t.Parallel()
-	g, _ := startRespDelay(t, "memory", "token_bucket")
+	g, _ := startRespDelay(t, "", "token_bucket")
 	c := newClient(t, "")
 	right := map[string]string{"X-Password": "right"}
 	for i := range 6 {
