@@ -10,32 +10,72 @@ import (
 
 var _ ratelimit.Returner = (*Store)(nil)
 
-// Return implements ratelimit.Returner: one script call (mode 3, the
+// Return implements ratelimit.Returner: mode 3 of the decide script (the
 // algorithm's cancel in lua/fixed_window.lua and lua/sliding_counter.lua)
-// per hit of a batchable limit, giving its units back to the window or
-// bucket of at[i]. With ClockStore at[i] is on Redis's clock: the
-// Decision.At the count reported (the caller's clock says nothing about
-// Redis's windows). A call whose reply is lost is not retried: it may have
-// given the units back.
+// gives the units of each hit of a batchable limit back to the window or
+// bucket of at[i], in one call for up to slotBatch hits (on a Cluster,
+// per hash slot), so that a gateway's shutdown gives back its leases of
+// many keys in a few round trips. With ClockStore at[i] is on Redis's
+// clock: the Decision.At the count reported (the caller's clock says
+// nothing about Redis's windows). A call whose reply is lost is not
+// retried: it may have given the units back.
 func (s *Store) Return(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time) error {
 	if len(at) < len(hits) {
 		return fmt.Errorf("redisstore: %d instants for %d hits", len(at), len(hits))
 	}
+	var back []int // the hits with units to give back
 	for i, h := range hits {
 		if err := h.Check(); err != nil {
 			return fmt.Errorf("redisstore: hit %d: %w", i, err)
 		}
-		if !h.Limit.Algorithm.Batchable() || h.Cost <= 0 {
-			continue
+		if h.Limit.Algorithm.Batchable() && h.Cost > 0 {
+			back = append(back, i)
 		}
-		hdr := s.header(nil, modeCancel, now, false, hits[i:i+1])
-		keys := []string{s.Key(h.Limit, h.Key)}
-		args := []any{hdr, s.limitArg(h.Limit), string(appendF64(nil, float64(at[i].UnixMicro())))}
-		if err := s.call(ctx, func(ctx context.Context) error {
-			return s.decide.Run(ctx, s.client, keys, args...).Err()
-		}); err != nil {
-			return err
+	}
+	if len(back) == 0 {
+		return nil
+	}
+	keys := make([]string, len(back))
+	for j, i := range back {
+		keys[j] = s.Key(hits[i].Limit, hits[i].Key)
+	}
+	groups := [][]int{nil}
+	if s.cluster {
+		groups = groupBySlot(keys)
+	} else {
+		for j := range back {
+			groups[0] = append(groups[0], j)
+		}
+	}
+	for _, g := range groups {
+		for len(g) > 0 {
+			n := min(len(g), slotBatch)
+			if err := s.returnBatch(ctx, now, hits, at, back, keys, g[:n]); err != nil {
+				return err
+			}
+			g = g[n:]
 		}
 	}
 	return nil
+}
+
+// returnBatch gives back hits[back[j]] for j in g in one call.
+func (s *Store) returnBatch(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time, back []int, keys []string, g []int) error {
+	sub := make([]ratelimit.Hit, len(g))
+	ks := make([]string, len(g))
+	var marks []byte
+	for k, j := range g {
+		sub[k], ks[k] = hits[back[j]], keys[j]
+		marks = appendF64(marks, float64(at[back[j]].UnixMicro()))
+	}
+	args := make([]any, 0, 2+len(g))
+	args = append(args, &bytesArg{s.header(nil, modeCancel, now, false, sub)})
+	for _, h := range sub {
+		args = append(args, s.limitArg(h.Limit))
+	}
+	args = append(args, string(marks))
+	return s.call(ctx, func(ctx context.Context) error {
+		_, err := s.run(ctx, s.client, ks, args)
+		return err
+	})
 }

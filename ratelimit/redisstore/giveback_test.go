@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tollgate/gateway/internal/redistest"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/hybrid"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -198,6 +199,43 @@ func TestHybridReturnStoreClock(t *testing.T) {
 	for _, l := range limits {
 		if got := used(l); got != int64(admitted) {
 			t.Errorf("%s: after the flush Redis counts %d units; the gateways admitted %d", l.Name, got, admitted)
+		}
+	}
+}
+
+// TestFlushManyKeysFewCalls: a gateway shutting down with leases of 300
+// keys gives them all back in two script calls (256 hits per call), not
+// one round trip per key, on the store clock; Redis then counts what was
+// admitted, key by key.
+func TestFlushManyKeysFewCalls(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Standalone(t)
+	rs := newStore(t, newClient(t, srv.Addr), redisstore.Options{Clock: redisstore.ClockStore, DenyCacheSize: -1})
+	if err := rs.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := hybrid.New(rs, hybrid.Options{})
+	l := finished(t, ratelimit.Limit{Name: "many", Algorithm: ratelimit.SlidingWindowCounter, Rates: []ratelimit.Rate{rate(100, time.Hour)},
+		Batch: &ratelimit.Batch{Interval: time.Minute, Lease: 8}})
+	out := make([]ratelimit.Decision, 1)
+	const keys = 300
+	for i := range 2 * keys { // per key: a lease of 1, then of 2 (one unit left)
+		if ok, err := s.Decide(ctx, time.Now(), []ratelimit.Hit{{Limit: l, Key: fmt.Sprintf("{m}%d", i%keys), Cost: 1}}, out); err != nil || !ok {
+			t.Fatalf("request %d: %v %v", i, ok, err)
+		}
+	}
+	before := commandCalls(t, srv, "fcall")
+	s.Flush(ctx, time.Now())
+	if n := commandCalls(t, srv, "fcall") - before; n != 2 {
+		t.Fatalf("%d calls to give back the leases of %d keys, want 2", n, keys)
+	}
+	if st := s.Stats(); st.Returned != keys || st.Dropped != 0 {
+		t.Fatalf("%+v, want %d units returned", st, keys)
+	}
+	for i := range keys {
+		u, err := rs.Usage(ctx, time.Now(), l, fmt.Sprintf("{m}%d", i))
+		if err != nil || u[0].Used != 2 {
+			t.Fatalf("key %d: %v %v, want 2 used (2 admitted)", i, u, err)
 		}
 	}
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // TestLibraryScriptsEngine: the Store's other scripts (a concurrency
-// slot's renewal and release, the override table's put and delete) run on
+// slot's renewal and release, the override table's put and delete, a
+// lease's give-back) run on
 // the engine the decisions run on: functions of the library (FCALL, no
 // EVALSHA or EVAL) on Redis 7, EVALSHA with NoFunctions or for a user
 // whose ACL refuses FUNCTION; each does its job on both. After FUNCTION
@@ -85,6 +86,19 @@ func TestLibraryScriptsEngine(t *testing.T) {
 				if ok, err := s.DeleteOverride(ctx, "l", "s"); err != nil || !ok {
 					t.Fatalf("round %d: DeleteOverride: %v %v", round, ok, err)
 				}
+				// A give-back (the decide script's mode 3).
+				fw := ratelimit.Hit{Limit: finished(t, ratelimit.Limit{Name: "lib-fw", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(5, time.Hour)}}), Key: "{lib}fw", Cost: 2}
+				now := time.Now()
+				if ok, err := s.Decide(ctx, now, []ratelimit.Hit{fw}, make([]ratelimit.Decision, 1)); err != nil || !ok {
+					t.Fatalf("round %d: Decide: %v %v", round, ok, err)
+				}
+				flush(round)
+				if err := s.Return(ctx, now, []ratelimit.Hit{fw}, []time.Time{now}); err != nil {
+					t.Fatalf("round %d: Return: %v", round, err)
+				}
+				if n := used(t, s, fw); n != 0 {
+					t.Fatalf("round %d: %d units counted after the give-back", round, n)
+				}
 			}
 			if n := commandCalls(t, srv, tc.other); n != 0 {
 				t.Fatalf("%d calls of %s", n, tc.other)
@@ -93,8 +107,8 @@ func TestLibraryScriptsEngine(t *testing.T) {
 				if n := commandCalls(t, srv, "eval"); n != 0 {
 					t.Fatalf("%d EVAL calls on the function engine", n)
 				}
-				if n := s.Stats().LibraryLoads; n < 5 {
-					t.Fatalf("library loaded %d times: once, then once after each of 4 flushes expected", n)
+				if n := s.Stats().LibraryLoads; n < 6 {
+					t.Fatalf("library loaded %d times: once, then once after each of 5 flushes expected", n)
 				}
 			}
 		})

@@ -99,7 +99,8 @@ func (s *Store) Cancel(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 		keys := []string{s.Key(h.Limit, h.Key)}
 		args := []any{hdr, s.limitArg(h.Limit), string(appendF64(nil, ds[i].Mark))}
 		if err := s.call(ctx, func(ctx context.Context) error {
-			return s.decide.Run(ctx, s.client, keys, args...).Err()
+			_, err := s.run(ctx, s.client, keys, args)
+			return err
 		}); err != nil {
 			return err
 		}
