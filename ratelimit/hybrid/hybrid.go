@@ -271,11 +271,10 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 	sh.mu.Lock()
 	l := sh.m[k]
 	var back []giveBack
-	if l != nil && (l.lim != h.Limit || l.steppedBack(t)) {
+	if l != nil && l.lim != h.Limit {
 		// Reloaded: the units were counted under the same ID, but the
 		// lease's sizes and bounds belong to the old definition. Its
-		// unused units go back under the old one (its windows). Or the
-		// clock stepped back past the lease: it would last for the step.
+		// unused units go back under the old one (its windows).
 		back = l.takeBack(k.key, t)
 		l = nil
 		delete(sh.m, k)
@@ -294,6 +293,12 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 		sh.calm = min(sh.calm, t) // it holds nothing yet
 	}
 	defer sh.mu.Unlock()
+	if l.steppedBack(t) {
+		// The lease and the denial end now: this request asks the store
+		// (an ended lease's units go back below). The entry stays, so a
+		// lease call in flight for it still settles into it.
+		l.until, l.denyUntil = min(l.until, t), min(l.denyUntil, t)
+	}
 	switch {
 	case t < l.denyUntil:
 		return plan{kind: denied, l: l, sh: sh}
@@ -335,16 +340,21 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 	return plan{kind: leasing, size: size, l: l, sh: sh, ch: ch, back: back}
 }
 
-// steppedBack reports whether t is more than an interval before the
-// instant l's lease or denial was taken: the clock of the Decide calls
-// (the gateway's wall clock) stepped back. Leases and denials age on that
-// clock, so without this a step back of an hour would repeat a denial (or
-// admit from a lease whose window the store has closed) for an hour,
-// while the store, on its own clock, has long moved on. Requests decided
-// at once carry instants a little apart, hence the interval's slack: a
-// step back extends a lease or a denial by at most one interval.
+// stepSlack is how far before the instant a lease or denial was taken a
+// request's instant may be without the clock counting as stepped back
+// (when the interval is shorter): a request carries the instant it
+// started at, and may have waited for a lease call or the CPU since.
+const stepSlack = time.Second
+
+// steppedBack reports whether t is more than an interval (at least
+// stepSlack) before the instant l's lease or denial was taken: the clock
+// of the Decide calls (the gateway's wall clock) stepped back. Leases and
+// denials age on that clock, so without this a step back of an hour would
+// repeat a denial (or admit from a lease whose window the store has
+// closed) for an hour, while the store, on its own clock, has long moved
+// on. A smaller step extends a lease or a denial by at most the slack.
 func (l *lease) steppedBack(t int64) bool {
-	return t < max(l.at, l.deniedAt)-int64(l.lim.Batch.Interval/ratelimit.Tick)
+	return t < max(l.at, l.deniedAt)-int64(max(l.lim.Batch.Interval, stepSlack)/ratelimit.Tick)
 }
 
 // takeBack ends l at t and removes its unused units, returning them as

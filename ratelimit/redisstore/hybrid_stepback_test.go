@@ -2,6 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,5 +86,77 @@ func TestHybridClockStepBack(t *testing.T) {
 					admitted, tc.after, step, tc.least, tc.most)
 			}
 		})
+	}
+}
+
+// TestHybridStaleInstantsNoStep: under load, requests reach a key's lease
+// with instants older than the lease (each carries the instant it started
+// at, and waits for the key's lease call or the CPU; under the race
+// detector on a loaded machine, by more than a second): that is no clock
+// step. 16 goroutines on 8 keys of a batched fixed window with a 1 ms
+// interval, the leases flushed now and then: in the end Redis counts what
+// was admitted. It failed when an instant more than an interval before a
+// lease dropped the lease's entry: a lease call in flight for it then
+// settled into nothing and its units stayed counted, unused (235–349 of
+// the 2,400 units counted). One run in dozens has left 2 units so,
+// unexplained: the bound is a lease.
+func TestHybridStaleInstantsNoStep(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, standard.Addr)
+	rs := newStore(t, c, redisstore.Options{Clock: redisstore.ClockStore, Coalesce: true})
+	s := hybrid.New(rs, hybrid.Options{})
+	l := finished(t, ratelimit.Limit{Name: "stale", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(300, time.Hour)},
+		Batch: &ratelimit.Batch{Interval: time.Millisecond, Lease: 10}})
+	const keys = 8
+	var admitted [keys]atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]ratelimit.Decision, 1)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := w % keys
+				hit := []ratelimit.Hit{{Limit: l, Key: "{st}" + strconv.Itoa(k), Cost: int64(1 + i%3)}}
+				ok, err := s.Decide(ctx, time.Now(), hit, out)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					admitted[k].Add(hit[0].Cost)
+				}
+			}
+		}()
+	}
+	for range 20 {
+		time.Sleep(15 * time.Millisecond)
+		s.Flush(ctx, time.Now())
+	}
+	close(stop)
+	wg.Wait()
+	s.Flush(ctx, time.Now())
+	stranded := int64(0)
+	for k := range keys {
+		u, err := rs.Usage(ctx, time.Now(), l, "{st}"+strconv.Itoa(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := admitted[k].Load()
+		if u[0].Used < got {
+			t.Errorf("key %d: admitted %d, Redis counts only %d", k, got, u[0].Used)
+		}
+		stranded += u[0].Used - got
+	}
+	if stranded > l.Batch.Lease {
+		t.Errorf("Redis counts %d units more than were admitted (stranded), over a lease (%d): %+v", stranded, l.Batch.Lease, s.Stats())
+	} else if stranded > 0 {
+		t.Logf("%d units stranded", stranded)
 	}
 }
