@@ -168,3 +168,39 @@ func TestRetiredWhileInUse(t *testing.T) {
 		t.Fatalf("counted %v (%v) for %d allowed calls", u, err, h.calls.Load())
 	}
 }
+
+// TestRetireLibrariesNoPermission: a gateway whose ACL user may not write
+// the record of uses (its keys are limited to its prefix) deletes
+// nothing, however old the records say a library is, and decides as
+// before.
+func TestRetireLibrariesNoPermission(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Standalone(t)
+	for _, cmd := range [][]string{
+		{"ACL", "SETUSER", "scoped", "on", ">pw", "~tg:*", "+@all"},
+		{"FUNCTION", "LOAD", libSource(oldLibrary)},
+		{"HSET", redisstore.LibrariesKey, oldLibrary, "1"}, // used in 1970
+	} {
+		if _, err := srv.Do(cmd...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "scoped", Password: "pw", MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	s := newStore(t, c, redisstore.Options{Prefix: "tg:", DenyCacheSize: -1})
+	defer s.Close()
+	if err := s.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if gone, err := s.RetireLibraries(ctx); err == nil || len(gone) != 0 {
+		t.Fatalf("retired %v (%v), want a permission error and nothing deleted", gone, err)
+	}
+	v, err := srv.Do("FUNCTION", "LIST", "LIBRARYNAME", oldLibrary)
+	if err != nil || len(v.([]any)) != 1 {
+		t.Fatalf("the old library is gone: %v %v", v, err)
+	}
+	l := finished(t, ratelimit.Limit{Name: "scoped", Algorithm: ratelimit.GCRA, Rates: []ratelimit.Rate{rate(10, time.Second)}})
+	if ok, err := s.Decide(ctx, time.Now(), []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, make([]ratelimit.Decision, 1)); err != nil || !ok {
+		t.Fatalf("decision: %v %v", ok, err)
+	}
+}
