@@ -22,6 +22,12 @@
 --   mark(s), cancel(s, p, c, mark)  delayable ones (modes.lua); cancel also
 --                 on fixed_window and sliding_counter: mark = the instant
 --                 the units were counted (a hybrid lease's give-back)
+--   one(shadow, L, W, C, P, N)    optional: the whole call of one ordinary
+--                 hit on a one-window limit (read, decide, write, reply,
+--                 as the driver's general path would), made once per limit
+--                 and kept by a Function library (driver.lua); it may keep
+--                 a key's TTL where the general path would set the same
+--                 instant again (only what changed is written)
 --
 -- The driver builds a handler table only for the algorithms a call uses:
 -- with EVALSHA Redis runs this whole chunk on every call (a Function
@@ -107,5 +113,21 @@ end
 local function clamp(v, lo, hi)
   if v < lo then v = lo end
   if hi < v then v = hi end
+  return v
+end
+
+-- PXS[t] is the decimal string of a TTL of t ms: Redis formats a number
+-- passed to redis.call with snprintf (thousands of instructions, more
+-- than the command it is an argument of), and a limit's TTLs repeat. The
+-- table is bounded: emptied when it holds 1024 strings. A TTL past 1e14
+-- ms (only the saturated ones) is passed as the number itself.
+local PXS, npxs = {}, 0
+local function px(t)
+  local v = PXS[t]
+  if v then return v end
+  if t >= 1e14 then return t end
+  if npxs >= 1024 then PXS, npxs = {}, 0 end
+  v = string.format('%d', t)
+  PXS[t], npxs = v, npxs + 1
   return v
 end

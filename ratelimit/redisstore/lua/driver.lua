@@ -87,7 +87,7 @@ local function store(k, A, states, ps, v)
   elseif t == nil then
     redis.call('SET', k, v or encode(A, states, ps), 'KEEPTTL')
   else
-    redis.call('SET', k, v or encode(A, states, ps), 'PX', t)
+    redis.call('SET', k, v or encode(A, states, ps), 'PX', px(t))
   end
 end
 
@@ -104,76 +104,99 @@ end
 
 ---------------------------------------------------------------- one hit
 
--- FMT[nf] packs nf doubles; P1, S1 are decide1's scratch parameters and
--- state (a Function library keeps them between calls: no allocation).
-local FMT, P1, S1 = {}, {}, {}
+-- FMT[nf] packs nf doubles.
+local FMT = {}
 
--- decide1 decides the one hit of a call on key k, whose limit has one
--- window of parameters L, W, C, P, N and a state of a fixed number of
--- doubles (every algorithm but the log and concurrency): the work of the
--- general path below, without its per-hit tables and loops. It returns
--- what decide returns.
-local function decide1(k, A, shadow, cost, L, W, C, P, N)
-  local p, s = P1, S1
-  p[1], p[2], p[3], p[4], p[5] = L, W, C, P, N
+-- generic1 makes the one-hit decider (handler field one, common.lua) of
+-- a limit of algorithm A with one window of parameters p and a state of
+-- a fixed number of doubles (every algorithm but the log and
+-- concurrency), from A's handlers: the work of the general path below,
+-- without its per-hit tables and loops. The decider returns what decide
+-- returns.
+local function generic1(A, shadow, p)
+  local s = {}
   local nf = A.nfields(p)
-  local raw = redis.call('GET', k)
-  if raw then
-    if #raw ~= nf * 8 then error('tollgate: corrupt counter state') end
-    if nf == 1 then
-      s[1] = sunpack('<d', raw)
-    elseif nf == 2 then
-      s[1], s[2] = sunpack('<dd', raw)
-    else
-      local f = FMT[nf]
-      if not f then
-        f = '<' .. string.rep('d', nf)
-        FMT[nf] = f
-      end
-      local v = { sunpack(f, raw) }
-      for i = 1, nf do s[i] = v[i] end
-    end
-    for i = 1, nf do
-      local v = s[i]
-      if v ~= v or v == 1 / 0 or v == -1 / 0 then error('tollgate: corrupt counter state') end
-    end
-  else
-    s = A.init(p)
+  local f = FMT[nf]
+  if not f then
+    f = '<' .. string.rep('d', nf)
+    FMT[nf] = f
   end
-  local ok, ra, never = false, 0, 0
-  if cost > C then
-    never = 1
-  else
-    ok, ra = A.allow(s, p, cost)
-  end
-  local allowed = ok or shadow
-  local counted = mode == 0 and allowed and ok
-  local written = raw
-  if counted then
-    A.take(s, p, cost)
-    local t = ttl1(A, s, p)
-    if t == false then
-      redis.call('DEL', k)
-      written = nil
-    else
+  local C = p[3]
+  return function(k, cost)
+    local raw = redis.call('GET', k)
+    if raw then
+      if #raw ~= nf * 8 then error('tollgate: corrupt counter state') end
       if nf == 1 then
-        written = spack('<d', s[1])
+        s[1] = sunpack('<d', raw)
       elseif nf == 2 then
-        written = spack('<dd', s[1], s[2])
+        s[1], s[2] = sunpack('<dd', raw)
       else
-        written = spack(FMT[nf] or ('<' .. string.rep('d', nf)), tunpack(s, 1, nf))
+        local v = { sunpack(f, raw) }
+        for i = 1, nf do s[i] = v[i] end
       end
-      redis.call('SET', k, written, 'PX', t or lease)
+      for i = 1, nf do
+        local v = s[i]
+        if v - v ~= 0 then error('tollgate: corrupt counter state') end
+      end
+    else
+      s = A.init(p)
     end
-  elseif raw and redis.call('PTTL', k) == -1 then
-    local t = ttl1(A, s, p)
-    if t == false then redis.call('DEL', k) else redis.call('PEXPIRE', k, t or lease) end
+    local ok, ra, never = false, 0, 0
+    if cost > C then
+      never = 1
+    else
+      ok, ra = A.allow(s, p, cost)
+    end
+    local allowed = ok or shadow
+    local counted = mode == 0 and allowed and ok
+    if counted then
+      A.take(s, p, cost)
+      local t = ttl1(A, s, p)
+      if t == false then
+        redis.call('DEL', k)
+      else
+        local v
+        if nf == 1 then
+          v = spack('<d', s[1])
+        elseif nf == 2 then
+          v = spack('<dd', s[1], s[2])
+        else
+          v = spack(f, tunpack(s, 1, nf))
+        end
+        redis.call('SET', k, v, 'PX', px(t or lease))
+      end
+    elseif raw and redis.call('PTTL', k) == -1 then
+      local t = ttl1(A, s, p)
+      if t == false then redis.call('DEL', k) else redis.call('PEXPIRE', k, px(t or lease)) end
+    end
+    local r = A.remaining(s, p)
+    return spack('<ddddddddd', allowed and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
+      ok and 1 or 0, ra, r, reset(A, s, p, r))
   end
-  local r = A.remaining(s, p)
-  local reply = spack('<ddddddddd', allowed and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
-    ok and 1 or 0, ra, r, reset(A, s, p, r))
-  if wantold == 0 then return reply end
-  return { reply, raw or '', written or '' }
+end
+
+-- ONE[limit argument] is the one-hit decider of that limit (the packed
+-- parameters ARGV[2] of a one-hit call), false for a limit without one:
+-- parsed and built once, not on every call. Lua keeps one copy of equal
+-- strings, so the lookup compares a pointer. Bounded: emptied when it
+-- holds 256 limits.
+local ONE, none = {}, 0
+
+-- one1 builds and caches ONE[la].
+local function one1(la)
+  local alg, shadow, nw, L, W, Cap, P, N = sunpack('<dddddddd', la)
+  local A = handler(alg)
+  local f = false
+  if nw == 1 and not A.lease and not A.decode then
+    if A.one then
+      f = A.one(shadow == 1, L, W, Cap, P, N)
+    else
+      f = generic1(A, shadow == 1, { L, W, Cap, P, N })
+    end
+  end
+  if none >= 256 then ONE, none = {}, 0 end
+  ONE[la], none = f, none + 1
+  return f
 end
 
 ---------------------------------------------------------------- main
@@ -189,17 +212,20 @@ local function decide(KEYS, ARGV)
   -- One hit: its cost is the header's last double. (A hit mode, a max
   -- delay or a penalty lengthens the header or the limit: the general
   -- path handles them.)
-  if #hdr == 64 and #ARGV[2] == 64 then
+  -- (With want-old, a cluster's decide, the general path reports the
+  -- values read and written.)
+  if #hdr == 64 then
     now, usetime, mode, wantold, lease, margin, nhits, cost1 = sunpack('<dddddddd', hdr)
-    if mode ~= 2 and mode ~= 3 then
-      local alg, shadow, nw, L, W, Cap, P, N = sunpack('<dddddddd', ARGV[2])
-      local A = handler(alg)
-      if nw == 1 and not A.lease and not A.decode then
+    local la = ARGV[2]
+    if mode ~= 2 and mode ~= 3 and wantold == 0 and #la == 64 then
+      local f = ONE[la]
+      if f == nil then f = one1(la) end
+      if f then
         if usetime == 1 then
           local t = redis.call('TIME')
           now = tonumber(t[1]) * 1000000 + tonumber(t[2])
         end
-        return decide1(KEYS[1], A, shadow == 1, cost1, L, W, Cap, P, N)
+        return f(KEYS[1], cost1)
       end
     end
   end
@@ -424,11 +450,11 @@ local function decide(KEYS, ARGV)
         else
           local v = encode(A, states, ps)
           HIT[b + 12] = v
-          redis.call('SET', KEYS[h], v, 'PX', t or lease)
+          redis.call('SET', KEYS[h], v, 'PX', px(t or lease))
         end
       elseif raw ~= nil and redis.call('PTTL', KEYS[h]) == -1 then
         local t = ttl(A, states, ps)
-        if t == false then redis.call('DEL', KEYS[h]) else redis.call('PEXPIRE', KEYS[h], t or lease) end
+        if t == false then redis.call('DEL', KEYS[h]) else redis.call('PEXPIRE', KEYS[h], px(t or lease)) end
       end
     end
   end

@@ -35,6 +35,53 @@ DEF[1] = function()
       if s[1] == a[1] then s[2] = s[2] - c end
       if s[2] < 0 then s[2] = 0 end
     end,
+    -- The handlers above, inlined for one hit. A count in the window the
+    -- key already holds changes only the count: SETRANGE writes its 8
+    -- bytes and keeps the key's TTL, which the window's first count set
+    -- to the window's end (the same instant a SET PX would set again). A
+    -- key that lost its TTL gets it back at its next denial or at the
+    -- first count of a later window.
+    one = function(shadow, L, W, C)
+      return function(k, cost)
+        local raw = redis.call('GET', k)
+        local ws, count, s1 = floordiv(now, W) * W, 0, nil
+        if raw then
+          if #raw ~= 16 then error('tollgate: corrupt counter state') end
+          local s2
+          s1, s2 = sunpack('<dd', raw)
+          if s1 - s1 ~= 0 or s2 - s2 ~= 0 then error('tollgate: corrupt counter state') end
+          if not (ws > s1) then ws, count = s1, s2 end
+        end
+        local ok, ra, never, counted = false, 0, 0, false
+        if cost > C then
+          never = 1
+        elseif count + cost <= L then
+          ok, counted = true, mode == 0
+        else
+          ra = ws + W - now
+        end
+        if counted then
+          count = count + cost
+          if ws == s1 then
+            redis.call('SETRANGE', k, '8', spack('<d', count))
+          else
+            -- ws + W > now: ws is now's window or a later one
+            redis.call('SET', k, spack('<dd', ws, count), 'PX', px(ceilticks((ws + W - now) / 1000) + margin))
+          end
+        elseif raw and redis.call('PTTL', k) == -1 then
+          local e = s1 + W
+          if e <= now then
+            redis.call('DEL', k)
+          else
+            redis.call('PEXPIRE', k, px(ceilticks((e - now) / 1000) + margin))
+          end
+        end
+        local r, reset = clamp(L - count, 0, C), 0
+        if r < C and not (count + r + 1 <= L) then reset = ws + W - now end
+        return spack('<ddddddddd', (ok or shadow) and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
+          ok and 1 or 0, ra, r, reset)
+      end
+    end,
   }
 end
 
