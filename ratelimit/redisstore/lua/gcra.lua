@@ -8,22 +8,23 @@ DEF[6] = function()
     if d < 0 then d = 0 end
     return d + c * et <= tau
   end
+  local function allow(s, p, cost)
+    local et = p[2] / p[1]
+    local tau = p[3] * et
+    if gallowed(s, now, cost, et, tau) then return true, 0 end
+    local tat = s[1]
+    if tat < now then tat = now end
+    tat = tat + cost * et
+    local d = ceilticks(tat - tau - now)
+    if d < 1 then d = 1 end
+    local guard = 0 -- rounding can make an edge cost unreachable: stay bounded
+    while not gallowed(s, now + d, cost, et, tau) and guard < 100000 do d, guard = d + 1, guard + 1 end
+    while d > 1 and gallowed(s, now + d - 1, cost, et, tau) do d = d - 1 end
+    return false, d
+  end
   return {
     init = function() return { now } end,
-    allow = function(s, p, cost)
-      local et = p[2] / p[1]
-      local tau = p[3] * et
-      if gallowed(s, now, cost, et, tau) then return true, 0 end
-      local tat = s[1]
-      if tat < now then tat = now end
-      tat = tat + cost * et
-      local d = ceilticks(tat - tau - now)
-      if d < 1 then d = 1 end
-      local guard = 0 -- rounding can make an edge cost unreachable: stay bounded
-      while not gallowed(s, now + d, cost, et, tau) and guard < 100000 do d, guard = d + 1, guard + 1 end
-      while d > 1 and gallowed(s, now + d - 1, cost, et, tau) do d = d - 1 end
-      return false, d
-    end,
+    allow = allow,
     take = function(s, p, cost)
       local tat = s[1]
       if tat < now then tat = now end
@@ -56,6 +57,58 @@ DEF[6] = function()
       -- (a[1] - m is exact: Sterbenz.) No floor at m: an earlier request in
       -- m may have been refunded since.
       if at < a[1] then s[1] = s[1] - (a[1] - m) end
+    end,
+    -- The handlers above for one hit, T and tau computed once per limit
+    -- (the same operations on the same values: the same doubles).
+    one = function(shadow, L, W, C)
+      local p, s = { L, W, C }, {}
+      local et = W / L
+      local tau = C * et
+      return function(k, cost)
+        local raw = redis.call('GET', k)
+        local tat = now
+        if raw then
+          if #raw ~= 8 then error('tollgate: corrupt counter state') end
+          tat = sunpack('<d', raw)
+          if tat - tat ~= 0 then error('tollgate: corrupt counter state') end
+        end
+        s[1] = tat
+        local ok, ra, never, counted = false, 0, 0, false
+        if cost > C then
+          never = 1
+        elseif gallowed(s, now, cost, et, tau) then
+          ok, counted = true, mode == 0
+        else
+          ok, ra = allow(s, p, cost)
+        end
+        if counted then
+          if tat < now then tat = now end
+          tat = tat + cost * et
+          s[1] = tat
+          local x = ceilticks(tat)
+          if x <= now then
+            redis.call('DEL', k)
+          else
+            redis.call('SET', k, spack('<d', tat), 'PX', px(ceilticks((x - now) / 1000) + margin))
+          end
+        elseif raw and redis.call('PTTL', k) == -1 then
+          local x = ceilticks(tat)
+          if x <= now then
+            redis.call('DEL', k)
+          else
+            redis.call('PEXPIRE', k, px(ceilticks((x - now) / 1000) + margin))
+          end
+        end
+        local t = tat
+        if t < now then t = now end
+        local r, reset = clamp(floor((tau - (t - now)) / et), 0, C), 0
+        if r < C and not gallowed(s, now, r + 1, et, tau) then
+          local _
+          _, reset = allow(s, p, r + 1)
+        end
+        return spack('<ddddddddd', (ok or shadow) and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
+          ok and 1 or 0, ra, r, reset)
+      end
     end,
   }
 end

@@ -18,40 +18,41 @@ DEF[4] = function()
   local function cest(p, full, partial, e)
     return full + partial * (p[4] - e) / p[4]
   end
+  local function allow(s, p, cost)
+    local i, e = cindex(s, p)
+    local full, partial = csums(s, p, i)
+    if cest(p, full, partial, e) + cost <= p[1] then return true, 0 end
+    local P, N = p[4], p[5]
+    for j = i, i + N + 1 do
+      local start = 0
+      if j == i then
+        start = e
+      else
+        full = full + cbucket(s, p, j) - cbucket(s, p, j - N)
+        partial = cbucket(s, p, j - N)
+      end
+      if full + cost <= p[1] then
+        local g = start
+        if partial > 0 then
+          local x = p[1] - cost - full
+          g = clamp(ceilticks(P - x * P / partial), start, P - 1)
+        end
+        while g < P and not (cest(p, full, partial, g) + cost <= p[1]) do g = g + 1 end
+        if g < P then
+          while g > start and cest(p, full, partial, g - 1) + cost <= p[1] do g = g - 1 end
+          return false, j * P + g - now
+        end
+      end
+    end
+    return false, (i + N + 1) * P - now
+  end
   return {
     init = function(p)
       local s = { floordiv(now, p[4]) }
       for k = 2, p[5] + 2 do s[k] = 0 end
       return s
     end,
-    allow = function(s, p, cost)
-      local i, e = cindex(s, p)
-      local full, partial = csums(s, p, i)
-      if cest(p, full, partial, e) + cost <= p[1] then return true, 0 end
-      local P, N = p[4], p[5]
-      for j = i, i + N + 1 do
-        local start = 0
-        if j == i then
-          start = e
-        else
-          full = full + cbucket(s, p, j) - cbucket(s, p, j - N)
-          partial = cbucket(s, p, j - N)
-        end
-        if full + cost <= p[1] then
-          local g = start
-          if partial > 0 then
-            local x = p[1] - cost - full
-            g = clamp(ceilticks(P - x * P / partial), start, P - 1)
-          end
-          while g < P and not (cest(p, full, partial, g) + cost <= p[1]) do g = g + 1 end
-          if g < P then
-            while g > start and cest(p, full, partial, g - 1) + cost <= p[1] do g = g - 1 end
-            return false, j * P + g - now
-          end
-        end
-      end
-      return false, (i + N + 1) * P - now
-    end,
+    allow = allow,
     take = function(s, p, cost)
       local i = cindex(s, p)
       local m = p[5] + 1
@@ -89,6 +90,84 @@ DEF[4] = function()
         local k = 2 + (i - floordiv(i, N + 1) * (N + 1))
         s[k] = s[k] - c
         if s[k] < 0 then s[k] = 0 end
+      end
+    end,
+    -- The handlers above for one hit, the sums over the ring taken once
+    -- (counts are integers: adding the cost to the sum is exact). A count
+    -- in the key's newest bucket changes only that bucket: SETRANGE
+    -- writes its 8 bytes and keeps the key's TTL, whose instant (the end
+    -- of the newest bucket's window) did not move. A key that lost its
+    -- TTL gets it back at its next denial or at its next new bucket.
+    one = function(shadow, L, W, C, P, N)
+      local p, m, nf = { L, W, C, P, N }, N + 1, N + 2
+      local fmt = '<' .. string.rep('d', nf)
+      local OFF = {} -- OFF[k]: the byte offset of double k, in decimal
+      for k = 2, nf do OFF[k] = string.format('%d', (k - 1) * 8) end
+      return function(k, cost)
+        local raw = redis.call('GET', k)
+        local s
+        if raw then
+          if #raw ~= nf * 8 then error('tollgate: corrupt counter state') end
+          s = { sunpack(fmt, raw) }
+          s[nf + 1] = nil
+          for j = 1, nf do
+            local v = s[j]
+            if v - v ~= 0 then error('tollgate: corrupt counter state') end
+          end
+        else
+          s = { floordiv(now, P) }
+          for j = 2, nf do s[j] = 0 end
+        end
+        local s1 = s[1]
+        local i, e = cindex(s, p)
+        local full, partial = csums(s, p, i)
+        local ok, ra, never, counted = false, 0, 0, false
+        if cost > C then
+          never = 1
+        elseif cest(p, full, partial, e) + cost <= L then
+          ok, counted = true, mode == 0
+        else
+          ok, ra = allow(s, p, cost)
+        end
+        if counted then
+          local kk = 2 + (i - floordiv(i, m) * m)
+          if i == s1 then
+            s[kk] = s[kk] + cost
+            full = full + cost
+            if raw then
+              redis.call('SETRANGE', k, OFF[kk], spack('<d', s[kk]))
+            end
+          else
+            if i - s1 > N then
+              for j = 2, nf do s[j] = 0 end
+            else
+              for j = s1 + 1, i do s[2 + (j - floordiv(j, m) * m)] = 0 end
+            end
+            s[1] = i
+            s[kk] = s[kk] + cost
+            full, partial = csums(s, p, i)
+          end
+          if not raw or i ~= s1 then
+            -- (i + N + 1) * P > now: i is now's bucket or a later one
+            redis.call('SET', k, spack(fmt, tunpack(s, 1, nf)), 'PX',
+              px(ceilticks(((i + N + 1) * P - now) / 1000) + margin))
+          end
+        elseif raw and redis.call('PTTL', k) == -1 then
+          local x = (s1 + N + 1) * P
+          if x <= now then
+            redis.call('DEL', k)
+          else
+            redis.call('PEXPIRE', k, px(ceilticks((x - now) / 1000) + margin))
+          end
+        end
+        local est = cest(p, full, partial, e)
+        local r, reset = clamp(L - ceilticks(est), 0, C), 0
+        if r < C and not (est + r + 1 <= L) then
+          local _
+          _, reset = allow(s, p, r + 1)
+        end
+        return spack('<ddddddddd', (ok or shadow) and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
+          ok and 1 or 0, ra, r, reset)
       end
     end,
   }
