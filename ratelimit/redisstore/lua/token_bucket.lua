@@ -8,20 +8,21 @@ DEF[5] = function()
     if v < p[3] then return v end
     return p[3]
   end
+  local function allow(s, p, cost)
+    local t = tblevel(s, p, now)
+    if t >= cost then return true, 0 end
+    local d = s[2] - now
+    if d < 0 then d = 0 end
+    d = d + ceilticks((cost - t) * p[2] / p[1])
+    if d < 1 then d = 1 end
+    local guard = 0 -- rounding can make an edge cost unreachable: stay bounded
+    while tblevel(s, p, now + d) < cost and guard < 100000 do d, guard = d + 1, guard + 1 end
+    while d > 1 and tblevel(s, p, now + d - 1) >= cost do d = d - 1 end
+    return false, d
+  end
   return {
     init = function(p) return { p[3], now } end,
-    allow = function(s, p, cost)
-      local t = tblevel(s, p, now)
-      if t >= cost then return true, 0 end
-      local d = s[2] - now
-      if d < 0 then d = 0 end
-      d = d + ceilticks((cost - t) * p[2] / p[1])
-      if d < 1 then d = 1 end
-      local guard = 0 -- rounding can make an edge cost unreachable: stay bounded
-      while tblevel(s, p, now + d) < cost and guard < 100000 do d, guard = d + 1, guard + 1 end
-      while d > 1 and tblevel(s, p, now + d - 1) >= cost do d = d - 1 end
-      return false, d
-    end,
+    allow = allow,
     take = function(s, p, cost)
       s[1] = tblevel(s, p, now) - cost
       if s[2] < now then s[2] = now end
@@ -48,6 +49,60 @@ DEF[5] = function()
       if tblevel(o, p, took) + el * p[1] / p[2] - p[3] < c then
         s[1] = s[1] + c
         if s[1] > p[3] then s[1] = p[3] end
+      end
+    end,
+    -- The handlers above for one hit, the level at now computed once.
+    one = function(shadow, L, W, C)
+      local p, s = { L, W, C }, {}
+      return function(k, cost)
+        local raw = redis.call('GET', k)
+        local s1, s2 = C, now
+        if raw then
+          if #raw ~= 16 then error('tollgate: corrupt counter state') end
+          s1, s2 = sunpack('<dd', raw)
+          if s1 - s1 ~= 0 or s2 - s2 ~= 0 then error('tollgate: corrupt counter state') end
+        end
+        s[1], s[2] = s1, s2
+        local el = now - s2
+        if el < 0 then el = 0 end
+        local lv = s1 + el * L / W
+        if not (lv < C) then lv = C end
+        local ok, ra, never, counted = false, 0, 0, false
+        if cost > C then
+          never = 1
+        elseif lv >= cost then
+          ok, counted = true, mode == 0
+        else
+          ok, ra = allow(s, p, cost)
+        end
+        local x
+        if counted then
+          s1 = lv - cost
+          if s2 < now then s2 = now end
+          s[1], s[2] = s1, s2
+          lv = s1 -- the level at now: no time elapsed since s2
+          if not (lv < C) then lv = C end
+          x = s2 + ceilticks((C - s1) * W / L) + 1
+          if x <= now then
+            redis.call('DEL', k)
+          else
+            redis.call('SET', k, spack('<dd', s1, s2), 'PX', px(ceilticks((x - now) / 1000) + margin))
+          end
+        elseif raw and redis.call('PTTL', k) == -1 then
+          x = s2 + ceilticks((C - s1) * W / L) + 1
+          if x <= now then
+            redis.call('DEL', k)
+          else
+            redis.call('PEXPIRE', k, px(ceilticks((x - now) / 1000) + margin))
+          end
+        end
+        local r, reset = clamp(floor(lv), 0, C), 0
+        if r < C and not (lv >= r + 1) then
+          local _
+          _, reset = allow(s, p, r + 1)
+        end
+        return spack('<ddddddddd', (ok or shadow) and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
+          ok and 1 or 0, ra, r, reset)
       end
     end,
   }
