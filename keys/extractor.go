@@ -57,6 +57,7 @@ type Extractor struct {
 	maxValueLen int
 	jwt         *jwtVerifier
 	consumers   *ConsumerConfig
+	keys        *keyCache // Key's recent keys
 }
 
 // Check reports every problem of c that does not involve key material,
@@ -152,6 +153,7 @@ func NewExtractor(cfg Config) (*Extractor, error) {
 		userHeader:  cfg.UserHeader,
 		v6bits:      cfg.IPv6Prefix,
 		maxValueLen: cfg.MaxValueLen,
+		keys:        newKeyCache(),
 	}
 	e.sources = append([]Source(nil), cfg.Sources...)
 	if len(e.sources) == 0 {

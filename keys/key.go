@@ -2,7 +2,6 @@ package keys
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"net/http"
@@ -156,7 +155,33 @@ type Values struct {
 // With no parts the key is the same for every request (one shared counter).
 func (e *Extractor) AppendKey(dst []byte, parts []Part, id *Identity, v *Values) []byte {
 	bp := scratch.Get().(*[]byte)
-	buf := (*bp)[:0]
+	buf, split := e.appendInput((*bp)[:0], parts, id, v)
+	dst = buildKey(dst, buf, split)
+	if cap(buf) <= maxPooled {
+		*bp = buf
+		scratch.Put(bp)
+	}
+	return dst
+}
+
+// Key returns the counter key AppendKey would append, as a string; the key
+// of an input repeated from one request to the next is remembered, so
+// that it costs neither the hashing nor an allocation again.
+func (e *Extractor) Key(parts []Part, id *Identity, v *Values) string {
+	bp := scratch.Get().(*[]byte)
+	buf, split := e.appendInput((*bp)[:0], parts, id, v)
+	key := e.keys.key(buf, split)
+	if cap(buf) <= maxPooled {
+		*bp = buf
+		scratch.Put(bp)
+	}
+	return key
+}
+
+// appendInput appends what a key is the hash of: the parts' injective
+// encoding and, when they include the client, the client identity's
+// encoding from split on (split is -1 otherwise).
+func (e *Extractor) appendInput(buf []byte, parts []Part, id *Identity, v *Values) ([]byte, int) {
 	hasClient := false
 	for _, p := range parts {
 		buf = append(buf, byte(p.Kind))
@@ -165,22 +190,11 @@ func (e *Extractor) AppendKey(dst []byte, parts []Part, id *Identity, v *Values)
 		}
 		buf = e.appendPart(buf, p, id, v)
 	}
-	sum := sha256.Sum256(buf)
-	var tag [sha256.Size]byte
-	if hasClient {
-		buf = e.appendClient(buf[:0], id)
-		tag = sha256.Sum256(buf)
-	} else {
-		tag = sum
+	if !hasClient {
+		return buf, -1
 	}
-	if cap(buf) <= maxPooled {
-		*bp = buf
-		scratch.Put(bp)
-	}
-	dst = append(dst, '{')
-	dst = base64.RawURLEncoding.AppendEncode(dst, tag[:hashLen])
-	dst = append(dst, '}')
-	return base64.RawURLEncoding.AppendEncode(dst, sum[:hashLen])
+	split := len(buf)
+	return e.appendClient(buf, id), split
 }
 
 // HashAPIKey returns the hash of an API key under which exempt keys are

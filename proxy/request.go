@@ -18,7 +18,6 @@ type request struct {
 	// local fallback): their concurrency units go back to it, and to no
 	// other.
 	decider ratelimit.Store
-	key     []byte
 	// varied is set when a hit's limit is not the one the route's
 	// precompiled RateLimit-Policy for the identity describes (an
 	// override's).
@@ -77,7 +76,6 @@ func (q *request) reset() {
 	q.hits = q.hits[:0]
 	q.ds = q.ds[:0]
 	q.decider = nil
-	q.key = q.key[:0]
 	q.varied = false
 	q.id = keys.Identity{}
 	q.ev = Event{}

@@ -135,9 +135,9 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 				})
 				return
 			}
-			n := len(q.key)
-			q.key = p.Identity.AppendKey(q.key, parts, id, &keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header})
-			key := string(q.key[n:])
+			// A key repeated from one request to the next is remembered
+			// by the extractor: neither hashed nor allocated again.
+			key := p.Identity.Key(parts, id, &keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header})
 			base := l.For(id)
 			lim := h.limitFor(ovs, p, l, base, parts, key, id)
 			q.varied = q.varied || lim != base
