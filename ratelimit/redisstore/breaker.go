@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -42,14 +43,29 @@ type breaker struct {
 	failures int
 	openedAt time.Time
 	probing  bool
+	// healthy is st == BreakerClosed && failures == 0, written under mu
+	// and read without it: in that state, the state of nearly every call,
+	// allow and success change nothing, so they skip the lock (shared by
+	// every concurrent decision) and allow needs no clock.
+	healthy atomic.Bool
 }
 
 func (b *breaker) init(threshold int, cooldown time.Duration) {
 	b.threshold, b.cooldown = threshold, cooldown
+	b.healthy.Store(true)
 }
 
-// allow reports whether a call may proceed at now.
-func (b *breaker) allow(now time.Time) bool {
+// allow reports whether a call may proceed at the instant now returns,
+// read only when the breaker is not healthy.
+func (b *breaker) allow(now func() time.Time) bool {
+	if b.healthy.Load() {
+		return true
+	}
+	return b.allowAt(now())
+}
+
+// allowAt reports whether a call may proceed at now.
+func (b *breaker) allowAt(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch b.st {
@@ -70,10 +86,16 @@ func (b *breaker) allow(now time.Time) bool {
 	}
 }
 
-// success records a call that reached a healthy Redis.
+// success records a call that reached a healthy Redis. A success racing
+// with a failure may skip resetting the failure's count: the same as had
+// it come first.
 func (b *breaker) success() {
+	if b.healthy.Load() {
+		return
+	}
 	b.mu.Lock()
 	b.st, b.failures, b.probing = BreakerClosed, 0, false
+	b.healthy.Store(true)
 	b.mu.Unlock()
 }
 
@@ -90,6 +112,7 @@ func (b *breaker) failure(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failures++
+	b.healthy.Store(false)
 	if b.st == BreakerHalfOpen || b.failures >= b.threshold {
 		b.st, b.openedAt, b.probing = BreakerOpen, now, false
 	}
