@@ -71,7 +71,31 @@ func (s *Store) denyStore(ck denyKey, now time.Time, hits []ratelimit.Hit, out [
 		return
 	}
 	wait = min(wait, s.opts.DenyCacheTTL)
-	s.deny.Add(ck, &denied{at: now, until: now.Add(wait), out: append([]ratelimit.Decision(nil), out...)})
+	until := now.Add(wait)
+	for u := until.UnixNano(); ; {
+		cur := s.denyUntil.Load()
+		if cur >= u || s.denyUntil.CompareAndSwap(cur, u) {
+			break
+		}
+	}
+	s.deny.Add(ck, &denied{at: now, until: until, out: append([]ratelimit.Decision(nil), out...)})
+}
+
+// denyMayHold reports whether a cached denial may still answer at now:
+// false once now has reached the end of every denial cached (denyStore
+// raises denyUntil before it adds an entry). The first decision past that
+// end empties the cache, as lookups would remove each expired entry: a
+// clock stepping back later must not find them valid again.
+func (s *Store) denyMayHold(now time.Time) bool {
+	u := s.denyUntil.Load()
+	if now.UnixNano() < u {
+		return true
+	}
+	if u != 0 && s.denyUntil.CompareAndSwap(u, 0) {
+		// A denial stored meanwhile may be purged too: it is only lost.
+		s.deny.Purge()
+	}
+	return false
 }
 
 // heldDenial reports whether an enforced hit that denied has a key that a

@@ -123,14 +123,18 @@ type Store struct {
 	breaker     breaker
 	deny        *lru.Cache[denyKey, *denied]
 	seeds       [2]maphash.Seed // of denyKey
-	stats       counters
-	params      sync.Map // limit ID → *[]packedLimit (limitArg)
-	holds       holdSet  // cluster keys that a decision in progress may refund
-	now         func() time.Time
-	refused     atomic.Pointer[refusal] // the last readiness probe's refusal
-	engine      engineState             // how the decide script runs (engine.go)
-	coal        *coalescer              // nil unless Options.Coalesce (and not a Cluster)
-	retire      retirer                 // the end of old libraries (retire.go)
+	// denyUntil is the latest instant (Unix ns) until which a cached
+	// denial answers: past it no entry can, and a decision skips hashing
+	// its hits and looking them up (the usual case: nothing denied lately).
+	denyUntil atomic.Int64
+	stats     counters
+	params    sync.Map // limit ID → *[]packedLimit (limitArg)
+	holds     holdSet  // cluster keys that a decision in progress may refund
+	now       func() time.Time
+	refused   atomic.Pointer[refusal] // the last readiness probe's refusal
+	engine    engineState             // how the decide script runs (engine.go)
+	coal      *coalescer              // nil unless Options.Coalesce (and not a Cluster)
+	retire    retirer                 // the end of old libraries (retire.go)
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -234,7 +238,7 @@ const stateFormat = "f3"
 func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) error {
 	caller := ctx
 	s.stats.calls.Add(1)
-	if !s.breaker.allow(s.now()) {
+	if !s.breaker.allow(s.now) {
 		s.stats.breakerRejects.Add(1)
 		return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, ErrBreakerOpen)
 	}
@@ -306,9 +310,10 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 		return true, nil
 	}
 	var ck denyKey
+	keyed := false
 	cache := s.deny != nil && !bypassDenyCache(hits)
-	if cache {
-		ck = s.cacheKey(hits)
+	if cache && s.denyMayHold(now) {
+		ck, keyed = s.cacheKey(hits), true
 		if s.denyLookup(ck, now, out[:len(hits)]) {
 			s.stats.denyCacheHits.Add(1)
 			return false, nil
@@ -336,6 +341,9 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 		s.hold(hits, out, slots)
 	}
 	if !allowed && cache && !s.heldDenial(hits, out) {
+		if !keyed {
+			ck = s.cacheKey(hits)
+		}
 		s.denyStore(ck, now, hits, out[:len(hits)])
 	}
 	return allowed, nil
@@ -353,7 +361,7 @@ func (s *Store) Usage(ctx context.Context, now time.Time, limit *ratelimit.Limit
 	err := s.call(ctx, func(ctx context.Context) error {
 		keys := []string{s.Key(limit, key)}
 		args := []any{&bytesArg{s.header(nil, modeCheck, now, false, hits)}, s.hitArg(limit, now)}
-		res, err := s.run(ctx, s.client, keys, args)
+		res, err := s.run(ctx, s.client, keys, args, nil)
 		if err != nil {
 			return err
 		}
