@@ -18,6 +18,7 @@ type callArgs struct {
 	keys []string
 	args []any
 	hdr  bytesArg
+	cmd  []any // the FCALL command sent at once (fcall)
 }
 
 // bytesArg is a []byte argument passed by pointer: boxing a slice

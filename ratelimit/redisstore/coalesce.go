@@ -97,13 +97,14 @@ func newCoalescer(s *Store, lanes, maxBatch int) *coalescer {
 	return &coalescer{s: s, client: s.client, lanes: lanes, maxBatch: maxBatch, work: make(chan []*queued, lanes), idleFor: idleWorker}
 }
 
-// do sends one call, alone or in a batch, and returns its reply.
-func (c *coalescer) do(ctx context.Context, keys []string, args []any) (any, error) {
+// do sends one call, alone or in a batch, and returns its reply; buf is
+// the caller's scratch for a call sent alone (Store.run).
+func (c *coalescer) do(ctx context.Context, keys []string, args []any, buf *[]any) (any, error) {
 	c.mu.Lock()
 	if c.busy < c.lanes {
 		c.busy++
 		c.mu.Unlock()
-		res, err := c.s.finish(ctx, c.client, c.s.first(ctx, c.client, keys, args), keys, args)
+		res, err := c.s.finish(ctx, c.client, c.s.first(ctx, c.client, keys, args, buf), keys, args)
 		c.free()
 		return res, err
 	}
@@ -234,7 +235,7 @@ func (c *coalescer) flush(batch []*queued) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	p := c.client.Pipeline()
 	for _, q := range batch {
-		q.cmd = c.s.first(ctx, p, q.keys, q.args)
+		q.cmd = c.s.first(ctx, p, q.keys, q.args, nil)
 	}
 	// Each command carries its own error; Exec's is the first of them.
 	_, _ = p.Exec(ctx)

@@ -59,16 +59,27 @@ type caller interface {
 
 // fcall issues FCALL of the library's decide with keys and args on c. It
 // builds the command in one slice, with the keys and the key count boxed
-// as pointers, so that it allocates once (go-redis's FCall boxes each key
-// and the count and copies every argument). The slice lives as long as
-// the command: a pipeline sends it later.
-func fcall(ctx context.Context, c caller, keys []string, args []any) *redis.Cmd {
-	cmd := make([]any, 0, 3+len(keys)+len(args))
+// as pointers, so that it allocates at most once (go-redis's FCall boxes
+// each key and the count and copies every argument): in *buf, reused,
+// when buf is not nil. The slice lives as long as the command: a pipeline
+// sends it later, so a call queued for one passes no buf.
+func fcall(ctx context.Context, c caller, keys []string, args []any, buf *[]any) *redis.Cmd {
+	var cmd []any
+	if buf != nil {
+		cmd = (*buf)[:0]
+	}
+	if n := 3 + len(keys) + len(args); cap(cmd) < n {
+		cmd = make([]any, 0, n)
+	}
 	cmd = append(cmd, "fcall", functionName, numKeys(len(keys)))
 	for i := range keys {
 		cmd = append(cmd, &keys[i])
 	}
-	return c.Do(ctx, append(cmd, args...)...)
+	cmd = append(cmd, args...)
+	if buf != nil {
+		*buf = cmd
+	}
+	return c.Do(ctx, cmd...)
 }
 
 // keyCounts are the texts of the key counts FCALL takes, by count.
@@ -100,18 +111,22 @@ func numKeys(n int) any {
 // library), which proves that nothing ran. The library is then loaded
 // (every master of a Cluster) and the call sent once more; should Redis
 // still not know it, the call runs as a script (EVALSHA, then EVAL).
-func (s *Store) run(ctx context.Context, c caller, keys []string, args []any) (any, error) {
+//
+// buf, when not nil, is the caller's scratch for the command sent at once
+// (fcall), reused from call to call; it must stay the caller's until run
+// returns.
+func (s *Store) run(ctx context.Context, c caller, keys []string, args []any, buf *[]any) (any, error) {
 	if s.coal != nil && c == caller(s.client) {
-		return s.coal.do(ctx, keys, args)
+		return s.coal.do(ctx, keys, args, buf)
 	}
-	return s.finish(ctx, c, s.first(ctx, c, keys, args), keys, args)
+	return s.finish(ctx, c, s.first(ctx, c, keys, args, buf), keys, args)
 }
 
 // first issues the first attempt of one call on c: sent at once on a
 // client, queued on a pipeline (whose Exec sends it).
-func (s *Store) first(ctx context.Context, c caller, keys []string, args []any) *redis.Cmd {
+func (s *Store) first(ctx context.Context, c caller, keys []string, args []any, buf *[]any) *redis.Cmd {
 	if s.chooseEngine(ctx) == engineFunction {
-		return fcall(ctx, c, keys, args)
+		return fcall(ctx, c, keys, args, buf)
 	}
 	return s.decide.EvalSha(ctx, c, keys, args...)
 }
@@ -126,7 +141,7 @@ func (s *Store) finish(ctx context.Context, c caller, cmd *redis.Cmd, keys []str
 		return res, nil
 	case isNoFunction(err):
 		if s.loadLibrary(ctx) == nil {
-			res, err = fcall(ctx, c, keys, args).Result()
+			res, err = fcall(ctx, c, keys, args, nil).Result()
 			if err == nil || !isNoFunction(err) {
 				return res, err
 			}

@@ -75,7 +75,7 @@ func (s *Store) returnBatch(ctx context.Context, now time.Time, hits []ratelimit
 	}
 	args = append(args, string(marks))
 	return s.call(ctx, func(ctx context.Context) error {
-		_, err := s.run(ctx, s.client, ks, args)
+		_, err := s.run(ctx, s.client, ks, args, nil)
 		return err
 	})
 }

@@ -99,7 +99,7 @@ func (s *Store) Cancel(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 		keys := []string{s.Key(h.Limit, h.Key)}
 		args := []any{hdr, s.limitArg(h.Limit), string(appendF64(nil, ds[i].Mark))}
 		if err := s.call(ctx, func(ctx context.Context) error {
-			_, err := s.run(ctx, s.client, keys, args)
+			_, err := s.run(ctx, s.client, keys, args, nil)
 			return err
 		}); err != nil {
 			return err

@@ -57,7 +57,8 @@ func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Tim
 	defer func() {
 		clear(ca.keys)
 		clear(ca.args)
-		ca.keys, ca.args, ca.hdr.b = ca.keys[:0], ca.args[:0], ca.hdr.b[:0]
+		clear(ca.cmd)
+		ca.keys, ca.args, ca.hdr.b, ca.cmd = ca.keys[:0], ca.args[:0], ca.hdr.b[:0], ca.cmd[:0]
 		argPool.Put(ca)
 	}()
 	wantOld := s.cluster && mode == modeDecide
@@ -91,7 +92,7 @@ func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Tim
 			ca.args = append(ca.args, m)
 		}
 	}
-	res, err := s.run(ctx, c, ca.keys, ca.args)
+	res, err := s.run(ctx, c, ca.keys, ca.args, &ca.cmd)
 	if err != nil {
 		return false, taken{}, err
 	}
