@@ -143,9 +143,14 @@ func redisTime(t *testing.T, c redis.UniversalClient) int64 {
 // name other windows and buckets than the ones Redis counted in; the
 // give-back goes to Redis's instant of each count (Decision.At). Before,
 // nothing was given back on Redis's clock and the leases stayed counted.
+// On a standalone server and a Cluster.
 func TestHybridReturnStoreClock(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) { hybridReturnStoreClock(t, newClient(t, standard.Addr)) })
+	t.Run("cluster", func(t *testing.T) { hybridReturnStoreClock(t, newClusterClient(t, sharedCluster().Addrs())) })
+}
+
+func hybridReturnStoreClock(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
-	c := newClient(t, standard.Addr)
 	b := &ratelimit.Batch{Interval: time.Minute, Lease: 16}
 	limits := []*ratelimit.Limit{
 		finished(t, ratelimit.Limit{Name: "hfw", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(1000, time.Hour)}, Batch: b}),
