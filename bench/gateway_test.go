@@ -8,7 +8,6 @@
 package bench
 
 import (
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/internal/testupstream"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
@@ -45,24 +45,19 @@ var benchModes = []benchMode{
 // cmd/gateway does (memory store, warn-level logger).
 func newHandler(tb testing.TB, m benchMode, upstream string) *proxy.Handler {
 	tb.Helper()
-	c := policy.Default()
-	c.Identity.Sources = []string{"api_key", "ip"}
-	c.Headers.Emit = []string{"ietf"}
-	if m.rate != "" {
-		l := policy.DefaultLimit()
-		l.Name, l.Rates = "per-client", []string{m.rate}
-		c.Limits = []policy.LimitConfig{l}
-		c.Gateway.Limits = []string{"per-client"}
-	}
-	rt := policy.DefaultRoute()
-	rt.Name, rt.Upstream = "upstream", upstream
-	c.Routes = []policy.RouteConfig{rt}
-	p, err := policy.Compile(c, func(string) string { return "" }, func(string) ([]byte, error) {
-		return nil, errors.New("no files in this benchmark")
+	p := policytest.Compile(tb, func(c *policy.Config) {
+		c.Identity.Sources = []string{"api_key", "ip"}
+		c.Headers.Emit = []string{"ietf"}
+		if m.rate != "" {
+			l := policy.DefaultLimit()
+			l.Name, l.Rates = "per-client", []string{m.rate}
+			c.Limits = []policy.LimitConfig{l}
+			c.Gateway.Limits = []string{"per-client"}
+		}
+		rt := policy.DefaultRoute()
+		rt.Name, rt.Upstream = "upstream", upstream
+		c.Routes = []policy.RouteConfig{rt}
 	})
-	if err != nil {
-		tb.Fatalf("compile: %v", err)
-	}
 	store := memstore.New(memstore.Options{MaxKeys: 1000000})
 	tb.Cleanup(func() { store.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))

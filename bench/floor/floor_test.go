@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/internal/testupstream"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
@@ -50,21 +50,16 @@ func TestTransportMatchesTollgate(t *testing.T) {
 // limit, ietf headers.
 func tollgate(t testing.TB, upstream, rate string, opts proxy.Options) http.Handler {
 	t.Helper()
-	c := policy.Default()
-	c.Identity.Sources = []string{"api_key", "ip"}
-	l := policy.DefaultLimit()
-	l.Name, l.Rates, l.Algorithm = "per-client", []string{rate}, "sliding_window_counter"
-	c.Limits = []policy.LimitConfig{l}
-	c.Gateway.Limits = []string{"per-client"}
-	rt := policy.DefaultRoute()
-	rt.Name, rt.Upstream = "upstream", upstream
-	c.Routes = []policy.RouteConfig{rt}
-	p, err := policy.Compile(c, func(string) string { return "" }, func(string) ([]byte, error) {
-		return nil, errors.New("no files here")
+	p := policytest.Compile(t, func(c *policy.Config) {
+		c.Identity.Sources = []string{"api_key", "ip"}
+		l := policy.DefaultLimit()
+		l.Name, l.Rates, l.Algorithm = "per-client", []string{rate}, "sliding_window_counter"
+		c.Limits = []policy.LimitConfig{l}
+		c.Gateway.Limits = []string{"per-client"}
+		rt := policy.DefaultRoute()
+		rt.Name, rt.Upstream = "upstream", upstream
+		c.Routes = []policy.RouteConfig{rt}
 	})
-	if err != nil {
-		t.Fatalf("compile: %v", err)
-	}
 	store := memstore.New(memstore.Options{})
 	t.Cleanup(func() { store.Close() })
 	opts.Store, opts.Local = store, store

@@ -13,7 +13,6 @@ package opscost
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -26,6 +25,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/internal/testupstream"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
@@ -39,26 +39,20 @@ var upstreamBody = []byte(`{"ok":true,"service":"bench-upstream"}` + "\n")
 // under a per-client limit that never denies in a benchmark.
 func newPolicy(tb testing.TB, upstream string) *policy.Policy {
 	tb.Helper()
-	c := policy.Default()
-	c.Identity.Sources = []string{"api_key", "ip"}
-	l := policy.DefaultLimit()
-	l.Name, l.Rates = "per-client", []string{"1000000000/second"}
-	c.Limits = []policy.LimitConfig{l}
-	rt := policy.DefaultRoute()
-	rt.Limits = []string{"per-client"}
-	if upstream != "" {
-		rt.Name, rt.Upstream = "proxied", upstream
-	} else {
-		rt.Name, rt.Respond = "respond", &policy.RespondConfig{Status: 200, Body: "hello from tollgate\n"}
-	}
-	c.Routes = []policy.RouteConfig{rt}
-	p, err := policy.Compile(c, func(string) string { return "" }, func(string) ([]byte, error) {
-		return nil, errors.New("no files in this benchmark")
+	return policytest.Compile(tb, func(c *policy.Config) {
+		c.Identity.Sources = []string{"api_key", "ip"}
+		l := policy.DefaultLimit()
+		l.Name, l.Rates = "per-client", []string{"1000000000/second"}
+		c.Limits = []policy.LimitConfig{l}
+		rt := policy.DefaultRoute()
+		rt.Limits = []string{"per-client"}
+		if upstream != "" {
+			rt.Name, rt.Upstream = "proxied", upstream
+		} else {
+			rt.Name, rt.Respond = "respond", &policy.RespondConfig{Status: 200, Body: "hello from tollgate\n"}
+		}
+		c.Routes = []policy.RouteConfig{rt}
 	})
-	if err != nil {
-		tb.Fatalf("compile: %v", err)
-	}
-	return p
 }
 
 // observability is one configuration under test.
@@ -75,6 +69,25 @@ var configs = []observability{
 	{name: "metrics+trace-sample-all", metrics: true, sampler: sdktrace.AlwaysSample()},
 }
 
+// newMetrics returns the gateway's metrics on a fresh SDK provider read
+// by the Prometheus exporter, as cmd/gateway wires them, shut down when tb
+// ends, and the registry they are exported to.
+func newMetrics(tb testing.TB) (*telemetry.Metrics, *prometheus.Registry) {
+	tb.Helper()
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	tb.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	m, err := telemetry.NewMetrics(mp.Meter("github.com/tollgate/gateway"), telemetry.MetricsOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m, reg
+}
+
 // setup builds the handler's observer and tracer as cmd/gateway does,
 // with real SDK providers; check reports how many requests the metrics
 // counted (0 without metrics).
@@ -82,17 +95,7 @@ func setup(tb testing.TB, o observability) (opts proxy.Options, check func() int
 	tb.Helper()
 	check = func() int { return 0 }
 	if o.metrics {
-		reg := prometheus.NewRegistry()
-		exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
-		if err != nil {
-			tb.Fatal(err)
-		}
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-		tb.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-		m, err := telemetry.NewMetrics(mp.Meter("github.com/tollgate/gateway"), telemetry.MetricsOptions{})
-		if err != nil {
-			tb.Fatal(err)
-		}
+		m, reg := newMetrics(tb)
 		opts.Observer = m
 		check = func() int { return int(counted(tb, reg, "http_server_request_duration_seconds")) }
 	}
@@ -180,17 +183,7 @@ func counted(tb testing.TB, reg *prometheus.Registry, family string) uint64 {
 // metrics on, one request is counted with its route and outcome; with
 // sampling on, its span is recorded.
 func TestRequestPathObserved(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-	defer mp.Shutdown(context.Background())
-	m, err := telemetry.NewMetrics(mp.Meter("test"), telemetry.MetricsOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reg := newMetrics(t)
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
