@@ -567,17 +567,7 @@ func TestShadowLogRateLimited(t *testing.T) {
 		rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
 		c.Routes = []policy.RouteConfig{rt}
 	})
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h, err := proxy.New(p, proxy.Options{
-		Store:  memstore.New(memstore.Options{}),
-		Logger: slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil)),
-		Now:    func() time.Time { return now },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, log := newLogged(t, p, proxy.Options{Store: memstore.New(memstore.Options{})})
 	serve := func() {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
@@ -588,30 +578,54 @@ func TestShadowLogRateLimited(t *testing.T) {
 	serve() // allowed by the shadow limit too
 	for range 10 {
 		serve() // would be denied: the first one logs
-		now = now.Add(10 * time.Millisecond)
+		log.advance(10 * time.Millisecond)
 	}
-	now = now.Add(time.Second)
+	log.advance(time.Second)
 	serve() // a second later: logs again, counting the 9 in between
-	mu.Lock()
-	defer mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	lines := log.lines()
 	if len(lines) != 2 {
-		t.Fatalf("%d log lines, want 2:\n%s", len(lines), buf.String())
+		t.Fatalf("%d log lines, want 2:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 	if !strings.Contains(lines[1], `"also_denied_since_last_line":9`) {
 		t.Errorf("second line does not count the 9 suppressed denials: %s", lines[1])
 	}
 }
 
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
+// clockedLog is a handler's JSON log and its clock, both in the test's
+// hands: the clock moves only by advance.
+type clockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	now time.Time
 }
 
-func (l *lockedWriter) Write(p []byte) (int, error) {
+func (l *clockedLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return l.buf.Write(p)
+}
+
+func (l *clockedLog) advance(d time.Duration) { l.now = l.now.Add(d) }
+
+// lines returns the lines logged so far.
+func (l *clockedLog) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Split(strings.TrimSpace(l.buf.String()), "\n")
+}
+
+// newLogged builds the handler of p with opts, logging JSON to the
+// returned log and reading its clock (from 2026-01-01 UTC).
+func newLogged(t *testing.T, p *policy.Policy, opts proxy.Options) (*proxy.Handler, *clockedLog) {
+	t.Helper()
+	log := &clockedLog{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	opts.Logger = slog.New(slog.NewJSONHandler(log, nil))
+	opts.Now = func() time.Time { return log.now }
+	h, err := proxy.New(p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, log
 }
 
 // TestOnMissing: a limit keyed by API key, hit by
@@ -666,28 +680,16 @@ func TestStoreErrorsLoggedOncePerSecond(t *testing.T) {
 		rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
 		c.Routes = []policy.RouteConfig{rt}
 	})
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h, err := proxy.New(p, proxy.Options{
-		Store:  &failingStore{},
-		Logger: slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil)),
-		Now:    func() time.Time { return now },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, log := newLogged(t, p, proxy.Options{Store: &failingStore{}})
 	for range 5 {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil))
-		now = now.Add(100 * time.Millisecond)
+		log.advance(100 * time.Millisecond)
 	}
-	now = now.Add(time.Second)
+	log.advance(time.Second)
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil))
-	mu.Lock()
-	defer mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	lines := log.lines()
 	if len(lines) != 2 || !strings.Contains(lines[0], "connection refused") || !strings.Contains(lines[1], `"also_failed_since_last_line":4`) {
-		t.Fatalf("want 2 lines, the second counting 4 failures in between; got:\n%s", buf.String())
+		t.Fatalf("want 2 lines, the second counting 4 failures in between; got:\n%s", strings.Join(lines, "\n"))
 	}
 }
 
@@ -723,17 +725,7 @@ func TestUpstreamErrorLogThrottled(t *testing.T) {
 	p := compile(t, func(c *policy.Config) {
 		c.Routes = []policy.RouteConfig{route("api", "/", "http://127.0.0.1:1")}
 	})
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h, err := proxy.New(p, proxy.Options{
-		Store:  memstore.New(memstore.Options{}),
-		Logger: slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil)),
-		Now:    func() time.Time { return now },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, log := newLogged(t, p, proxy.Options{Store: memstore.New(memstore.Options{})})
 	serve := func() {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
@@ -743,15 +735,13 @@ func TestUpstreamErrorLogThrottled(t *testing.T) {
 	}
 	for range 10 {
 		serve() // the first one logs
-		now = now.Add(10 * time.Millisecond)
+		log.advance(10 * time.Millisecond)
 	}
-	now = now.Add(time.Second)
+	log.advance(time.Second)
 	serve() // a second later: logs again, counting the 9 in between
-	mu.Lock()
-	defer mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	lines := log.lines()
 	if len(lines) != 2 {
-		t.Fatalf("%d log lines, want 2:\n%s", len(lines), buf.String())
+		t.Fatalf("%d log lines, want 2:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 	if !strings.Contains(lines[1], `"also_failed_since_last_line":9`) {
 		t.Fatalf("second line does not count the 9 failures in between: %s", lines[1])
