@@ -58,6 +58,10 @@ func naiveSliding(adm []admission, w, p, t int64) float64 {
 // window's store count never falls below what the fleet admitted in it
 // (a give-back never returns a unit that was used or counted elsewhere),
 // and once every gateway has flushed, it equals it (nothing stranded).
+// In half the runs the store decides on a clock of its own (as Redis
+// with store.clock = "store"), from which every gateway's clock is off
+// by up to three windows either way: admissions are then checked on the
+// store's clock, and give-backs name the store's instants (Decision.At).
 func TestFleetBound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for run := range 300 {
@@ -77,15 +81,25 @@ func TestFleetBound(t *testing.T) {
 		}
 		gateways := 1 + rng.IntN(6)
 		returns := run%4 < 2
-		name := fmt.Sprintf("run%d/%s/L=%d/W=%s/P=%s/k=%d/every=%s/N=%d/return=%t", run, alg, limit, window, l.Precision, l.Batch.Lease, l.Batch.Interval, gateways, returns)
+		skewed := run%8 >= 4
+		name := fmt.Sprintf("run%d/%s/L=%d/W=%s/P=%s/k=%d/every=%s/N=%d/return=%t/skewed=%t", run, alg, limit, window, l.Precision, l.Batch.Lease, l.Batch.Interval, gateways, returns, skewed)
 		mem := memstore.New(memstore.Options{})
 		var shared ratelimit.Store = mem
 		if !returns {
 			shared = noReturn{mem}
 		}
 		fleet := make([]*hybrid.Store, gateways)
+		skew := make([]time.Duration, gateways) // gateway i's clock minus the store's
 		for i := range fleet {
-			fleet[i] = hybrid.New(shared, hybrid.Options{})
+			st := shared
+			if skewed {
+				skew[i] = time.Duration(rng.Int64N(int64(6*window))) - 3*window + time.Duration(rng.Int64N(1000))*time.Microsecond
+				st = &ownClock{Store: mem, skew: -skew[i]}
+				if !returns {
+					st = noReturn{st}
+				}
+			}
+			fleet[i] = hybrid.New(st, hybrid.Options{})
 		}
 		w := int64(window / ratelimit.Tick)
 		p := w
@@ -102,8 +116,8 @@ func TestFleetBound(t *testing.T) {
 		for range 2000 {
 			now = now.Add(time.Duration(rng.Int64N(int64(window) / 50)))
 			cost := 1 + rng.Int64N(3)
-			g := fleet[rng.IntN(gateways)]
-			ok, err := g.Decide(context.Background(), now, []ratelimit.Hit{{Limit: &l, Key: "k", Cost: cost}}, out)
+			gi := rng.IntN(gateways)
+			ok, err := fleet[gi].Decide(context.Background(), now.Add(skew[gi]), []ratelimit.Hit{{Limit: &l, Key: "k", Cost: cost}}, out)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -128,8 +142,8 @@ func TestFleetBound(t *testing.T) {
 		if alg != ratelimit.FixedWindow || !returns {
 			continue
 		}
-		for _, g := range fleet {
-			g.Flush(context.Background(), now)
+		for i, g := range fleet {
+			g.Flush(context.Background(), now.Add(skew[i]))
 		}
 		want := naiveFixed(adm, w, now.UnixMicro())
 		if got := counted(t, mem, &l, now); got != want {
