@@ -31,16 +31,20 @@ end
 
 -- cancel (mode 3) gives back the reservation of every hit: its cost from
 -- the header, its mark from the string of doubles marks. A key gone since
--- gives back nothing.
+-- gives back nothing, and so does a key holding another type or a corrupt
+-- state: one such key must not keep the call's other keys (a give-back
+-- carries up to hundreds) from theirs.
 local function cancel(HIT, KEYS, marks, decode, store)
   for h = 1, nhits do
     local b = (h - 1) * 12
     local A, ps = HIT[b + 1], HIT[b + 4]
-    local raw = A.cancel and redis.call('GET', KEYS[h])
-    if raw then
-      local states = decode(A, raw, ps)
-      A.cancel(states[1], ps[1], HIT[b + 3], sunpack('<d', marks, 8 * (h - 1) + 1))
-      store(KEYS[h], A, states, ps)
+    local raw = A.cancel and redis.pcall('GET', KEYS[h])
+    if type(raw) == 'string' then
+      local ok, states = pcall(decode, A, raw, ps)
+      if ok then
+        A.cancel(states[1], ps[1], HIT[b + 3], sunpack('<d', marks, 8 * (h - 1) + 1))
+        store(KEYS[h], A, states, ps)
+      end
     end
   end
   return 1
