@@ -1,50 +1,62 @@
 ---------------------------------------------------------------- sliding_window_counter
 -- s = { newest, counts[0..N] } (ring, bucket j at j mod (N+1)).
 DEF[4] = function()
-  local function cbucket(s, p, j)
-    if j > s[1] or j < s[1] - p[5] then return 0 end
-    return s[2 + (j - floordiv(j, p[5] + 1) * (p[5] + 1))]
-  end
   local function cindex(s, p)
     local i = floordiv(now, p[4])
     if i < s[1] then return s[1], 0 end
     return i, now - i * p[4]
   end
+  -- csums: the counts of the full buckets (i-N, i] and of the partial
+  -- one i-N; a bucket outside the ring [newest-N, newest] counts 0.
   local function csums(s, p, i)
-    local full = 0
-    for j = i - p[5] + 1, i do full = full + cbucket(s, p, j) end
-    return full, cbucket(s, p, i - p[5])
+    local N, s1 = p[5], s[1]
+    local m, full, partial = N + 1, 0, 0
+    for j = i - N + 1, i do
+      if j <= s1 and j >= s1 - N then full = full + s[2 + (j - floordiv(j, m) * m)] end
+    end
+    local q = i - N
+    if q <= s1 and q >= s1 - N then partial = s[2 + (q - floordiv(q, m) * m)] end
+    return full, partial
   end
   local function cest(p, full, partial, e)
     return full + partial * (p[4] - e) / p[4]
   end
-  local function allow(s, p, cost)
-    local i, e = cindex(s, p)
-    local full, partial = csums(s, p, i)
-    if cest(p, full, partial, e) + cost <= p[1] then return true, 0 end
-    local P, N = p[4], p[5]
+  -- retry is allow's wait for a cost the estimate at now (bucket i,
+  -- offset e, sums full and partial) does not fit: the first bucket j
+  -- from i on, and the first instant in it, whose estimate fits.
+  local function retry(s, p, cost, i, e, full, partial)
+    local L, P, N = p[1], p[4], p[5]
+    local s1, m = s[1], N + 1
     for j = i, i + N + 1 do
       local start = 0
       if j == i then
         start = e
       else
-        full = full + cbucket(s, p, j) - cbucket(s, p, j - N)
-        partial = cbucket(s, p, j - N)
+        -- bucket j is past the newest (j > i >= s1): it counts 0
+        local q, b = j - N, 0
+        if q <= s1 and q >= s1 - N then b = s[2 + (q - floordiv(q, m) * m)] end
+        full, partial = full - b, b
       end
-      if full + cost <= p[1] then
+      if full + cost <= L then
         local g = start
         if partial > 0 then
-          local x = p[1] - cost - full
+          local x = L - cost - full
           g = clamp(ceilticks(P - x * P / partial), start, P - 1)
         end
-        while g < P and not (cest(p, full, partial, g) + cost <= p[1]) do g = g + 1 end
+        while g < P and not (full + partial * (P - g) / P + cost <= L) do g = g + 1 end
         if g < P then
-          while g > start and cest(p, full, partial, g - 1) + cost <= p[1] do g = g - 1 end
-          return false, j * P + g - now
+          while g > start and full + partial * (P - (g - 1)) / P + cost <= L do g = g - 1 end
+          return j * P + g - now
         end
       end
     end
-    return false, (i + N + 1) * P - now
+    return (i + N + 1) * P - now
+  end
+  local function allow(s, p, cost)
+    local i, e = cindex(s, p)
+    local full, partial = csums(s, p, i)
+    if cest(p, full, partial, e) + cost <= p[1] then return true, 0 end
+    return false, retry(s, p, cost, i, e, full, partial)
   end
   return {
     init = function(p)
@@ -100,22 +112,27 @@ DEF[4] = function()
     -- TTL gets it back at its next denial or at its next new bucket.
     one = function(shadow, L, W, C, P, N)
       local p, m, nf = { L, W, C, P, N }, N + 1, N + 2
+      local sc = {} -- the state, kept between calls (written over by each)
       local fmt = '<' .. string.rep('d', nf)
       local OFF = {} -- OFF[k]: the byte offset of double k, in decimal
       for k = 2, nf do OFF[k] = string.format('%d', (k - 1) * 8) end
       return function(k, cost)
         local raw = redis.call('GET', k)
-        local s
+        local s = sc
         if raw then
           if #raw ~= nf * 8 then error('tollgate: corrupt counter state') end
-          s = { sunpack(fmt, raw) }
-          s[nf + 1] = nil
+          if nf == 3 then -- one bucket (the default precision): no table made
+            s[1], s[2], s[3] = sunpack('<ddd', raw)
+          else
+            s = { sunpack(fmt, raw) }
+            s[nf + 1] = nil
+          end
           for j = 1, nf do
             local v = s[j]
             if v - v ~= 0 then error('tollgate: corrupt counter state') end
           end
         else
-          s = { floordiv(now, P) }
+          s[1] = floordiv(now, P)
           for j = 2, nf do s[j] = 0 end
         end
         local s1 = s[1]
@@ -127,7 +144,7 @@ DEF[4] = function()
         elseif cest(p, full, partial, e) + cost <= L then
           ok, counted = true, mode == 0
         else
-          ok, ra = allow(s, p, cost)
+          ra = retry(s, p, cost, i, e, full, partial)
         end
         if counted then
           local kk = 2 + (i - floordiv(i, m) * m)
@@ -162,10 +179,7 @@ DEF[4] = function()
         end
         local est = cest(p, full, partial, e)
         local r, reset = clamp(L - ceilticks(est), 0, C), 0
-        if r < C and not (est + r + 1 <= L) then
-          local _
-          _, reset = allow(s, p, r + 1)
-        end
+        if r < C and not (est + r + 1 <= L) then reset = retry(s, p, r + 1, i, e, full, partial) end
         return spack('<ddddddddd', (ok or shadow) and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
           ok and 1 or 0, ra, r, reset)
       end
