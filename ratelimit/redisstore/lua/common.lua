@@ -116,6 +116,16 @@ local function clamp(v, lo, hi)
   return v
 end
 
+-- redistime is Redis's TIME in ticks. Lua parses the seconds string
+-- with strtod, and it changes once a second: its value is kept with it.
+local SEC, SECN
+local function redistime()
+  local t = redis.call('TIME')
+  local sec = t[1]
+  if sec ~= SEC then SEC, SECN = sec, tonumber(sec) * 1000000 end
+  return SECN + tonumber(t[2])
+end
+
 -- PXS[t] is the decimal string of a TTL of t ms: Redis formats a number
 -- passed to redis.call with snprintf (thousands of instructions, more
 -- than the command it is an argument of), and a limit's TTLs repeat. The

@@ -15,8 +15,7 @@ DEF[7] = function()
       if usetime == 1 then
         leasenow = now
       else
-        local t = redis.call('TIME')
-        leasenow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+        leasenow = redistime()
       end
     end
     return leasenow

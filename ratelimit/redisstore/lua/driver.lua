@@ -222,8 +222,7 @@ local function decide(KEYS, ARGV)
       if f == nil then f = one1(la) end
       if f then
         if usetime == 1 then
-          local t = redis.call('TIME')
-          now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+          now = redistime()
         end
         return f(KEYS[1], cost1)
       end
@@ -234,8 +233,7 @@ local function decide(KEYS, ARGV)
   local mbase = 2 + nhits
   if mode == 2 then mbase = mbase + 1 + 4 * nhits end
   if usetime == 1 then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    now = redistime()
   end
 
   -- Per hit h, at b = (h-1)*12 in HIT: 1 handler table, 2 shadow, 3 cost,
