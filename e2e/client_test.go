@@ -179,3 +179,23 @@ func (s statuses) String() string {
 	b, _ := json.Marshal(map[int]int(s))
 	return string(b)
 }
+
+// exactly reports whether s holds ok 200s and limited 429s and no other
+// answer.
+func (s statuses) exactly(ok, limited int) bool {
+	n := 0
+	for _, v := range s {
+		n += v
+	}
+	return s[200] == ok && s[429] == limited && n == ok+limited
+}
+
+// countStatuses sends n requests one after another, request i by send(i),
+// and counts their statuses.
+func countStatuses(n int, send func(i int) *response) statuses {
+	got := statuses{}
+	for i := range n {
+		got[send(i).Status]++
+	}
+	return got
+}

@@ -72,20 +72,18 @@ func consumersGatewayWatch(t *testing.T, redisAddr, unknown string, watch bool) 
 // and counts the statuses.
 func tally(t *testing.T, c *http.Client, g *gw, n int, keyOf func(i int) string) statuses {
 	t.Helper()
-	got := statuses{}
-	for i := range n {
+	return countStatuses(n, func(i int) *response {
 		hdr := map[string]string{"X-Consumer": "spoofed", "X-Plan": "spoofed"}
 		if k := keyOf(i); k != "" {
 			hdr["X-API-Key"] = k
 		}
-		got[get(t, c, g.url("/api/x"), hdr).Status]++
-	}
-	return got
+		return get(t, c, g.url("/api/x"), hdr)
+	})
 }
 
 func wantTally(t *testing.T, who string, got statuses, ok, limited int) {
 	t.Helper()
-	if got[200] != ok || got[429] != limited || len(got) > 2 || (len(got) == 2 && (ok == 0 || limited == 0)) {
+	if !got.exactly(ok, limited) {
 		t.Errorf("%s: %v, want %d × 200 and %d × 429", who, got, ok, limited)
 	}
 }

@@ -83,11 +83,10 @@ func TestOverridesConsumer(t *testing.T) {
 	if rem := a.remaining(t, "c", "per-consumer"); rem != 2 || a.Routes[0].Limits[0].OverrideExpires == "" {
 		t.Errorf("quota under the override: remaining %d, override_expires %q; want 2 and the expiry", rem, a.Routes[0].Limits[0].OverrideExpires)
 	}
-	got := statuses{}
-	for i := range 4 {
-		got[get(t, c, g.url("/c"), map[string]string{"X-API-Key": []string{"acme-1", "acme-2"}[i%2]}).Status]++
-	}
-	if got[200] != 2 || got[429] != 2 {
+	got := countStatuses(4, func(i int) *response {
+		return get(t, c, g.url("/c"), map[string]string{"X-API-Key": []string{"acme-1", "acme-2"}[i%2]})
+	})
+	if !got.exactly(2, 2) {
 		t.Errorf("4 requests of both keys under the 5/minute override after 3: %v, want 2 × 200, 2 × 429", got)
 	}
 	time.Sleep(time.Until(expires) + 50*time.Millisecond)

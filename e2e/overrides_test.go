@@ -109,11 +109,8 @@ func checkOverrideRaisesAndRestores(t *testing.T, gs ...*gw) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	var got statuses = statuses{}
-	for i := range 6 {
-		got[get(t, c, gs[i%len(gs)].url("/sticky"), nil).Status]++
-	}
-	if got[200] != 3 || got[429] != 3 {
+	got := countStatuses(6, func(i int) *response { return get(t, c, gs[i%len(gs)].url("/sticky"), nil) })
+	if !got.exactly(3, 3) {
 		t.Errorf("6 requests under the 8/minute override after 5 used: %v, want 3 × 200 and 3 × 429", got)
 	}
 	// Another client keeps the configured limit.

@@ -35,12 +35,8 @@ func connData(conn string) map[string]any {
 func checkDecidesIn(t *testing.T, g *gw, do func(args ...string) (any, error), client string) {
 	t.Helper()
 	c := newClient(t, "")
-	got := statuses{}
-	for range 5 {
-		r := get(t, c, g.url("/x"), map[string]string{"X-API-Key": client})
-		got[r.Status]++
-	}
-	if got[200] != 3 || got[429] != 2 {
+	got := countStatuses(5, func(int) *response { return get(t, c, g.url("/x"), map[string]string{"X-API-Key": client}) })
+	if !got.exactly(3, 2) {
 		t.Errorf("5 requests on a 3/hour limit: %s, want 3×200 and 2×429", got)
 	}
 	v, err := do("KEYS", "tg-conn:*")
