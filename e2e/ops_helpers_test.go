@@ -125,16 +125,20 @@ func checkFamily(t testing.TB, m metrics, name string, want map[string]float64) 
 
 // usage is the JSON of GET /admin/limits.
 type usage struct {
-	Limit      string `json:"limit"`
-	Mode       string `json:"mode"`
-	CounterKey string `json:"counter_key"`
-	Windows    []struct {
-		Rate      string  `json:"rate"`
-		Limit     int64   `json:"limit"`
-		Used      int64   `json:"used"`
-		Remaining int64   `json:"remaining"`
-		Reset     float64 `json:"reset_seconds"`
-	} `json:"windows"`
+	Limit      string        `json:"limit"`
+	Mode       string        `json:"mode"`
+	CounterKey string        `json:"counter_key"`
+	Windows    []usageWindow `json:"windows"`
+}
+
+// usageWindow is one window of a counter's usage, as GET /admin/limits
+// and a quota route answer it.
+type usageWindow struct {
+	Rate      string  `json:"rate"`
+	Limit     int64   `json:"limit"`
+	Used      int64   `json:"used"`
+	Remaining int64   `json:"remaining"`
+	Reset     float64 `json:"reset_seconds"`
 }
 
 // limitUsage reads GET /admin/limits?limit=limit&key=key (one window).

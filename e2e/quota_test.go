@@ -33,17 +33,11 @@ type quotaAnswer struct {
 	Routes   []struct {
 		Route  string `json:"route"`
 		Limits []struct {
-			Limit           string `json:"limit"`
-			Exempt          bool   `json:"exempt"`
-			Rejected        string `json:"rejected"`
-			OverrideExpires string `json:"override_expires"`
-			Windows         []struct {
-				Rate      string  `json:"rate"`
-				Limit     int64   `json:"limit"`
-				Used      int64   `json:"used"`
-				Remaining int64   `json:"remaining"`
-				Reset     float64 `json:"reset_seconds"`
-			} `json:"windows"`
+			Limit           string        `json:"limit"`
+			Exempt          bool          `json:"exempt"`
+			Rejected        string        `json:"rejected"`
+			OverrideExpires string        `json:"override_expires"`
+			Windows         []usageWindow `json:"windows"`
 		} `json:"limits"`
 	} `json:"routes"`
 }
