@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -163,10 +162,7 @@ func TestRouteTimeoutSSE(t *testing.T) {
 func TestRouteTimeoutWebSocket(t *testing.T) {
 	t.Parallel()
 	g := startStreamGateway(t)
-	conn, err := net.DialTimeout("tcp", g.Listen, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := rawConn(t, g.Listen)
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
 	fmt.Fprintf(conn, "GET /stream/ws HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
@@ -240,10 +236,7 @@ idle_timeout = "2s"
 func TestRouteTimeoutSlowUpload(t *testing.T) {
 	t.Parallel()
 	g := startStreamGateway(t)
-	conn, err := net.DialTimeout("tcp", g.Listen, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := rawConn(t, g.Listen)
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
 	fmt.Fprintf(conn, "POST /stream/upload HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n", g.Listen)
