@@ -119,6 +119,23 @@ func TestHostile(t *testing.T) {
 				t.Fatalf("%d give-back calls for %d leases", st.Returns, st.Leases)
 			}
 		}},
+		{"a flood of made-up keys at a full table: a quiet key's ended lease is dropped with its units given back, not stranded", func(t *testing.T) {
+			mem := memstore.New(memstore.Options{})
+			s := hybrid.New(mem, hybrid.Options{MaxKeys: 16})
+			l := limit(t, ratelimit.FixedWindow, 1000, time.Hour, &ratelimit.Batch{Interval: 10 * time.Millisecond, Lease: 50})
+			out := make([]ratelimit.Decision, 1)
+			for i := range 10 { // leases 1, 2, 4, 8: 15 counted, 10 admitted
+				s.Decide(ctx, t0.Add(time.Duration(i)*time.Microsecond), []ratelimit.Hit{{Limit: l, Key: "quiet", Cost: 1}}, out)
+			}
+			later := t0.Add(time.Second) // the lease has ended
+			for i := range 2000 {
+				s.Decide(ctx, later.Add(time.Duration(i)*time.Microsecond), []ratelimit.Hit{{Limit: l, Key: "made-up" + strconv.Itoa(i), Cost: 1}}, out)
+			}
+			s.Flush(ctx, later.Add(time.Second)) // as at shutdown
+			if u, _ := mem.Usage(ctx, later, l, "quiet"); u[0].Used != 10 {
+				t.Fatalf("the store counts %d units of the quiet key, 10 were admitted: the sweep stranded its lease's units", u[0].Used)
+			}
+		}},
 		{"a gateway whose clock is an hour off the store's (the store decides on its own clock): its leases go back to the store's windows", func(t *testing.T) {
 			for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter} {
 				back := &ownClock{Store: memstore.New(memstore.Options{}), skew: time.Hour + 7*time.Second}

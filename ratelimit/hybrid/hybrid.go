@@ -281,7 +281,9 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 	}
 	if l == nil {
 		if len(sh.m) >= s.perMax && t >= sh.calm {
-			sh.sweep(t)
+			// The ended leases it drops give their units back with
+			// this request.
+			back = append(back, sh.sweep(t)...)
 		}
 		if len(sh.m) >= s.perMax {
 			sh.mu.Unlock()
@@ -473,19 +475,27 @@ func (s *Store) unblock(plans []plan) {
 	}
 }
 
-// sweep drops the entries that hold nothing at t. sh.mu is held.
-func (sh *shard) sweep(t int64) {
+// sweep drops the entries whose lease and denial have ended at t and
+// returns the unused units of their leases, to give back: a lease that
+// ended with units left still holds them (they go back when its key is
+// next seen, or at Flush), and dropping it without them would strand
+// them until their window ends; a flood of made-up keys at a full table
+// would then strand the leftovers of every quiet key. sh.mu is held.
+func (sh *shard) sweep(t int64) []giveBack {
 	sh.sweeps++
 	calm := int64(math.MaxInt64)
+	var back []giveBack
 	for k, l := range sh.m {
 		end := max(l.until, l.denyUntil)
 		if t >= end {
+			back = append(back, l.takeBack(k.key, t)...)
 			delete(sh.m, k)
 			continue
 		}
 		calm = min(calm, end)
 	}
 	sh.calm = calm
+	return back
 }
 
 // rollback undoes a locally planned hit of a denied request and writes
