@@ -111,3 +111,47 @@ func TestKeyConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// BenchmarkCounterKey is the decision path's counter key of one client
+// repeating its requests ("hot") and of a client per request ("rotating",
+// 10,000 keys): "string" builds it as the path did before (AppendKey and
+// a string), "Key" asks the cache.
+//
+//	go test -run '^$' -bench CounterKey -benchmem ./keys
+func BenchmarkCounterKey(b *testing.B) {
+	e, err := NewExtractor(Config{Sources: []Source{SourceAPIKey, SourceIP}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	parts := []Part{{Kind: PartClient}}
+	ids := make([]Identity, 10000)
+	for i := range ids {
+		r, _ := http.NewRequest("GET", "http://gw/x", nil)
+		r.RemoteAddr = "10.0.0.1:4000"
+		r.Header.Set("X-API-Key", fmt.Sprintf("key-%d", i))
+		ids[i] = e.Identify(r, testNow)
+	}
+	for _, load := range []struct {
+		name string
+		n    int
+	}{{"hot", 1}, {"rotating", len(ids)}} {
+		b.Run(load.name+"/string", func(b *testing.B) {
+			b.ReportAllocs()
+			buf := make([]byte, 0, 64)
+			i := 0
+			for b.Loop() {
+				buf = e.AppendKey(buf[:0], parts, &ids[i%load.n], &Values{})
+				_ = string(buf)
+				i++
+			}
+		})
+		b.Run(load.name+"/Key", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				_ = e.Key(parts, &ids[i%load.n], &Values{})
+				i++
+			}
+		})
+	}
+}
