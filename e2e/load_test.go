@@ -1,10 +1,6 @@
 package e2e
 
 import (
-	"net"
-	"net/http"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 )
@@ -18,52 +14,8 @@ func TestBurstExactlyTheLimit(t *testing.T) {
 		t.Run(alg, func(t *testing.T) {
 			g := startGateway(t, "burst.toml.tmpl", gwOpts{Data: map[string]any{"Rate": "10/hour", "Algorithm": alg}})
 			const n = 1000
-			tr := &http.Transport{
-				DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-				MaxIdleConnsPerHost: n,
-			}
-			defer tr.CloseIdleConnections()
-			c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 			avoidWindowEdge(time.Hour)
-			var (
-				wg    sync.WaitGroup
-				mu    sync.Mutex
-				got   = statuses{}
-				errs  []error
-				badRA int
-			)
-			start := make(chan struct{})
-			for i := 0; i < n; i++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					r, err := tryDo(c, "GET", g.url("/burst"), nil, nil)
-					mu.Lock()
-					defer mu.Unlock()
-					if err != nil {
-						errs = append(errs, err)
-						return
-					}
-					got[r.Status]++
-					if r.Status == http.StatusTooManyRequests {
-						if ra, err := strconv.Atoi(r.Header.Get("Retry-After")); err != nil || ra < 1 {
-							badRA++
-						}
-					}
-				}()
-			}
-			close(start)
-			wg.Wait()
-			if len(errs) > 0 {
-				t.Errorf("%d requests failed; first: %v", len(errs), errs[0])
-			}
-			if got[200] != 10 || got[429] != n-10 {
-				t.Errorf("statuses %s, want exactly 10×200 and %d×429", got, n-10)
-			}
-			if badRA > 0 {
-				t.Errorf("%d denials without a Retry-After ≥ 1", badRA)
-			}
+			burst(n, []string{g.url("/burst")}, nil).check(t, n, 10)
 		})
 	}
 }
