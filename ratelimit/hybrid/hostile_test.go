@@ -2,6 +2,7 @@ package hybrid_test
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -31,6 +32,31 @@ func TestHostile(t *testing.T) {
 			if st := s.Stats(); st.Exact < 5000-32 {
 				t.Fatalf("%d of 5000 keys decided exactly with room for 32", st.Exact)
 			}
+		}},
+		{"a new key per request, 150,000 of them: the table at its default bound (100,000 keys) holds under 64 MB", func(t *testing.T) {
+			l := limit(t, ratelimit.SlidingWindowCounter, 1000, time.Hour, &ratelimit.Batch{Interval: time.Minute, Lease: 10})
+			out := make([]ratelimit.Decision, 1)
+			var m0, m1 runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&m0)
+			// A store that admits everything and keeps nothing, so the
+			// heap measured is the lease table's.
+			s := hybrid.New(admitAll{}, hybrid.Options{})
+			key := make([]byte, 43) // a counter key: base64url of a SHA-256
+			for i := range 150_000 {
+				k := strconv.AppendInt(key[:0], int64(i), 36)
+				k = append(k, key[len(k):43]...)
+				s.Decide(ctx, t0, []ratelimit.Hit{{Limit: l, Key: string(k), Cost: 1}}, out)
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&m1)
+			held := int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
+			st := s.Stats()
+			t.Logf("%.1f MB for %d leased keys (%d decided exactly)", float64(held)/1e6, st.Leases, st.Exact)
+			if held > 64<<20 || st.Leases > 100_000 || st.Exact < 50_000 {
+				t.Fatalf("%d bytes held for %d leases, %d exact", held, st.Leases, st.Exact)
+			}
+			runtime.KeepAlive(s)
 		}},
 		{"a declared cost above the lease: the lease is the cost, nothing more", func(t *testing.T) {
 			mem := memstore.New(memstore.Options{})
@@ -179,4 +205,14 @@ func (c *ownClock) Usage(ctx context.Context, now time.Time, l *ratelimit.Limit,
 
 func (c *ownClock) Return(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time) error {
 	return c.Store.Return(ctx, now.Add(c.skew), hits, at)
+}
+
+// admitAll admits every hit and keeps nothing.
+type admitAll struct{ ratelimit.Store }
+
+func (admitAll) Decide(_ context.Context, _ time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
+	for i := range hits {
+		out[i] = ratelimit.Decision{Allowed: true, Counted: true, Limit: 1000, Remaining: 500, Reset: time.Minute}
+	}
+	return true, nil
 }
