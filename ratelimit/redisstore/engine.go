@@ -71,7 +71,7 @@ func fcall(ctx context.Context, c caller, keys []string, args []any, buf *[]any)
 	if n := 3 + len(keys) + len(args); cap(cmd) < n {
 		cmd = make([]any, 0, n)
 	}
-	cmd = append(cmd, "fcall", functionName, numKeys(len(keys)))
+	cmd = append(cmd, "fcall", functionArg, numKeys(len(keys)))
 	for i := range keys {
 		cmd = append(cmd, &keys[i])
 	}
@@ -81,6 +81,10 @@ func fcall(ctx context.Context, c caller, keys []string, args []any, buf *[]any)
 	}
 	return c.Do(ctx, cmd...)
 }
+
+// functionArg is functionName boxed once: boxing a string that is not a
+// constant allocates, once per call.
+var functionArg any = &functionName
 
 // keyCounts are the texts of the key counts FCALL takes, by count.
 var keyCounts = func() (k [64]string) {
