@@ -235,3 +235,37 @@ func BenchmarkDecideSerial(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecideCoalesced is the queued path of the coalescer: 16
+// callers per CPU on one lane, so nearly every decision waits in the
+// queue and goes out in a pipeline. Its allocations per decision are the
+// queue's and the batch's on top of a call's own.
+func BenchmarkDecideCoalesced(b *testing.B) {
+	c := newClient(b, standard.Addr)
+	lim := finished(b, ratelimit.Limit{Name: "sliding_window_counter", Algorithm: ratelimit.SlidingWindowCounter, Rates: []ratelimit.Rate{rate(1<<40, time.Minute)}})
+	s := newStore(b, c, redisstore.Options{Timeout: time.Hour, Clock: redisstore.ClockStore, Coalesce: true, CoalesceLanes: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	if err := s.Ready(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var id atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		hits := []ratelimit.Hit{{Limit: lim, Key: "{co" + strconv.FormatInt(id.Add(1), 10) + "}k", Cost: 1}}
+		out := make([]ratelimit.Decision, 1)
+		for pb.Next() {
+			if _, err := s.Decide(ctx, time.Now(), hits, out); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	st := s.Stats()
+	if st.Batches > 0 {
+		b.ReportMetric(float64(st.Batched)/float64(st.Batches), "calls/batch")
+	}
+}

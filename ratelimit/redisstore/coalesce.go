@@ -75,6 +75,20 @@ type queued struct {
 	taken, gone bool
 	cmd         *redis.Cmd
 	done        chan struct{}
+	// keyBuf and argBuf hold the copies of keys and args when they fit
+	// (a decision of one hit), so that queuing a call allocates the call
+	// and its channel only.
+	keyBuf [2]string
+	argBuf [3]any
+}
+
+// newQueued returns a call queued under ctx with copies of keys and args
+// (detach).
+func newQueued(ctx context.Context, keys []string, args []any) *queued {
+	q := &queued{ctx: ctx, done: make(chan struct{})}
+	q.keys = append(q.keyBuf[:0:len(q.keyBuf)], keys...)
+	q.args = detachInto(q.argBuf[:0:len(q.argBuf)], args)
+	return q
 }
 
 // Default coalescer bounds, measured (BENCHMARKS.md "Coalescing"): with
@@ -111,7 +125,7 @@ func (c *coalescer) do(ctx context.Context, keys []string, args []any, buf *[]an
 	// The caller's keys and args (pooled, and the header a reused byte
 	// slice) are its own again once do returns, possibly before the batch
 	// holding them is written: the queued call keeps copies.
-	q := &queued{ctx: ctx, keys: append([]string(nil), keys...), args: detach(args), done: make(chan struct{})}
+	q := newQueued(ctx, keys, args)
 	c.queue = append(c.queue, q)
 	c.mu.Unlock()
 	select {
@@ -234,8 +248,18 @@ func (c *coalescer) flush(batch []*queued) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	p := c.client.Pipeline()
+	// The batch's FCALL commands share one slice (each its own part of
+	// it), which lives as long as the batch.
+	n := 0
 	for _, q := range batch {
-		q.cmd = c.s.first(ctx, p, q.keys, q.args, nil)
+		n += 3 + len(q.keys) + len(q.args)
+	}
+	cmds := make([]any, n)
+	for _, q := range batch {
+		m := 3 + len(q.keys) + len(q.args)
+		buf := cmds[:0:m]
+		cmds = cmds[m:]
+		q.cmd = c.s.first(ctx, p, q.keys, q.args, &buf)
 	}
 	// Each command carries its own error; Exec's is the first of them.
 	_, _ = p.Exec(ctx)
@@ -255,8 +279,12 @@ func (c *coalescer) flush(batch []*queued) {
 // slices and the pointers the decide path boxes (*bytesArg, *string) are
 // copied.
 func detach(args []any) []any {
-	out := make([]any, len(args))
-	for i, a := range args {
+	return detachInto(make([]any, 0, len(args)), args)
+}
+
+// detachInto appends the detached copies of args to out.
+func detachInto(out []any, args []any) []any {
+	for _, a := range args {
 		switch v := a.(type) {
 		case []byte:
 			a = string(v)
@@ -265,7 +293,7 @@ func detach(args []any) []any {
 		case *string:
 			a = *v
 		}
-		out[i] = a
+		out = append(out, a)
 	}
 	return out
 }
