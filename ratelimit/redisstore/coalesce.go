@@ -76,10 +76,10 @@ type queued struct {
 	cmd         *redis.Cmd
 	done        chan struct{}
 	// keyBuf and argBuf hold the copies of keys and args when they fit
-	// (a decision of one hit), so that queuing a call allocates the call
-	// and its channel only.
-	keyBuf [2]string
-	argBuf [3]any
+	// (a decision of one hit, the common one), so that queuing it allocates
+	// the call and its channel only.
+	keyBuf [1]string
+	argBuf [2]any
 }
 
 // newQueued returns a call queued under ctx with copies of keys and args
