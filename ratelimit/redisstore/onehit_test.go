@@ -204,3 +204,69 @@ func commandStats(t testing.TB, c *redis.Client, name string) int64 {
 	}
 	return 0
 }
+
+// TestOneHitManyLimits: the one-hit deciders Redis keeps (one per limit's
+// packed parameters) are bounded, so a configuration of thousands of
+// limits, plans or overrides — or reloads that keep changing them — does
+// not grow Redis's Lua memory with them; past the bound, decisions stay
+// exact (the deciders are built again).
+func TestOneHitManyLimits(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, standard.Addr)
+	rs := newStore(t, c, redisstore.Options{DenyCacheSize: -1})
+	if err := rs.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ms := memstore.New(memstore.Options{})
+	vmFunctions := func() int64 {
+		t.Helper()
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory_vm_functions:"); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+		t.Fatal("INFO memory has no used_memory_vm_functions (Redis before 7?)")
+		return 0
+	}
+	now := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+	got, want := make([]ratelimit.Decision, 1), make([]ratelimit.Decision, 1)
+	decideAll := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			alg := []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter, ratelimit.GCRA, ratelimit.TokenBucket}[i%4]
+			l := finished(t, ratelimit.Limit{Name: "many" + strconv.Itoa(i), Algorithm: alg, Rates: []ratelimit.Rate{rate(int64(2+i), time.Second)}})
+			for k := range 3 {
+				hits := []ratelimit.Hit{{Limit: l, Key: "k", Cost: int64(1 + k*i%3)}}
+				wa, err := ms.Decide(ctx, now, hits, want)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ga, err := rs.Decide(ctx, now, hits, got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ga != wa || got[0] != want[0] {
+					t.Fatalf("limit %d call %d: got %v %+v, memstore %v %+v", i, k, ga, got[0], wa, want[0])
+				}
+			}
+		}
+	}
+	decideAll(0, 300) // past the bound once: the cache is full of these
+	before := vmFunctions()
+	decideAll(300, 3300)
+	// 3000 more limits would hold ~3000 deciders (closures, tables and
+	// parameter strings, ~1 KB each) if nothing bounded them.
+	grown := vmFunctions() - before
+	t.Logf("Redis's Lua memory grew %d bytes over 3000 more limits", grown)
+	if grown > 1<<20 {
+		t.Fatalf("Redis's Lua memory grew %d bytes over 3000 more limits, want bounded", grown)
+	}
+}
