@@ -4,6 +4,7 @@
 //
 //	go run . -cost             Redis cost per decision of our script, per algorithm
 //	go run . -cost -callgrind  the same with redis-server under callgrind (instructions)
+//	go run . -micro            what single commands and Lua operations cost inside a Function (callgrind)
 //	go run . -peers            decisions/s and p99: ours (Function library and EVALSHA) vs redis_rate vs
 //	                           ulule/limiter, the floor (a Function and a script that only return, paced
 //	                           at our gcra's rate) and the pipelined EVALSHA ceiling
@@ -30,6 +31,7 @@ func main() {
 	cost := flag.Bool("cost", false, "measure Redis's cost per decision of our script")
 	callgrind := flag.Bool("callgrind", false, "with -cost: run redis-server under valgrind callgrind and count instructions")
 	n := flag.Int("n", 5000, "with -cost: decisions per case")
+	micro := flag.Bool("micro", false, "under callgrind: instructions of single commands and Lua operations inside a Function")
 	peers := flag.Bool("peers", false, "measure throughput and p99 against the peers and the EVALSHA ceiling")
 	flag.StringVar(&only, "only", "", "with -cost: run only the cases whose name contains this")
 	flag.BoolVar(&keepDumps, "keep", false, "with -callgrind: keep the dumps for callgrind_annotate")
@@ -38,6 +40,13 @@ func main() {
 	flag.Parse()
 	peerWorkers, peerDur = *workers, *dur
 	redis.SetLogger(quiet{})
+	if *micro {
+		if err := runMicroServer(*n); err != nil {
+			fmt.Fprintln(os.Stderr, "redispeers:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if !*cost && !*peers {
 		flag.Usage()
 		os.Exit(2)
@@ -121,4 +130,14 @@ func run(cost, callgrind bool, n int, peers bool) error {
 		printPeers(os.Stdout, rows, ceiling, depth)
 	}
 	return nil
+}
+
+// runMicroServer runs runMicro against its own redis-server under callgrind.
+func runMicroServer(n int) error {
+	srv, err := startRedis(true)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	return runMicro(context.Background(), srv, n, os.Stdout)
 }
