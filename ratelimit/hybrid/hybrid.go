@@ -403,15 +403,43 @@ func (l *lease) takeBack(key string, t int64) []giveBack {
 // retried: it may have landed, and a second one would give back units
 // other gateways have since admitted.
 func (s *Store) giveBack(ctx context.Context, now time.Time, plans []plan) {
+	hits, at := takeBacks(plans)
+	s.returnUnits(ctx, now, hits, at)
+}
+
+// giveBackAlongside starts giving back the units of the ended leases in
+// plans (as giveBack) while the caller makes its store call, and returns
+// a wait for it. The request that ends a lease with units left thus pays
+// about one round trip, not two (with coalescing both calls may share
+// one): the two are independent on the store (the give-back only
+// subtracts from the window or bucket of its instant), and Decide still
+// returns only once both are done.
+func (s *Store) giveBackAlongside(ctx context.Context, now time.Time, plans []plan) (wait func()) {
+	hits, at := takeBacks(plans)
+	if len(hits) == 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.returnUnits(ctx, now, hits, at)
+	}()
+	return func() { <-done }
+}
+
+// takeBacks removes the units to give back from plans and returns them
+// as hits with the instants they were counted at.
+func takeBacks(plans []plan) ([]ratelimit.Hit, []time.Time) {
 	var hits []ratelimit.Hit
 	var at []time.Time
-	for _, p := range plans {
-		for _, b := range p.back {
+	for i := range plans {
+		for _, b := range plans[i].back {
 			hits = append(hits, b.hit)
 			at = append(at, time.UnixMicro(b.at))
 		}
+		plans[i].back = nil
 	}
-	s.returnUnits(ctx, now, hits, at)
+	return hits, at
 }
 
 func (s *Store) returnUnits(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time) {
@@ -535,9 +563,10 @@ func (l *lease) denial(t int64) ratelimit.Decision {
 }
 
 // decideStore sends the exact hits and the leases to the wrapped store in
-// one call, retrying once with leases of just the hits' costs when a
+// one call (the units of ended leases going back alongside it), retrying once with leases of just the hits' costs when a
 // larger lease was denied, and settles the plans.
 func (s *Store) decideStore(ctx context.Context, now time.Time, t int64, hits []ratelimit.Hit, out []ratelimit.Decision, plans []plan) (bool, error) {
+	defer s.giveBackAlongside(ctx, now, plans)()
 	var sub []ratelimit.Hit
 	var idx []int
 	for i, h := range hits {

@@ -282,3 +282,54 @@ func TestSteadyFleetStrandsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestGiveBackAlongsideLease: a request that ends a lease with units left
+// and takes a new one sends the give-back alongside its store call, not
+// after it (one round trip of latency, not two): here the store answers
+// the lease only once the give-back has reached it.
+func TestGiveBackAlongsideLease(t *testing.T) {
+	back := &meeting{Store: memstore.New(memstore.Options{}), returned: make(chan struct{})}
+	s := hybrid.New(back, hybrid.Options{})
+	l := limit(t, ratelimit.FixedWindow, 1000, time.Hour, &ratelimit.Batch{Interval: 10 * time.Millisecond, Lease: 10})
+	hit := []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}
+	out := make([]ratelimit.Decision, 1)
+	for _, at := range []time.Duration{0, time.Millisecond} { // leases of 1, then 2: one unit left
+		if ok, err := s.Decide(context.Background(), t0.Add(at), hit, out); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	back.wait.Store(true)
+	// Past the interval: the lease ends with a unit left, given back.
+	if ok, err := s.Decide(context.Background(), t0.Add(20*time.Millisecond), hit, out); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if st := s.Stats(); st.Returned != 1 || back.late.Load() {
+		t.Fatalf("%+v; store call answered before the give-back arrived: %v", st, back.late.Load())
+	}
+}
+
+// meeting is a store whose Decide, once wait is set, answers only after a
+// Return has arrived (or, after 5 s, anyway, noting it in late).
+type meeting struct {
+	*memstore.Store
+	wait     atomic.Bool
+	late     atomic.Bool
+	returned chan struct{}
+	once     sync.Once
+}
+
+func (m *meeting) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
+	if m.wait.Load() {
+		select {
+		case <-m.returned:
+		case <-time.After(5 * time.Second):
+			m.late.Store(true)
+		}
+	}
+	return m.Store.Decide(ctx, now, hits, out)
+}
+
+func (m *meeting) Return(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time) error {
+	m.once.Do(func() { close(m.returned) })
+	return m.Store.Return(ctx, now, hits, at)
+}
