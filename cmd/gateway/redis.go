@@ -183,6 +183,7 @@ func newRedisClient(rc policy.RedisStore, timeout time.Duration) (redis.Universa
 			PoolSize:                   poolSize,
 			MaxRetries:                 -1,
 			MaxRedirects:               3,
+			Protocol:                   resp,
 			ContextTimeoutEnabled:      true,
 			ClusterStateReloadInterval: clusterReload,
 		})
@@ -202,6 +203,7 @@ func newRedisClient(rc policy.RedisStore, timeout time.Duration) (redis.Universa
 			PoolTimeout:           io,
 			PoolSize:              poolSize,
 			MaxRetries:            -1,
+			Protocol:              resp,
 			ContextTimeoutEnabled: true,
 		}), nil
 	}
@@ -222,9 +224,17 @@ func newRedisClient(rc policy.RedisStore, timeout time.Duration) (redis.Universa
 	opt.PoolTimeout = io
 	opt.PoolSize = poolSize
 	opt.MaxRetries = -1
+	opt.Protocol = resp
 	opt.ContextTimeoutEnabled = true
 	return redis.NewClient(opt), nil
 }
+
+// resp is the protocol the gateway speaks to Redis: RESP2. The store uses
+// nothing RESP3 adds (push notifications, client-side caching), and with
+// RESP3 go-redis checks every reply for pending push notifications
+// first, about 1–2k instructions per decision (BENCHMARKS.md "Gateway
+// side of a Redis decision").
+const resp = 2
 
 // clusterReload is how often a Cluster client reloads its slot map (on the
 // first command after the interval; go-redis's default is a minute).

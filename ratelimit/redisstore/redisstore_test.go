@@ -51,11 +51,11 @@ func sharedCluster() *redistest.ClusterGroup {
 	return cluster
 }
 
-// The test clients mirror cmd/gateway's: deadlines bound the socket and
+// The test clients mirror cmd/gateway's: RESP2, deadlines bound the socket and
 // nothing is retried.
 func newClient(t testing.TB, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{
-		Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true,
+		Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true, Protocol: 2,
 		DialTimeout: 250 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
 		PoolSize: 20, PoolTimeout: 200 * time.Millisecond,
 	})
@@ -65,7 +65,7 @@ func newClient(t testing.TB, addr string) *redis.Client {
 
 func newClusterClient(t testing.TB, addrs []string) *redis.ClusterClient {
 	c := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: addrs, MaxRetries: -1, MaxRedirects: 3, ContextTimeoutEnabled: true,
+		Addrs: addrs, MaxRetries: -1, MaxRedirects: 3, ContextTimeoutEnabled: true, Protocol: 2,
 		DialTimeout: 250 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
 		PoolSize: 20, PoolTimeout: 200 * time.Millisecond,
 	})
