@@ -19,6 +19,18 @@ func concLimit(t testing.TB, n int64) *ratelimit.Limit {
 }
 
 // acquire decides one concurrency hit and fails unless it is counted.
+// settle loads the store's code on Redis under a budget of its own, so
+// that a test with a short decision budget measures the releases it is
+// about, not a library or script compiled on a loaded machine.
+func settle(t *testing.T, s *redisstore.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Ready(ctx); err != nil {
+		t.Fatalf("Ready: %v", err)
+	}
+}
+
 func acquire(t *testing.T, s *redisstore.Store, h ratelimit.Hit) []ratelimit.Decision {
 	t.Helper()
 	out := make([]ratelimit.Decision, 1)
@@ -45,6 +57,7 @@ func TestPendingReleaseLands(t *testing.T) {
 	rs := redistest.Standalone(t)
 	s := newStore(t, newClient(t, rs.Addr), redisstore.Options{Timeout: 100 * time.Millisecond, DenyCacheSize: -1})
 	defer s.Close()
+	settle(t, s)
 	h := ratelimit.Hit{Limit: concLimit(t, 3), Key: "{k}k", Cost: 1}
 	a, b := acquire(t, s, h), acquire(t, s, h)
 	if got := s.Stats().HeldSlots; got != 2 {
@@ -106,6 +119,7 @@ func TestPendingReleasesBounded(t *testing.T) {
 	s := newStore(t, newClient(t, rs.Addr), redisstore.Options{Timeout: 50 * time.Millisecond, DenyCacheSize: -1,
 		MaxPendingReleases: 1, LeaseTTL: 3 * time.Second, TTLMargin: time.Millisecond})
 	defer s.Close()
+	settle(t, s)
 	h := ratelimit.Hit{Limit: concLimit(t, 3), Key: "{k}k", Cost: 1}
 	a, b := acquire(t, s, h), acquire(t, s, h)
 	rs.Pause()
