@@ -37,16 +37,7 @@ func (s *Store) Cancel(_ context.Context, now time.Time, hits []ratelimit.Hit, d
 		if !ds[i].Counted || ds[i].Delay <= 0 {
 			continue
 		}
-		hv := s.hash(h.Limit.ID, h.Key)
-		sh := &s.shards[s.shardOf(hv)]
-		sh.mu.Lock()
-		if j := sh.t.find(uint32(hv), h.Limit.ID, h.Key); j != none {
-			st := sh.t.stateAt(j, kindOf(h.Limit))
-			if t < sh.t.expiryOf(&st, h.Limit) {
-				sh.t.apply(&st, opCancel, h.Limit, &args{now: t, cost: h.Cost, mark: ds[i].Mark})
-			}
-		}
-		sh.mu.Unlock()
+		s.applyHeld(h, t, opCancel, &args{now: t, cost: h.Cost, mark: ds[i].Mark})
 	}
 	return nil
 }

@@ -26,16 +26,23 @@ func (s *Store) Return(_ context.Context, now time.Time, hits []ratelimit.Hit, a
 		if !h.Limit.Algorithm.Batchable() {
 			continue
 		}
-		hv := s.hash(h.Limit.ID, h.Key)
-		sh := &s.shards[s.shardOf(hv)]
-		sh.mu.Lock()
-		if j := sh.t.find(uint32(hv), h.Limit.ID, h.Key); j != none {
-			st := sh.t.stateAt(j, kindOf(h.Limit))
-			if t < sh.t.expiryOf(&st, h.Limit) {
-				sh.t.apply(&st, opReturn, h.Limit, &args{now: at[i].UnixMicro(), cost: h.Cost})
-			}
-		}
-		sh.mu.Unlock()
+		s.applyHeld(h, t, opReturn, &args{now: at[i].UnixMicro(), cost: h.Cost})
 	}
 	return nil
+}
+
+// applyHeld applies o with a to the state of h while the store still
+// holds it at t (µs); a state gone since (reset, evicted, expired) is left
+// alone: what it counted is gone with it.
+func (s *Store) applyHeld(h ratelimit.Hit, t int64, o op, a *args) {
+	hv := s.hash(h.Limit.ID, h.Key)
+	sh := &s.shards[s.shardOf(hv)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if j := sh.t.find(uint32(hv), h.Limit.ID, h.Key); j != none {
+		st := sh.t.stateAt(j, kindOf(h.Limit))
+		if t < sh.t.expiryOf(&st, h.Limit) {
+			sh.t.apply(&st, o, h.Limit, a)
+		}
+	}
 }
