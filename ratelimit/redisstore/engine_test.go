@@ -51,12 +51,7 @@ func TestEngineChoice(t *testing.T) {
 		{"acl-refuses-function", redisstore.Options{}, "nofn", "script", "evalsha"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := redistest.Standalone(t)
-			if _, err := srv.Do("ACL", "SETUSER", "nofn", "on", ">pw", "~*", "+@all", "-function"); err != nil {
-				t.Fatal(err)
-			}
-			c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: tc.user, Password: map[string]string{"nofn": "pw"}[tc.user], MaxRetries: -1})
-			t.Cleanup(func() { c.Close() })
+			srv, c := engineServer(t, tc.user)
 			tc.opts.DenyCacheSize = -1
 			s := newStore(t, c, tc.opts)
 			if e := s.Stats().Engine; e != "unknown" {
@@ -145,4 +140,18 @@ func TestEngineSettlesInBackground(t *testing.T) {
 	if n := commandCalls(t, srv, "fcall"); n != 1 {
 		t.Fatalf("after the engine settled: %d FCALL calls, want 1", n)
 	}
+}
+
+// engineServer starts a redis-server with the user "nofn" (password pw),
+// refused FUNCTION, and returns it with a client logged in as user ("" is
+// the default user).
+func engineServer(t *testing.T, user string) (*redistest.Server, *redis.Client) {
+	t.Helper()
+	srv := redistest.Standalone(t)
+	if _, err := srv.Do("ACL", "SETUSER", "nofn", "on", ">pw", "~*", "+@all", "-function"); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: map[string]string{"nofn": "pw"}[user], MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	return srv, c
 }

@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/tollgate/gateway/internal/redistest"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/redisstore"
 )
@@ -34,12 +31,7 @@ func TestLibraryScriptsEngine(t *testing.T) {
 		{"acl-refuses-function", redisstore.Options{}, "nofn", "evalsha", "fcall"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := redistest.Standalone(t)
-			if _, err := srv.Do("ACL", "SETUSER", "nofn", "on", ">pw", "~*", "+@all", "-function"); err != nil {
-				t.Fatal(err)
-			}
-			c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: tc.user, Password: map[string]string{"nofn": "pw"}[tc.user], MaxRetries: -1})
-			t.Cleanup(func() { c.Close() })
+			srv, c := engineServer(t, tc.user)
 			tc.opts.DenyCacheSize = -1
 			tc.opts.LeaseTTL = 400 * time.Millisecond // renewals every ~130 ms
 			s := newStore(t, c, tc.opts)
