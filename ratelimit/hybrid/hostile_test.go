@@ -177,6 +177,60 @@ func TestHostile(t *testing.T) {
 				}
 			}
 		}},
+		{"a request whose exact limit denies, answered after the window turned and the key took its next lease: its unit stays in the old window", func(t *testing.T) {
+			// The request reserves a unit of the batched limit's lease near
+			// the end of a window; its exact limit (spent) holds its store
+			// call until another request, in the next window, has taken
+			// the key's next lease; then it is denied and gives its unit
+			// back. Counted in the old window, that unit must not be
+			// admitted in the new one.
+			mem := memstore.New(memstore.Options{})
+			fl := limit(t, ratelimit.FixedWindow, 10, time.Minute, &ratelimit.Batch{Interval: time.Minute, Lease: 10})
+			ex := limit(t, ratelimit.FixedWindow, 1, time.Hour, nil)
+			back := &gate{Store: mem, limit: ex, entered: make(chan struct{}), release: make(chan struct{})}
+			s := hybrid.New(back, hybrid.Options{})
+			out := make([]ratelimit.Decision, 2)
+			one := []ratelimit.Hit{{Limit: fl, Key: "k", Cost: 1}}
+			// Leases of 1, then 2: one unit left in the first window.
+			for _, at := range []time.Duration{time.Second, 2 * time.Second} {
+				if ok, err := s.Decide(ctx, t0.Add(at), one, out); !ok || err != nil {
+					t.Fatal(ok, err)
+				}
+			}
+			// Spend the exact limit's key (the store is called directly).
+			if ok, _ := mem.Decide(ctx, t0, []ratelimit.Hit{{Limit: ex, Key: "e", Cost: 1}}, out); !ok {
+				t.Fatal("exact limit not spent")
+			}
+			done := make(chan bool)
+			go func() {
+				ok, _ := s.Decide(ctx, t0.Add(59*time.Second),
+					[]ratelimit.Hit{{Limit: fl, Key: "k", Cost: 1}, {Limit: ex, Key: "e", Cost: 1}}, make([]ratelimit.Decision, 2))
+				done <- ok
+			}()
+			<-back.entered
+			// Next window: the key's next lease, while the request waits.
+			admitted := 0
+			now := t0.Add(61 * time.Second)
+			if ok, _ := s.Decide(ctx, now, one, out); ok {
+				admitted++
+			}
+			close(back.release)
+			if <-done {
+				t.Fatal("the request over its exact limit was admitted")
+			}
+			for range 100 {
+				now = now.Add(500 * time.Millisecond)
+				if ok, _ := s.Decide(ctx, now, one, out); ok {
+					admitted++
+				}
+			}
+			if now.Sub(t0) >= 2*time.Minute {
+				t.Fatalf("the loop left the second window (%v)", now.Sub(t0))
+			}
+			if admitted != 10 {
+				t.Fatalf("the second window admitted %d of a limit of 10", admitted)
+			}
+		}},
 	} {
 		t.Run(tc.name, tc.run)
 	}
@@ -205,6 +259,25 @@ func (c *ownClock) Usage(ctx context.Context, now time.Time, l *ratelimit.Limit,
 
 func (c *ownClock) Return(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time) error {
 	return c.Store.Return(ctx, now.Add(c.skew), hits, at)
+}
+
+// gate is a store whose Decide of a call carrying a hit of limit waits,
+// once entered is closed, until release is.
+type gate struct {
+	*memstore.Store
+	limit            *ratelimit.Limit
+	entered, release chan struct{}
+}
+
+func (g *gate) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
+	for _, h := range hits {
+		if h.Limit == g.limit {
+			close(g.entered)
+			<-g.release
+			break
+		}
+	}
+	return g.Store.Decide(ctx, now, hits, out)
 }
 
 // admitAll admits every hit and keeps nothing.

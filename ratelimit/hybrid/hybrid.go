@@ -86,6 +86,10 @@ type lease struct {
 	remaining, capacity int64
 	reset               time.Duration
 	at, counted         int64
+	// gen counts the leases settled into l: a unit reserved from one
+	// lease and given back after the next was settled (its request
+	// denied) must not join the next one's units.
+	gen uint64
 	// When a lease was taken while earlier ones still held units, prev
 	// is how many they held, counted at prevAt (prevCounted on the
 	// store's clock) or later; a give-back returns up to prev units at
@@ -164,6 +168,8 @@ type plan struct {
 	size int64
 	l    *lease
 	sh   *shard
+	// gen is, for local, l.gen when the units were reserved.
+	gen uint64
 	// ch is, for leasing, the pending channel this request owns (nil if
 	// another request's lease was pending and this one could not wait);
 	// for waiting, the channel to wait on.
@@ -307,7 +313,7 @@ func (s *Store) reserve(h ratelimit.Hit, t int64, mayWait bool) plan {
 	case t < l.until && l.units >= h.Cost:
 		l.units -= h.Cost
 		l.used += h.Cost
-		return plan{kind: local, l: l, sh: sh}
+		return plan{kind: local, l: l, sh: sh, gen: l.gen}
 	}
 	if l.pending != nil && mayWait {
 		return plan{kind: waiting, ch: l.pending}
@@ -536,8 +542,15 @@ func (s *Store) rollback(h ratelimit.Hit, p plan, out []ratelimit.Decision, i in
 	defer p.sh.mu.Unlock()
 	switch p.kind {
 	case local:
-		p.l.units += h.Cost
-		p.l.used -= h.Cost
+		if p.l.gen == p.gen {
+			p.l.units += h.Cost
+			p.l.used -= h.Cost
+		}
+		// Else the key took its next lease meanwhile: the units were
+		// counted with the earlier one (for a fixed window, perhaps in a
+		// window that has ended), and admitting them from the next would
+		// admit them past its window's limit. They stay unused, as the
+		// units of a lease that ended with its window.
 		out[i] = p.l.report(h, t, false)
 	case denied:
 		s.stats.localDenied.Add(1)
@@ -699,6 +712,7 @@ func (s *Store) settle(h ratelimit.Hit, p plan, d ratelimit.Decision, allowed bo
 		l.prev = l.units
 	}
 	l.units += extra
+	l.gen++
 	l.size, l.used = p.size, h.Cost
 	l.remaining, l.capacity, l.reset, l.at = d.Remaining, d.Limit, d.Reset, t
 	l.counted = t
