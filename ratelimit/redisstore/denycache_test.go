@@ -116,6 +116,31 @@ func TestDenyCacheHostile(t *testing.T) {
 				t.Errorf("%d calls over 1 s of hammering, want 1 or 2", got)
 			}
 		}},
+		{"the clock jumps past a cached denial and steps back into it: Redis is asked", func(t *testing.T, s *redisstore.Store) {
+			// A denial cached at t0 for a second; a decision 5 s later
+			// (the clock jumped) finds every cached denial over and
+			// empties the cache, and another denial is cached then. The
+			// key is reset meanwhile by another gateway (deleted in
+			// Redis, no local purge) and the clock steps back to t0+0.5s:
+			// the first denial must not answer from the cache.
+			one := []ratelimit.Hit{{Limit: l, Key: "back", Cost: 1}}
+			s.Decide(ctx, t0, []ratelimit.Hit{{Limit: l, Key: "back", Cost: 1000}}, make([]ratelimit.Decision, 1))
+			if ok, _ := s.Decide(ctx, t0, one, make([]ratelimit.Decision, 1)); ok {
+				t.Fatal("the spent key was admitted")
+			}
+			if ok, _ := s.Decide(ctx, t0.Add(5*time.Second), []ratelimit.Hit{{Limit: l, Key: "costly", Cost: 1}}, make([]ratelimit.Decision, 1)); ok {
+				t.Fatal("the spent key costly was admitted")
+			}
+			if err := newClient(t, standard.Addr).Del(ctx, s.Key(l, "back")).Err(); err != nil {
+				t.Fatal(err)
+			}
+			hits := s.Stats().DenyCacheHits
+			out := make([]ratelimit.Decision, 1)
+			if ok, err := s.Decide(ctx, t0.Add(500*time.Millisecond), one, out); !ok || err != nil {
+				t.Errorf("after the step back: allowed=%v err=%v %+v (from the cache: %v), want allowed (the key is empty)",
+					ok, err, out[0], s.Stats().DenyCacheHits > hits)
+			}
+		}},
 		{"another client's denial is not shared", func(t *testing.T, s *redisstore.Store) {
 			for _, k := range []string{"x", "x"} {
 				s.Decide(ctx, t0, []ratelimit.Hit{{Limit: l, Key: k, Cost: 1000}}, make([]ratelimit.Decision, 1))
