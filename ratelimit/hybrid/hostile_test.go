@@ -4,6 +4,8 @@ import (
 	"context"
 	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,7 +189,7 @@ func TestHostile(t *testing.T) {
 			mem := memstore.New(memstore.Options{})
 			fl := limit(t, ratelimit.FixedWindow, 10, time.Minute, &ratelimit.Batch{Interval: time.Minute, Lease: 10})
 			ex := limit(t, ratelimit.FixedWindow, 1, time.Hour, nil)
-			back := &gate{Store: mem, limit: ex, entered: make(chan struct{}), release: make(chan struct{})}
+			back := newGate(mem, func(h ratelimit.Hit) bool { return h.Limit == ex })
 			s := hybrid.New(back, hybrid.Options{})
 			out := make([]ratelimit.Decision, 2)
 			one := []ratelimit.Hit{{Limit: fl, Key: "k", Cost: 1}}
@@ -231,6 +233,51 @@ func TestHostile(t *testing.T) {
 				t.Fatalf("the second window admitted %d of a limit of 10", admitted)
 			}
 		}},
+		{"made-up keys at a full lease table while a quiet key's lease call is in flight: the lease is kept, its units admitted or given back", func(t *testing.T) {
+			// One entry per shard: every new key at a full shard sweeps
+			// it. The victim's lease call (4 units, its last one used up)
+			// is held while made-up keys sweep the shards at an instant
+			// its previous lease has ended by; a sweep must not drop the
+			// entry the call settles into, or its 3 spare units stay
+			// counted by the store, neither admitted nor given back.
+			mem := memstore.New(memstore.Options{})
+			l := limit(t, ratelimit.FixedWindow, 100, time.Hour, &ratelimit.Batch{Interval: time.Second, Lease: 10})
+			var hold atomic.Bool
+			back := newGate(mem, func(h ratelimit.Hit) bool { return h.Key == "v" && hold.Load() })
+			s := hybrid.New(back, hybrid.Options{MaxKeys: 16})
+			victim := []ratelimit.Hit{{Limit: l, Key: "v", Cost: 1}}
+			out := make([]ratelimit.Decision, 1)
+			admitted := 0
+			// Leases of 1, 2 and 4, all used.
+			for i := range 7 {
+				if ok, _ := s.Decide(ctx, t0.Add(time.Duration(i)*time.Millisecond), victim, out); ok {
+					admitted++
+				}
+			}
+			hold.Store(true)
+			done := make(chan bool)
+			go func() {
+				ok, _ := s.Decide(ctx, t0.Add(2*time.Second), victim, make([]ratelimit.Decision, 1))
+				done <- ok
+			}()
+			<-back.entered
+			for i := range 200 {
+				s.Decide(ctx, t0.Add(2*time.Second+time.Millisecond),
+					[]ratelimit.Hit{{Limit: l, Key: "made-up-" + strconv.Itoa(i), Cost: 1}}, out)
+			}
+			close(back.release)
+			if <-done {
+				admitted++
+			}
+			s.Flush(ctx, t0.Add(3*time.Second))
+			u, err := mem.Usage(ctx, t0.Add(3*time.Second), l, "v")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u[0].Used != int64(admitted) {
+				t.Fatalf("the store counts %d units of the victim's key after the flush; %d were admitted", u[0].Used, admitted)
+			}
+		}},
 	} {
 		t.Run(tc.name, tc.run)
 	}
@@ -261,19 +308,26 @@ func (c *ownClock) Return(ctx context.Context, now time.Time, hits []ratelimit.H
 	return c.Store.Return(ctx, now.Add(c.skew), hits, at)
 }
 
-// gate is a store whose Decide of a call carrying a hit of limit waits,
-// once entered is closed, until release is.
+// gate is a store whose first Decide of a call carrying a hit that match
+// accepts closes entered and waits until release is closed.
 type gate struct {
 	*memstore.Store
-	limit            *ratelimit.Limit
+	match            func(ratelimit.Hit) bool
+	once             sync.Once
 	entered, release chan struct{}
+}
+
+func newGate(m *memstore.Store, match func(ratelimit.Hit) bool) *gate {
+	return &gate{Store: m, match: match, entered: make(chan struct{}), release: make(chan struct{})}
 }
 
 func (g *gate) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
 	for _, h := range hits {
-		if h.Limit == g.limit {
-			close(g.entered)
-			<-g.release
+		if g.match(h) {
+			g.once.Do(func() {
+				close(g.entered)
+				<-g.release
+			})
 			break
 		}
 	}

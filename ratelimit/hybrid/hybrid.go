@@ -514,12 +514,19 @@ func (s *Store) unblock(plans []plan) {
 // ended with units left still holds them (they go back when its key is
 // next seen, or at Flush), and dropping it without them would strand
 // them until their window ends; a flood of made-up keys at a full table
-// would then strand the leftovers of every quiet key. sh.mu is held.
+// would then strand the leftovers of every quiet key. An entry whose
+// lease call is in flight is kept. sh.mu is held.
 func (sh *shard) sweep(t int64) []giveBack {
 	sh.sweeps++
 	calm := int64(math.MaxInt64)
 	var back []giveBack
 	for k, l := range sh.m {
+		if l.pending != nil {
+			// A lease call is in flight for it and settles into it:
+			// dropped, the units it counts would be neither admitted nor
+			// given back. Its settling lowers calm to its new end.
+			continue
+		}
 		end := max(l.until, l.denyUntil)
 		if t >= end {
 			back = append(back, l.takeBack(k.key, t)...)
