@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,7 +19,8 @@ var _ ratelimit.Returner = (*Store)(nil)
 // many keys in a few round trips. With ClockStore at[i] is on Redis's
 // clock: the Decision.At the count reported (the caller's clock says
 // nothing about Redis's windows). A call whose reply is lost is not
-// retried: it may have given the units back.
+// retried: it may have given the units back. A failed slot's error is
+// returned after the other slots have been given back.
 func (s *Store) Return(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time) error {
 	if len(at) < len(hits) {
 		return fmt.Errorf("redisstore: %d instants for %d hits", len(at), len(hits))
@@ -47,16 +49,22 @@ func (s *Store) Return(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 			groups[0] = append(groups[0], j)
 		}
 	}
+	// A failed slot does not stop the others: on a Cluster they may live
+	// on masters that are up, and a give-back left undone strands units
+	// until their window ends. Within a slot the first failure ends it
+	// (the same master would fail the rest).
+	var errs []error
 	for _, g := range groups {
 		for len(g) > 0 {
 			n := min(len(g), slotBatch)
 			if err := s.returnBatch(ctx, now, hits, at, back, keys, g[:n]); err != nil {
-				return err
+				errs = append(errs, err)
+				break
 			}
 			g = g[n:]
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // returnBatch gives back hits[back[j]] for j in g in one call.

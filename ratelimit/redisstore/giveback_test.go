@@ -244,3 +244,69 @@ func TestFlushManyKeysFewCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestReturnClusterMasterDown gives back units on keys spread over a
+// Cluster's three masters, one of them just killed: the give-backs on the
+// masters that are up still land, and the dead master's failure is
+// returned. The dead master's keys are in the lowest slot, so its call
+// goes first (before the fix, its failure ended Return there).
+func TestReturnClusterMasterDown(t *testing.T) {
+	cl := redistest.Cluster(t)
+	c := newClusterClient(t, cl.Addrs())
+	ctx := context.Background()
+	o := redisstore.Options{DenyCacheSize: -1, Prefix: fmt.Sprintf("t%x:", rand.Uint32())}
+	s := newStore(t, c, o)
+	l := finished(t, ratelimit.Limit{Name: "rdown", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(100, time.Hour)}})
+	// One key per master, found by asking the cluster.
+	byMaster := map[string]string{}
+	for i := 0; len(byMaster) < 3 && i < 1000; i++ {
+		k := fmt.Sprintf("{d%d}k", i)
+		m, err := cl.KeySlotOwner(s.Key(l, k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := byMaster[m.Addr]; !ok {
+			byMaster[m.Addr] = k
+		}
+	}
+	if len(byMaster) != 3 {
+		t.Fatalf("keys found on %d masters, want 3", len(byMaster))
+	}
+	var hits []ratelimit.Hit
+	var at []time.Time
+	lowest, lowestSlot := "", 1<<20
+	for _, k := range byMaster {
+		h := ratelimit.Hit{Limit: l, Key: k, Cost: 5}
+		now := time.Now()
+		if ok, err := s.Decide(ctx, now, []ratelimit.Hit{h}, make([]ratelimit.Decision, 1)); err != nil || !ok {
+			t.Fatalf("count on %s: %v %v", k, ok, err)
+		}
+		hits = append(hits, ratelimit.Hit{Limit: l, Key: k, Cost: 3})
+		at = append(at, now)
+		if sl := redisstore.Slot(s.Key(l, k)); sl < lowestSlot {
+			lowest, lowestSlot = k, sl
+		}
+	}
+	dead, err := cl.KeySlotOwner(s.Key(l, lowest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Kill()
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := s.Return(rctx, time.Now(), hits, at); err == nil {
+		t.Fatal("Return with a master down: no error")
+	}
+	for _, k := range byMaster {
+		if k == lowest {
+			continue
+		}
+		u, err := s.Usage(ctx, time.Now(), l, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u[0].Used != 2 {
+			t.Errorf("%s on a master that is up: %d used after 5 counted and 3 given back, want 2", k, u[0].Used)
+		}
+	}
+}
