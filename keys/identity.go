@@ -8,7 +8,9 @@ import (
 
 // Identity is who a request comes from, resolved once per request by
 // Identify. Raw values are kept here only for the request's lifetime; keys
-// built from them are hashes.
+// built from them are hashes. (The extractor's counter-key cache keeps
+// the inputs of up to 1,024 recent keys, raw, for as long as they stay in
+// their slots: keyCache.)
 type Identity struct {
 	// Client is the value of the first source that yielded: the API key,
 	// the user, or the client IP's text (unmasked). Raw: it is hashed only
