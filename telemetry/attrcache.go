@@ -8,23 +8,25 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// opts is one attribute set, prepared as the option slices the instruments
-// take, so that recording builds nothing.
+// opts is one attribute set, prepared as the option slice the counters
+// take, so that counting builds nothing.
 type opts struct {
-	add    []metric.AddOption
-	record []metric.RecordOption
+	add []metric.AddOption
 }
 
 func newOpts(kv ...attribute.KeyValue) opts {
-	o := metric.WithAttributeSet(attribute.NewSet(kv...))
-	return opts{add: []metric.AddOption{o}, record: []metric.RecordOption{o}}
+	return opts{add: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}}
 }
 
 type reqKey struct{ route, method, outcome string }
 
-func newReqOpts(k reqKey) opts {
-	return newOpts(AttrRoute.String(k.route), AttrMethod.String(k.method), AttrOutcome.String(k.outcome))
+func reqAttrs(k reqKey) attribute.Set {
+	return attribute.NewSet(AttrRoute.String(k.route), AttrMethod.String(k.method), AttrOutcome.String(k.outcome))
 }
+
+func routeAttrs(route string) attribute.Set { return attribute.NewSet(AttrRoute.String(route)) }
+
+func noAttrs(struct{}) attribute.Set { return *attribute.EmptySet() }
 
 type limitKey struct {
 	name            string

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -85,48 +86,45 @@ type MetricsOptions struct {
 // computed once per label combination and cached, so recording allocates
 // nothing once a combination has been seen. A nil *Metrics records nothing.
 // Metrics is safe for concurrent use.
+//
+// The duration histograms are aggregated here, not by the meter: they
+// reach the exporters only through Histograms, which the wiring hands to
+// the SDK's readers.
 type Metrics struct {
-	reqDur      metric.Float64Histogram
-	active      atomic.Int64 // requests in flight, read at collection
-	decisions   metric.Int64ObservableCounter
-	nearLimit   metric.Int64ObservableCounter
-	storeDur    metric.Float64Histogram
-	storeErrs   metric.Int64Counter
-	upstreamDur metric.Float64Histogram
-	reloads     metric.Int64Counter
-	ipFallback  metric.Int64Counter
-	delayed     metric.Int64Counter
-	delayDur    metric.Float64Histogram
-	reg         metric.Registration
+	active     atomic.Int64 // requests in flight, read at collection
+	decisions  metric.Int64ObservableCounter
+	nearLimit  metric.Int64ObservableCounter
+	storeErrs  metric.Int64Counter
+	reloads    metric.Int64Counter
+	ipFallback metric.Int64Counter
+	delayed    metric.Int64Counter
+	reg        metric.Registration
 
-	reqAttrs cache[reqKey]
+	start       time.Time
+	reqDur      *histogram[reqKey]
+	storeDur    *histogram[struct{}]
+	upstreamDur *histogram[string]
+	delayDur    *histogram[string]
+
 	// The decision and near-limit counts, one atomic per label set,
 	// observed at collection (see counters).
 	decisionCounts counters[limitKey]
 	nearCounts     counters[string]
-	upstreamAttrs  cache[string]
+	routeAttrs     cache[string] // the delayed counter's
 	storeErrAttrs  [storeErrKinds]opts
 	reloadAttrs    [2]opts
 }
 
 // NewMetrics creates every instrument from meter.
 func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
-	m := &Metrics{}
-	var err, e error
-	for _, h := range []struct {
-		dst        *metric.Float64Histogram
-		name, desc string
-		buckets    []float64
-	}{
-		{&m.reqDur, MetricRequestDuration, "Duration of HTTP server requests, by route, method and gateway outcome.", durationBuckets},
-		{&m.storeDur, MetricStoreDuration, "Duration of rate-limit store calls.", storeBuckets},
-		{&m.upstreamDur, MetricUpstreamDuration, "Duration of upstream exchanges, by route.", durationBuckets},
-		{&m.delayDur, MetricDelayDuration, "Time requests waited for the slot a delay limit reserved before they were forwarded, by route.", durationBuckets},
-	} {
-		*h.dst, e = meter.Float64Histogram(h.name, metric.WithUnit("s"), metric.WithDescription(h.desc),
-			metric.WithExplicitBucketBoundaries(h.buckets...))
-		err = errors.Join(err, e)
+	m := &Metrics{
+		start:       time.Now(),
+		reqDur:      newHistogram(MetricRequestDuration, "Duration of HTTP server requests, by route, method and gateway outcome.", durationBuckets, reqAttrs),
+		storeDur:    newHistogram(MetricStoreDuration, "Duration of rate-limit store calls.", storeBuckets, noAttrs),
+		upstreamDur: newHistogram(MetricUpstreamDuration, "Duration of upstream exchanges, by route.", durationBuckets, routeAttrs),
+		delayDur:    newHistogram(MetricDelayDuration, "Time requests waited for the slot a delay limit reserved before they were forwarded, by route.", durationBuckets, routeAttrs),
 	}
+	var err, e error
 	for _, c := range []struct {
 		dst              *metric.Int64Counter
 		name, unit, desc string
@@ -203,6 +201,16 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 	m.reloadAttrs[0] = newOpts(AttrResult.String("failure"))
 	m.reloadAttrs[1] = newOpts(AttrResult.String("success"))
 	return m, nil
+}
+
+// Histograms returns the duration histograms as they stand: request,
+// store, upstream and delay durations, cumulative since NewMetrics. It is
+// called at each collection, off the request path. Nil Metrics: none.
+func (m *Metrics) Histograms() []Histogram {
+	if m == nil {
+		return nil
+	}
+	return []Histogram{m.reqDur.read(m.start), m.storeDur.read(m.start), m.upstreamDur.read(m.start), m.delayDur.read(m.start)}
 }
 
 // Close unregisters the callback of the in-flight and live-keys

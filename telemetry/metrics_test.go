@@ -28,8 +28,15 @@ func testLimit(t testing.TB, name string, shadow bool) *ratelimit.Limit {
 	return l
 }
 
+// testReader reads a collection: the meter's instruments from an SDK
+// manual reader, the histograms from the Metrics that aggregates them.
+type testReader struct {
+	rd *sdkmetric.ManualReader
+	m  *Metrics // nil: no histograms
+}
+
 // newTestMetrics returns Metrics on an SDK meter with a manual reader.
-func newTestMetrics(t testing.TB, o MetricsOptions) (*Metrics, *sdkmetric.ManualReader) {
+func newTestMetrics(t testing.TB, o MetricsOptions) (*Metrics, *testReader) {
 	t.Helper()
 	rd := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(rd))
@@ -39,17 +46,17 @@ func newTestMetrics(t testing.TB, o MetricsOptions) (*Metrics, *sdkmetric.Manual
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close() })
-	return m, rd
+	return m, &testReader{rd, m}
 }
 
 // collected is a flat view of one collection: "name{k=v,...}" → value
 // (sum for counters, count for histograms, last value for gauges).
 type collected map[string]float64
 
-func collect(t *testing.T, rd *sdkmetric.ManualReader) (collected, map[string]float64) {
+func collect(t *testing.T, r *testReader) (collected, map[string]float64) {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
-	if err := rd.Collect(context.Background(), &rm); err != nil {
+	if err := r.rd.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
 	out, sums := collected{}, map[string]float64{}
@@ -86,6 +93,12 @@ func collect(t *testing.T, rd *sdkmetric.ManualReader) (collected, map[string]fl
 			default:
 				t.Fatalf("unexpected data type %T for %s", md.Data, md.Name)
 			}
+		}
+	}
+	for _, h := range r.m.Histograms() {
+		for _, p := range h.Points {
+			out[key(h.Name, p.Attributes)] = float64(p.Count)
+			sums[key(h.Name, p.Attributes)] = p.Sum
 		}
 	}
 	return out, sums

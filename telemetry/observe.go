@@ -37,10 +37,9 @@ func (m *Metrics) Observe(ev *proxy.Event) {
 	if shadowDenied && ev.Outcome == proxy.OutcomeForwarded {
 		outcome = OutcomeShadowLimited
 	}
-	k := reqKey{route: ev.Route, method: MethodClass(ev.Method), outcome: outcome}
-	m.reqDur.Record(ctx, ev.Duration.Seconds(), m.reqAttrs.get(k, newReqOpts).record...)
+	m.reqDur.record(reqKey{route: ev.Route, method: MethodClass(ev.Method), outcome: outcome}, ev.Duration)
 	if ev.StoreLatency > 0 || ev.StoreErr != nil {
-		m.storeDur.Record(ctx, ev.StoreLatency.Seconds())
+		m.storeDur.record(struct{}{}, ev.StoreLatency)
 	}
 	if ev.StoreErr != nil {
 		m.storeErrs.Add(ctx, 1, m.storeErrAttrs[storeErrKind(ev.StoreErr)].add...)
@@ -49,9 +48,8 @@ func (m *Metrics) Observe(ev *proxy.Event) {
 		m.Upstream(ev.Route, ev.Upstream)
 	}
 	if ev.Delay > 0 {
-		a := m.upstreamAttrs.get(ev.Route, newRouteOpts)
-		m.delayed.Add(ctx, 1, a.add...)
-		m.delayDur.Record(ctx, ev.Delay.Seconds(), a.record...)
+		m.delayed.Add(ctx, 1, m.routeAttrs.get(ev.Route, newRouteOpts).add...)
+		m.delayDur.record(ev.Route, ev.Delay)
 	}
 	if ev.IPFallback {
 		m.ClientIPFallback()
@@ -81,7 +79,7 @@ func (m *Metrics) End() {
 // Upstream records the duration of one upstream exchange of route.
 func (m *Metrics) Upstream(route string, d time.Duration) {
 	if m != nil {
-		m.upstreamDur.Record(context.Background(), d.Seconds(), m.upstreamAttrs.get(route, newRouteOpts).record...)
+		m.upstreamDur.record(route, d)
 	}
 }
 

@@ -38,18 +38,18 @@ func TestRegisterRedisStats(t *testing.T) {
 		"tollgate.store.lease_units.returned{}": 12,
 		"tollgate.store.lease_units.dropped{}":  13,
 	}
-	if got, _ := collect(t, rd); !maps.Equal(got, want) {
+	if got, _ := collect(t, &testReader{rd: rd}); !maps.Equal(got, want) {
 		t.Errorf("before a skew measurement:\n got %v\nwant %v", got, want)
 	}
 	st.ClockSkew, st.SkewKnown = -1500*time.Millisecond, true
 	want["tollgate.store.clock.skew{}"] = -1.5
-	if got, _ := collect(t, rd); !maps.Equal(got, want) {
+	if got, _ := collect(t, &testReader{rd: rd}); !maps.Equal(got, want) {
 		t.Errorf("with a skew of -1.5s:\n got %v\nwant %v", got, want)
 	}
 	if err := reg.Unregister(); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := collect(t, rd); len(got) != 0 {
+	if got, _ := collect(t, &testReader{rd: rd}); len(got) != 0 {
 		t.Errorf("after Unregister: %v, want nothing", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/internal/testupstream"
@@ -21,6 +22,7 @@ import (
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 	"github.com/tollgate/gateway/telemetry"
+	"github.com/tollgate/gateway/telemetry/sdkproducer"
 )
 
 // TestTransportMatchesTollgate keeps the floor's upstream transport the
@@ -168,7 +170,9 @@ func TestLimiter(t *testing.T) {
 // them (metrics are always on in the gateway).
 func withMetrics(tb testing.TB) proxy.Options {
 	tb.Helper()
-	exp, err := otelprom.New(otelprom.WithRegisterer(prometheus.NewRegistry()), otelprom.WithoutScopeInfo())
+	var hist sdkproducer.Source
+	exp, err := otelprom.New(otelprom.WithRegisterer(prometheus.NewRegistry()), otelprom.WithoutScopeInfo(),
+		otelprom.WithProducer(hist.Producer("github.com/tollgate/gateway", metricdata.CumulativeTemporality)))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -178,6 +182,7 @@ func withMetrics(tb testing.TB) proxy.Options {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	hist.Set(m)
 	return proxy.Options{Observer: m}
 }
 

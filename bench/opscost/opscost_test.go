@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 	"github.com/tollgate/gateway/telemetry"
+	"github.com/tollgate/gateway/telemetry/sdkproducer"
 )
 
 var upstreamBody = []byte(`{"ok":true,"service":"bench-upstream"}` + "\n")
@@ -75,7 +77,9 @@ var configs = []observability{
 func newMetrics(tb testing.TB) (*telemetry.Metrics, *prometheus.Registry) {
 	tb.Helper()
 	reg := prometheus.NewRegistry()
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
+	var hist sdkproducer.Source
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(),
+		otelprom.WithProducer(hist.Producer("github.com/tollgate/gateway", metricdata.CumulativeTemporality)))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -85,6 +89,7 @@ func newMetrics(tb testing.TB) (*telemetry.Metrics, *prometheus.Registry) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	hist.Set(m)
 	return m, reg
 }
 

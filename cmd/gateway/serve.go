@@ -296,6 +296,7 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 	if err != nil {
 		return opts, fmt.Errorf("metrics: %w", err)
 	}
+	ot.SetMetrics(g.metrics)
 	if g.rr != nil {
 		if err := g.rr.start(ot.Meter(), opts.Now); err != nil {
 			return opts, fmt.Errorf("metrics: %w", err)

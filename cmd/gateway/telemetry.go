@@ -17,10 +17,17 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tollgate/gateway/telemetry"
+	"github.com/tollgate/gateway/telemetry/sdkproducer"
 )
+
+// meterName is the gateway's instrumentation scope.
+const meterName = "github.com/tollgate/gateway"
 
 // otelSetup is the process's OpenTelemetry SDK: a meter provider exported
 // in Prometheus text format on the admin listener's /metrics (from a
@@ -33,10 +40,17 @@ type otelSetup struct {
 	sampler        sdktrace.Sampler         // the tracer provider's sampler
 	registry       *prometheus.Registry
 	metricsHandler http.Handler
+	// histograms feeds every reader the duration histograms that
+	// telemetry.Metrics aggregates itself (SetMetrics).
+	histograms sdkproducer.Source
 }
 
 // Meter returns the gateway's meter.
-func (o *otelSetup) Meter() metric.Meter { return o.meterProvider.Meter("github.com/tollgate/gateway") }
+func (o *otelSetup) Meter() metric.Meter { return o.meterProvider.Meter(meterName) }
+
+// SetMetrics exports m's duration histograms from the next collection on,
+// beside the meter's instruments.
+func (o *otelSetup) SetMetrics(m *telemetry.Metrics) { o.histograms.Set(m) }
 
 // TracerProvider returns the tracer provider, or nil when tracing is off
 // (telemetry.NewTracing(nil, nil) is then tracing off at zero cost).
@@ -67,7 +81,8 @@ func setupTelemetry(ctx context.Context, environ []string, log *slog.Logger) (*o
 	o := &otelSetup{registry: prometheus.NewRegistry()}
 	res := telemetryResource(env)
 
-	prom, err := otelprom.New(otelprom.WithRegisterer(o.registry), otelprom.WithoutScopeInfo())
+	prom, err := otelprom.New(otelprom.WithRegisterer(o.registry), otelprom.WithoutScopeInfo(),
+		otelprom.WithProducer(o.histograms.Producer(meterName, metricdata.CumulativeTemporality)))
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
@@ -82,7 +97,8 @@ func setupTelemetry(ctx context.Context, environ []string, log *slog.Logger) (*o
 			return nil, fmt.Errorf("OTLP metrics exporter: %w", err)
 		}
 		// The periodic reader reads OTEL_METRIC_EXPORT_INTERVAL/TIMEOUT.
-		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
+		hist := o.histograms.Producer(meterName, exp.Temporality(sdkmetric.InstrumentKindHistogram))
+		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithProducer(hist))))
 		log.Info("exporting metrics over OTLP/HTTP")
 	}
 	o.meterProvider = sdkmetric.NewMeterProvider(mopts...)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +34,7 @@ func TestPrometheusScrape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	o.SetMetrics(m)
 	l := &ratelimit.Limit{Name: "per-client", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{{Limit: 2, Window: time.Second}}}
 	if err := l.Finish(); err != nil {
 		t.Fatal(err)
@@ -79,6 +82,75 @@ func TestPrometheusScrape(t *testing.T) {
 	if t.Failed() {
 		t.Logf("scrape:\n%s", text)
 	}
+}
+
+// TestPrometheusHistogram: the upstream-duration histogram, aggregated by
+// telemetry and handed to the Prometheus exporter at the scrape, reads as
+// a hand-computed table: cumulative buckets by inclusive upper bound, sum
+// and count, and its help and type lines.
+func TestPrometheusHistogram(t *testing.T) {
+	ctx := context.Background()
+	o, err := setupTelemetry(ctx, nil, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Shutdown(ctx)
+	m, err := telemetry.NewMetrics(o.Meter(), telemetry.MetricsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.SetMetrics(m)
+	for _, d := range []time.Duration{0, 5 * time.Millisecond, 5*time.Millisecond + 1, 99 * time.Millisecond,
+		10 * time.Second, 10*time.Second + 1, time.Hour} {
+		m.Upstream("demo", d)
+	}
+	text := scrape(t, o)
+	want := []string{
+		"# HELP tollgate_upstream_duration_seconds Duration of upstream exchanges, by route.",
+		"# TYPE tollgate_upstream_duration_seconds histogram",
+	}
+	for _, b := range []struct {
+		le string
+		n  int
+	}{{"0.005", 2}, {"0.01", 3}, {"0.025", 3}, {"0.05", 3}, {"0.075", 3}, {"0.1", 4}, {"0.25", 4}, {"0.5", 4},
+		{"0.75", 4}, {"1", 4}, {"2.5", 4}, {"5", 4}, {"7.5", 4}, {"10", 5}, {"+Inf", 7}} {
+		want = append(want, fmt.Sprintf(`tollgate_upstream_duration_seconds_bucket{http_route="demo",le="%s"} %d`, b.le, b.n))
+	}
+	want = append(want,
+		`tollgate_upstream_duration_seconds_sum{http_route="demo"} 3620.109000002`,
+		`tollgate_upstream_duration_seconds_count{http_route="demo"} 7`)
+	lines := strings.Split(text, "\n")
+	for _, w := range want {
+		if !slices.Contains(lines, w) {
+			t.Errorf("scrape lacks %s", w)
+		}
+	}
+	// Nothing was recorded into the other histograms: not exported.
+	for _, absent := range []string{"http_server_request_duration", "tollgate_store_duration", "tollgate_delay_duration"} {
+		if strings.Contains(text, absent) {
+			t.Errorf("scrape has %s, nothing was recorded", absent)
+		}
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", text)
+	}
+}
+
+// scrape returns o's /metrics text.
+func scrape(t *testing.T, o *otelSetup) string {
+	t.Helper()
+	srv := httptest.NewServer(o.MetricsHandler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func TestTracingFromEnv(t *testing.T) {
