@@ -295,7 +295,7 @@ func (e *env) startGatewayBin(bin, peer string, m mode, redisAddr, storeTimeout 
 	var envv []string
 	wait := 15 * time.Second
 	if cg {
-		envv = []string{"GODEBUG=asyncpreemptoff=1"}
+		envv = []string{callgrindGODEBUG}
 		args = append([]string{"--tool=callgrind", "--callgrind-out-file=" + filepath.Join(e.tmp, name+".cg"), bin}, args...)
 		bin, wait = "valgrind", 90*time.Second
 	}
@@ -310,6 +310,12 @@ func (e *env) startGatewayBin(bin, peer string, m mode, redisAddr, storeTimeout 
 	return &target{peer: peer, m: m, url: "http://" + listen + "/",
 		cpu: func() time.Duration { d, _ := cpuTime(pid); return d }}, nil
 }
+
+// callgrindGODEBUG is the environment of a Go process under callgrind:
+// no asynchronous preemption signals, and no RDTSCP in the runtime's cycle
+// counter (valgrind 3.19 does not decode it and kills the process with
+// SIGILL on CPUs that have it).
+const callgrindGODEBUG = "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off"
 
 // startFloor starts bench/floor in mode m (the limit of gatewayTOML as
 // a fixed window per API key); under callgrind when cg is set.
@@ -333,7 +339,7 @@ func (e *env) startFloor(m mode, cg bool) (*target, error) {
 	var envv []string
 	wait := 10 * time.Second
 	if cg {
-		envv = []string{"GODEBUG=asyncpreemptoff=1"}
+		envv = []string{callgrindGODEBUG}
 		args = append([]string{"--tool=callgrind", "--callgrind-out-file=" + filepath.Join(e.tmp, name+".cg"), bin}, args...)
 		bin, wait = "valgrind", 60*time.Second
 	}

@@ -79,7 +79,7 @@ the same for the upstream process and redis-server (one decision per
 request). **Redis instr/decision** is redis-server's user-space instructions
 per request under callgrind, behind a native gateway in the same mode. **instr/req** is user-space instructions per request counted by
 valgrind callgrind on a separate instance of the target (nginx with
-master_process off; the gateway and the floor with GODEBUG=asyncpreemptoff=1 and a 5s
+master_process off; the gateway and the floor with GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off and a 5s
 store budget), counters zeroed after a warm-up and dumped after one wrk
 run of the same shape; kernel instructions (the socket syscalls, a large
 share of a proxy's cost) are not in it, so compare these between targets,
