@@ -67,11 +67,14 @@ func newHistogram[K comparable](name, desc string, bounds []float64, attrs func(
 	return h
 }
 
-// histPoint is one combination's aggregation, in nanoseconds.
+// histPoint is one combination's aggregation. The extremes are in
+// nanoseconds; the sum is a float64 of seconds (its bits), as the SDK
+// keeps it: nanoseconds in an int64 would wrap after 292 years of
+// cumulative time, which ten thousand open streams reach in a month.
 type histPoint struct {
 	attrs    attribute.Set
 	min, max atomic.Int64
-	sum      atomic.Int64
+	sum      atomic.Uint64
 	buckets  []atomic.Uint64
 }
 
@@ -122,7 +125,12 @@ func (p *histPoint) add(ns int64, boundsNs []int64) {
 	}
 	for cur := p.max.Load(); ns > cur && !p.max.CompareAndSwap(cur, ns); cur = p.max.Load() {
 	}
-	p.sum.Add(ns)
+	for {
+		cur := p.sum.Load()
+		if p.sum.CompareAndSwap(cur, math.Float64bits(math.Float64frombits(cur)+seconds(ns))) {
+			break
+		}
+	}
 	i := 0
 	for i < len(boundsNs) && ns > boundsNs[i] {
 		i++
@@ -147,7 +155,7 @@ func (h *histogram[K]) read(start time.Time) Histogram {
 		if pt.Count == 0 {
 			continue
 		}
-		pt.Sum = seconds(p.sum.Load())
+		pt.Sum = math.Float64frombits(p.sum.Load())
 		pt.Min, pt.Max = seconds(p.min.Load()), seconds(p.max.Load())
 		out.Points = append(out.Points, pt)
 	}

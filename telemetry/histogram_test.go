@@ -3,6 +3,7 @@ package telemetry
 import (
 	"math"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -74,5 +75,52 @@ func TestHistogramBuckets(t *testing.T) {
 	}
 	if len(seen) != len(wants) {
 		t.Errorf("histograms seen %v, want %d", seen, len(wants))
+	}
+}
+
+// TestHistogramHostileInputs: what clients send never adds a series or
+// grows a histogram: methods fold to their class, paths are no label,
+// and durations of any size land in a bucket.
+func TestHistogramHostileInputs(t *testing.T) {
+	m, _ := newTestMetrics(t, MetricsOptions{})
+	huge := string(make([]byte, 64<<10))
+	for _, tc := range []struct {
+		name string
+		ev   proxy.Event
+	}{
+		{"100,000 distinct methods", proxy.Event{Route: "r", Outcome: proxy.OutcomeForwarded}},
+		{"a 64 KiB method and path", proxy.Event{Route: "r", Method: huge, Path: huge, Outcome: proxy.OutcomeForwarded}},
+		{"100,000 distinct paths without a route", proxy.Event{Method: "GET", Outcome: proxy.OutcomeNoRoute}},
+		{"negative and enormous durations", proxy.Event{Route: "r", Method: "GET", Outcome: proxy.OutcomeForwarded,
+			Duration: -time.Hour, Upstream: math.MaxInt64, StoreLatency: math.MaxInt64}},
+	} {
+		for i := range 100_000 {
+			ev := tc.ev
+			if ev.Method == "" {
+				ev.Method = "M" + strconv.Itoa(i)
+			}
+			if ev.Path == "" {
+				ev.Path = "/p/" + strconv.Itoa(i)
+			}
+			m.Observe(&ev)
+		}
+		n := 0
+		for _, h := range m.Histograms() {
+			n += len(h.Points)
+			for _, p := range h.Points {
+				if len(p.Buckets) != len(h.Bounds)+1 {
+					t.Errorf("%s: %s has %d buckets", tc.name, h.Name, len(p.Buckets))
+				}
+				// 100,000 of the longest durations: the sum does not wrap.
+				if h.Name == MetricUpstreamDuration && math.Abs(p.Sum/(1e5*9223372036.854775807)-1) > 1e-9 {
+					t.Errorf("%s: upstream sum %v s, want 100,000 × 9223372036.854775807", tc.name, p.Sum)
+				}
+			}
+		}
+		// Request: (r, _OTHER, forwarded), (r, GET, forwarded), ("", GET,
+		// no_route); store and upstream: one each.
+		if n > 5 {
+			t.Errorf("%s: %d series, want at most 5", tc.name, n)
+		}
 	}
 }
