@@ -41,7 +41,13 @@ type StatePtr[S any] interface {
 // a request of cost Remaining+1, or 0 when Remaining equals the capacity
 // (nothing to give back) — see ARCHITECTURE.md.
 func ResetOf(w State, p *ratelimit.Params, now int64) int64 {
-	r := w.Remaining(p, now)
+	return resetFrom(w, p, now, w.Remaining(p, now))
+}
+
+// resetFrom is ResetOf for a window whose Remaining at now is r (computed
+// once by a caller that reports it too: for a sliding counter it sums
+// every bucket).
+func resetFrom(w State, p *ratelimit.Params, now, r int64) int64 {
 	if r >= p.Capacity {
 		return 0
 	}
@@ -95,12 +101,15 @@ func Take[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now, cost int64)
 // first one on ties).
 func Report[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now int64, d *ratelimit.Decision) {
 	if d.Allowed {
-		best := -1.0
-		for i := range states {
-			p := l.ParamsOf(i)
-			frac := float64(P(&states[i]).Remaining(p, now)) / float64(p.Capacity)
-			if best < 0 || frac < best {
-				best, d.Window = frac, i
+		d.Window = 0 // the only one, or the tightest below
+		if len(states) > 1 {
+			best := -1.0
+			for i := range states {
+				p := l.ParamsOf(i)
+				frac := float64(P(&states[i]).Remaining(p, now)) / float64(p.Capacity)
+				if best < 0 || frac < best {
+					best, d.Window = frac, i
+				}
 			}
 		}
 	}
@@ -108,7 +117,7 @@ func Report[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now int64, d *
 	w := P(&states[d.Window])
 	d.Limit = p.Capacity
 	d.Remaining = w.Remaining(p, now)
-	d.Reset = time.Duration(ResetOf(w, p, now)) * ratelimit.Tick
+	d.Reset = time.Duration(resetFrom(w, p, now, d.Remaining)) * ratelimit.Tick
 }
 
 // Usage writes the state of every window of states at now into out
@@ -120,7 +129,7 @@ func Usage[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now int64, out 
 		w := P(&states[i])
 		rem := w.Remaining(p, now)
 		u := ratelimit.WindowUsage{Used: p.Capacity - rem, Remaining: rem,
-			Reset: time.Duration(ResetOf(w, p, now)) * ratelimit.Tick}
+			Reset: time.Duration(resetFrom(w, p, now, rem)) * ratelimit.Tick}
 		if i < len(l.Rates) {
 			u.Rate = l.Rates[i]
 		}
