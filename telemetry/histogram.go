@@ -15,8 +15,8 @@ import (
 // histograms re-check and look up their attribute set on every record
 // (bench/floor), so the request path records into fixed buckets with
 // atomic adds instead, and the wiring hands these to the exporters when
-// they collect (cmd/gateway, an SDK metric producer) under the same names,
-// units, descriptions, attributes and boundaries.
+// they collect (telemetry/sdkproducer, an SDK metric producer) under the
+// same names, units, descriptions, attributes and boundaries.
 type Histogram struct {
 	Name, Unit, Description string
 	// Bounds are the buckets' inclusive upper bounds in seconds; a value
