@@ -12,7 +12,7 @@ import (
 type cell interface {
 	check(l *ratelimit.Limit, now, cost int64, d *ratelimit.Decision)
 	take(l *ratelimit.Limit, now, cost int64)
-	report(l *ratelimit.Limit, now int64, d *ratelimit.Decision)
+	report(l *ratelimit.Limit, now, cost int64, d *ratelimit.Decision)
 	usage(l *ratelimit.Limit, now int64, out []ratelimit.WindowUsage)
 	// release gives back concurrency units and reports whether the state
 	// is now empty.
@@ -50,8 +50,8 @@ func (c *cellOf[S, P]) take(l *ratelimit.Limit, now, cost int64) {
 	c.exp = window.Expiry[S, P](l, c.w)
 }
 
-func (c *cellOf[S, P]) report(l *ratelimit.Limit, now int64, d *ratelimit.Decision) {
-	window.Report[S, P](l, c.w, now, d)
+func (c *cellOf[S, P]) report(l *ratelimit.Limit, now, cost int64, d *ratelimit.Decision) {
+	window.ReportChecked[S, P](l, c.w, now, cost, d)
 }
 
 func (c *cellOf[S, P]) usage(l *ratelimit.Limit, now int64, out []ratelimit.WindowUsage) {

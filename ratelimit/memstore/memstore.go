@@ -361,6 +361,9 @@ func (s *Store) decideMany(hits []ratelimit.Hit, t int64, out []ratelimit.Decisi
 				s.shards[slots[i].shard].charge(st)
 			}
 		}
+		// No cost: another hit of the request may have counted on a
+		// state this one shares since its Check, so the report reuses
+		// nothing of it (window.ReportChecked).
 		t2.apply(st, opReport, h.Limit, &args{now: t, d: d})
 	}
 

@@ -79,7 +79,9 @@ const (
 	opReturn // give back a.cost units counted at a.now (batched states)
 )
 
-// args are an operation's inputs and outputs.
+// args are an operation's inputs and outputs. For opReport, cost is the
+// cost opCheck decided on the same unchanged states, or 0 when they may
+// have changed since (window.ReportChecked).
 type args struct {
 	now, cost int64
 	mark      float64
@@ -97,7 +99,7 @@ func apply[S any, P window.StatePtr[S]](o op, l *ratelimit.Limit, ws []S, a *arg
 	case opTake:
 		window.Take[S, P](l, ws, a.now, a.cost)
 	case opReport:
-		window.Report[S, P](l, ws, a.now, a.d)
+		window.ReportChecked[S, P](l, ws, a.now, a.cost, a.d)
 	case opUsage:
 		window.Usage[S, P](l, ws, a.now, a.out)
 	case opExpiry:
@@ -137,7 +139,7 @@ func (t *table) apply(s *state, o op, l *ratelimit.Limit, a *args) int64 {
 		case opTake:
 			s.c.take(l, a.now, a.cost)
 		case opReport:
-			s.c.report(l, a.now, a.d)
+			s.c.report(l, a.now, a.cost, a.d)
 		case opUsage:
 			s.c.usage(l, a.now, a.out)
 		case opExpiry:

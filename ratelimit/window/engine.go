@@ -100,6 +100,17 @@ func Take[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now, cost int64)
 // for an allowed hit the window with the lowest Remaining/Capacity (the
 // first one on ties).
 func Report[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now int64, d *ratelimit.Decision) {
+	ReportChecked[S, P](l, states, now, 0, d)
+}
+
+// ReportChecked is Report for a decision that Check made for a hit of cost
+// on these states at now, with the states unchanged since (a denial counts
+// nothing). A denial's Reset is the RetryAfter of a request of cost
+// Remaining+1: when that is the hit's own cost (a hit of 1 at Remaining 0,
+// the common denial), it is the RetryAfter Check found for the reported
+// window, which for a sliding counter was a walk over the buckets, and is
+// not searched again. A cost of 0 reuses nothing: Report.
+func ReportChecked[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now, cost int64, d *ratelimit.Decision) {
 	if d.Allowed {
 		d.Window = 0 // the only one, or the tightest below
 		if len(states) > 1 {
@@ -117,6 +128,10 @@ func Report[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now int64, d *
 	w := P(&states[d.Window])
 	d.Limit = p.Capacity
 	d.Remaining = w.Remaining(p, now)
+	if !d.Allowed && !d.Never && cost > 0 && d.Remaining+1 == cost && d.RetryAfter > 0 {
+		d.Reset = d.RetryAfter
+		return
+	}
 	d.Reset = time.Duration(resetFrom(w, p, now, d.Remaining)) * ratelimit.Tick
 }
 
