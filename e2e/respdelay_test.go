@@ -225,7 +225,10 @@ func TestDelayBurst(t *testing.T) {
 						ok++
 					case 429:
 						denied++
-						if r.took > 500*time.Millisecond {
+						// At once: a denial that waited would take the
+						// max_delay (1s); a loaded machine's scheduling
+						// has been seen to add ~0.6s.
+						if r.took > 900*time.Millisecond {
 							t.Errorf("a 429 took %v: denials must come at once", r.took)
 						}
 						if r.ra == "" {
@@ -238,10 +241,12 @@ func TestDelayBurst(t *testing.T) {
 				// A burst that takes longer than one emission interval
 				// (100ms) to arrive lets one more slot fit within the
 				// max_delay of the last arrivals: under the race
-				// detector's slowdown it may.
+				// detector's slowdown on a loaded machine it may, for
+				// a few more (each later arrival still waits for its
+				// slot: checked on the upstream's arrivals below).
 				most := 20
 				if raceEnabled {
-					most = 22
+					most = 24
 				}
 				if ok < 20 || ok > most || ok+denied != 50 {
 					t.Fatalf("%d forwarded, %d denied; want 20 and 30", ok, denied)
@@ -262,15 +267,27 @@ func TestDelayBurst(t *testing.T) {
 				if span := arr[ok-1].Sub(began); span > 1500*time.Millisecond {
 					t.Errorf("the last forwarded request came %v after the burst began; its slot was at 1s", span)
 				}
+				// A burst that arrived together delays exactly the 10
+				// past the burst; one that arrived spread out lets a late
+				// arrival find a slot already due (forwarded without
+				// waiting), at most one per extra admission and its own.
 				m := scrape(t, g, "")
-				if n := m.family("tollgate_delayed_total", `http_route="smooth"`).sum(); n != float64(ok-10) {
-					t.Errorf("tollgate_delayed_total = %v, want %d", n, ok-10)
+				delayed := m.family("tollgate_delayed_total", `http_route="smooth"`).sum()
+				if least := float64(10 - 2*(ok-20)); delayed > float64(ok-10) || delayed < least {
+					t.Errorf("tollgate_delayed_total = %v, want %d (at least %v with %d forwarded)", delayed, ok-10, least, ok)
 				}
-				if n := m.family("tollgate_delay_duration_seconds_count", `http_route="smooth"`).sum(); n != float64(ok-10) {
-					t.Errorf("tollgate_delay_duration_seconds_count = %v, want %d", n, ok-10)
+				if n := m.family("tollgate_delay_duration_seconds_count", `http_route="smooth"`).sum(); n != delayed {
+					t.Errorf("tollgate_delay_duration_seconds_count = %v, want tollgate_delayed_total's %v", n, delayed)
 				}
-				if s := m.family("tollgate_delay_duration_seconds_sum", `http_route="smooth"`).sum(); s < 4 || s > 8 {
-					t.Errorf("tollgate_delay_duration_seconds_sum = %v, want about 5.5 (0.1 + 0.2 + … + 1.0)", s)
+				// Each delay is at most max_delay (1s); together they are
+				// about 5.5 s (0.1 + 0.2 + … + 1.0) for a burst that
+				// arrived together.
+				lo, hi := 4.0, 8.0
+				if ok > 20 {
+					lo, hi = 0, delayed*1.1
+				}
+				if s := m.family("tollgate_delay_duration_seconds_sum", `http_route="smooth"`).sum(); s < lo || s > hi {
+					t.Errorf("tollgate_delay_duration_seconds_sum = %v, want within [%v, %v] for %v delayed", s, lo, hi, delayed)
 				}
 			})
 		})
