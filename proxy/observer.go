@@ -16,6 +16,15 @@ type NonBlocking interface {
 	NonBlocking() bool
 }
 
+// SelfTimed is implemented by stores that bound each call by a budget of
+// their own, enforced where the call waits (the Redis store's timeout, on
+// its sockets) without a timer: the handler sets no deadline of its own
+// for a decision when that budget is within store.timeout, saving a
+// timer per request.
+type SelfTimed interface {
+	CallTimeout() time.Duration
+}
+
 // InFlight counts requests in flight. Begin is called when a request
 // arrives and End exactly once when it finishes.
 type InFlight interface {

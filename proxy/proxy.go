@@ -77,6 +77,9 @@ type Handler struct {
 	overrides OverrideSource
 	// nonBlocking is set when the store promises never to block.
 	nonBlocking bool
+	// selfTimed is the budget a SelfTimed store bounds its calls by; 0
+	// when the store does not.
+	selfTimed time.Duration
 	// storeErrLog rate-limits the log lines about store failures.
 	storeErrLog logThrottle
 	// upstreamErrLog throttles the lines about failed upstream exchanges.
@@ -116,6 +119,9 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 	h.inflight, _ = opts.Observer.(InFlight)
 	if nb, ok := opts.Store.(NonBlocking); ok && nb.NonBlocking() {
 		h.nonBlocking = true
+	}
+	if st, ok := opts.Store.(SelfTimed); ok {
+		h.selfTimed = st.CallTimeout()
 	}
 	if h.log == nil {
 		h.log = slog.Default()

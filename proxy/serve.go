@@ -238,9 +238,10 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot,
 	ev := &q.ev
 	q.ds = grow(q.ds, len(q.hits))
 	// A store that cannot block (the memory store) needs no deadline: the
-	// timer would cost more than the decision.
+	// timer would cost more than the decision. Nor does one that bounds
+	// its calls by a budget no longer than the policy's (the Redis store).
 	ctx, cancel := r.Context(), context.CancelFunc(nil)
-	if !h.nonBlocking {
+	if !h.nonBlocking && (h.selfTimed <= 0 || h.selfTimed > p.Store.Timeout) {
 		ctx, cancel = context.WithTimeout(ctx, p.Store.Timeout)
 	}
 	var endSpan func(error)

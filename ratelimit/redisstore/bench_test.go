@@ -269,3 +269,29 @@ func BenchmarkDecideCoalesced(b *testing.B) {
 		b.ReportMetric(float64(st.Batched)/float64(st.Batches), "calls/batch")
 	}
 }
+
+// BenchmarkDecideBudget is BenchmarkDecideSerial's decision without a
+// deadline of the caller's, as the gateway calls the Redis store now
+// (proxy.SelfTimed): the store's own budget bounds each call.
+func BenchmarkDecideBudget(b *testing.B) {
+	c := newClient(b, standard.Addr)
+	lim := finished(b, ratelimit.Limit{Name: "sliding_window_counter", Algorithm: ratelimit.SlidingWindowCounter, Rates: []ratelimit.Rate{rate(1<<40, time.Minute)}})
+	s := newStore(b, c, redisstore.Options{Timeout: time.Second, Clock: redisstore.ClockStore, Coalesce: true})
+	if err := s.Ready(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	hits := []ratelimit.Hit{{Limit: lim, Key: "{budget}k", Cost: 1}}
+	out := make([]ratelimit.Decision, 1)
+	for range 100 {
+		if _, err := s.Decide(context.Background(), time.Now(), hits, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.Decide(context.Background(), time.Now(), hits, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -128,17 +128,32 @@ func (c *coalescer) do(ctx context.Context, keys []string, args []any, buf *[]an
 	q := newQueued(ctx, keys, args)
 	c.queue = append(c.queue, q)
 	c.mu.Unlock()
+	// A store budget's Done (budget.go) is not its caller's: a caller
+	// that goes away while its call waits is watched too.
+	var left <-chan struct{}
+	if b, ok := ctx.(*budgetCtx); ok {
+		left = b.Context.Done()
+	}
 	select {
 	case <-q.done:
 		return c.s.finish(ctx, c.client, q.cmd, q.keys, q.args)
 	case <-ctx.Done():
-		c.mu.Lock()
-		if !q.taken {
-			q.gone = true
-		}
-		c.mu.Unlock()
+		c.giveUp(q)
 		return nil, ctx.Err()
+	case <-left:
+		c.giveUp(q)
+		return nil, ctx.(*budgetCtx).Context.Err()
 	}
+}
+
+// giveUp marks q, whose caller returns before its answer, so that no
+// batch takes it if none has yet.
+func (c *coalescer) giveUp(q *queued) {
+	c.mu.Lock()
+	if !q.taken {
+		q.gone = true
+	}
+	c.mu.Unlock()
 }
 
 // free gives back a lane: to the queue, whose calls then go out in
@@ -217,7 +232,7 @@ func (c *coalescer) take() []*queued {
 	for n < len(c.queue) && len(batch) < c.maxBatch {
 		q := c.queue[n]
 		n++
-		if q.gone || q.ctx.Err() != nil {
+		if q.gone || q.ctx.Err() != nil || pastBudget(q.ctx) {
 			// Returned, or about to: its deadline passed while queued.
 			q.gone = true
 			continue
@@ -246,7 +261,9 @@ func (c *coalescer) flush(batch []*queued) {
 			deadline = dl
 		}
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	// The batch's deadline bounds its sockets and any wait for a
+	// connection.
+	ctx := context.Context(c.s.deadlines.ctx(context.Background(), deadline))
 	p := c.client.Pipeline()
 	// The batch's FCALL commands share one slice (each its own part of
 	// it), which lives as long as the batch.
@@ -263,7 +280,6 @@ func (c *coalescer) flush(batch []*queued) {
 	}
 	// Each command carries its own error; Exec's is the first of them.
 	_, _ = p.Exec(ctx)
-	cancel()
 	c.s.stats.batches.Add(1)
 	c.s.stats.batched.Add(uint64(len(batch)))
 	for _, q := range batch {

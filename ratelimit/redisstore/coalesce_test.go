@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tollgate/gateway/internal/redistest"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/redisstore"
@@ -285,5 +287,97 @@ func TestCoalesceWorkersReused(t *testing.T) {
 	<-sampled
 	if p := peak.Load(); p > lanes {
 		t.Fatalf("%d workers alive at once, want at most %d lanes", p, lanes)
+	}
+}
+
+// stallFirst is a client hook that holds the next command it sees for
+// stall, ignoring its context, when armed: a lane kept busy past the
+// deadlines of the calls queued behind it.
+type stallFirst struct {
+	armed atomic.Bool
+	stall time.Duration
+}
+
+func (h *stallFirst) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *stallFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.armed.CompareAndSwap(true, false) {
+			time.Sleep(h.stall)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *stallFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestCoalesceBudgetQueued: callers without a deadline of their own get the
+// store's budget, which has no timer; a call queued behind a lane held past
+// that budget must still return at its deadline and never be sent.
+func TestCoalesceBudgetQueued(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := newClient(t, srv.Addr)
+	const timeout = 100 * time.Millisecond
+	const stall = 2 * time.Second
+	s := newStore(t, c, redisstore.Options{Timeout: timeout, DenyCacheSize: -1, Coalesce: true, CoalesceLanes: 1, BreakerFailures: 1000})
+	if err := s.Ready(context.Background()); err != nil { // chooses the engine
+		t.Fatal(err)
+	}
+	l := finished(t, ratelimit.Limit{Name: "budget", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(1000, time.Hour)}})
+	hit := []ratelimit.Hit{{Limit: l, Key: "{budget}k", Cost: 1}}
+	if _, err := s.Decide(context.Background(), time.Now(), hit, make([]ratelimit.Decision, 1)); err != nil {
+		t.Fatal(err)
+	}
+	calls := func() int { return commandCalls(t, srv, "evalsha") + commandCalls(t, srv, "fcall") }
+	before := calls()
+	h := &stallFirst{stall: stall}
+	c.AddHook(h)
+	h.armed.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Decide(context.Background(), time.Now(), hit, make([]ratelimit.Decision, 1))
+		first <- err
+	}()
+	for h.armed.Load() { // the first call holds the lane, in the hook
+		time.Sleep(time.Millisecond)
+	}
+	const queued = 5
+	var wg sync.WaitGroup
+	var late atomic.Int64
+	errs := make(chan error, queued)
+	for range queued {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			_, err := s.Decide(context.Background(), time.Now(), hit, make([]ratelimit.Decision, 1))
+			// Bounded by the budget plus scheduling slack, well short
+			// of the stalled lane.
+			if time.Since(start) > timeout+stall/2 {
+				late.Add(1)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, ratelimit.ErrStore) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("queued call: want a store timeout, got %v", err)
+		}
+	}
+	if n := late.Load(); n > 0 {
+		t.Errorf("%d queued calls waited for the stalled lane past their budget", n)
+	}
+	if err := <-first; !errors.Is(err, ratelimit.ErrStore) {
+		t.Errorf("stalled call: want a store error (its budget passed in the hook), got %v", err)
+	}
+	if got := calls() - before; got != 0 {
+		t.Fatalf("Redis ran %d decide calls whose budget had passed", got)
+	}
+	if s.Stats().Batched != 0 {
+		t.Fatalf("%d calls went out in batches after their budget", s.Stats().Batched)
 	}
 }

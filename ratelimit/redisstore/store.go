@@ -63,8 +63,9 @@ type Options struct {
 	// Clock selects the decision clock. Default ClockLocal.
 	Clock Clock
 	// Timeout bounds one store call, including waiting for a pooled
-	// connection. Default 50ms. The client must have ContextTimeoutEnabled
-	// for the deadline to bound the socket.
+	// connection (which may end up to an eighth of it late: budget.go).
+	// Default 50ms. The client must have ContextTimeoutEnabled for the
+	// deadline to bound the socket.
 	Timeout time.Duration
 	// DenyCacheSize is the number of denied hit sets remembered locally:
 	// 0 means 10000, a negative value disables the cache.
@@ -134,6 +135,7 @@ type Store struct {
 	refused   atomic.Pointer[refusal] // the last readiness probe's refusal
 	engine    engineState             // how the decide script runs (engine.go)
 	coal      *coalescer              // nil unless Options.Coalesce (and not a Cluster)
+	deadlines budgetClock             // the Done channels of the calls' budgets (budget.go)
 	retire    retirer                 // the end of old libraries (retire.go)
 }
 
@@ -186,6 +188,7 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 		renewScript: redis.NewScript(renewSrc),
 	}
 	s.leases.init()
+	s.deadlines.init(opts.Timeout)
 	s.breaker.init(opts.BreakerFailures, opts.BreakerCooldown)
 	_, s.cluster = client.(*redis.ClusterClient)
 	if opts.Coalesce && !s.cluster {
@@ -243,15 +246,10 @@ func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) err
 		return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, ErrBreakerOpen)
 	}
 	// Bound the call by the store's budget, unless the caller's deadline
-	// is already at least as tight (the gateway sets one per request): a
-	// second timer would cost three allocations and change nothing.
+	// is already at least as tight (the gateway's own request deadline,
+	// when it sets one). The budget has no timer per call (budget.go).
 	// Context deadlines run on the process's real clock, not s.now.
-	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > s.opts.Timeout {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
-		defer cancel()
-	}
-	err := f(ctx)
+	err := f(s.budget(ctx))
 	switch {
 	case err == nil:
 		s.breaker.success()
@@ -278,6 +276,11 @@ func (s *Store) call(ctx context.Context, f func(ctx context.Context) error) err
 	}
 	return fmt.Errorf("redis store: %w: %w", ratelimit.ErrStore, err)
 }
+
+// CallTimeout returns the budget that bounds each of the Store's calls
+// (Options.Timeout) without a timer of the caller's: a caller whose own
+// deadline would be no tighter need not set one.
+func (s *Store) CallTimeout() time.Duration { return s.opts.Timeout }
 
 // isTimeout reports whether err is a network timeout (an i/o deadline).
 func isTimeout(err error) bool {
