@@ -196,12 +196,7 @@ func TestCoalesceDeadline(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if !errors.Is(err, ratelimit.ErrStore) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("want a store timeout, got %v", err)
-		}
-	}
+	wantStoreTimeouts(t, errs, "call")
 	if n := late.Load(); n > 0 {
 		t.Errorf("%d calls outlived their deadline by more than a second", n)
 	}
@@ -362,12 +357,7 @@ func TestCoalesceBudgetQueued(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if !errors.Is(err, ratelimit.ErrStore) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("queued call: want a store timeout, got %v", err)
-		}
-	}
+	wantStoreTimeouts(t, errs, "queued call")
 	if n := late.Load(); n > 0 {
 		t.Errorf("%d queued calls waited for the stalled lane past their budget", n)
 	}
@@ -379,5 +369,17 @@ func TestCoalesceBudgetQueued(t *testing.T) {
 	}
 	if s.Stats().Batched != 0 {
 		t.Fatalf("%d calls went out in batches after their budget", s.Stats().Batched)
+	}
+}
+
+// wantStoreTimeouts closes errs and requires every error in it to be a
+// store timeout.
+func wantStoreTimeouts(t *testing.T, errs chan error, what string) {
+	t.Helper()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, ratelimit.ErrStore) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: want a store timeout, got %v", what, err)
+		}
 	}
 }
