@@ -67,7 +67,7 @@ var rules = map[string]rule{
 	// key's windows: only stores and the exact-log referee see them.
 	"ratelimit/window":   {allow: []string{"ratelimit"}, stdDeny: []string{"net/...", "log/..."}},
 	"ratelimit/memstore": {allow: []string{"ratelimit", "ratelimit/window", "github.com/hashicorp/golang-lru/v2/..."}},
-	"ratelimit/redisstore": {allow: []string{"ratelimit", "github.com/redis/go-redis/v9",
+	"ratelimit/redisstore": {allow: []string{"ratelimit", "ratelimit/window", "github.com/redis/go-redis/v9",
 		"github.com/hashicorp/golang-lru/v2/..."}},
 	// Batched counting from leases, wrapping any store: no HTTP, no clock.
 	"ratelimit/hybrid": {allow: []string{"ratelimit"}, stdDeny: []string{"net/...", "log/..."}},

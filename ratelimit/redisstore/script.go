@@ -62,8 +62,12 @@ func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Tim
 		argPool.Put(ca)
 	}()
 	wantOld := s.cluster && mode == modeDecide
-	ca.hdr.b = s.header(ca.hdr.b, mode, now, wantOld, hits)
-	ca.hdr.b = appendModes(ca.hdr.b, hits)
+	if oneHit(mode, wantOld, hits) {
+		ca.hdr.b = s.oneHitHeader(ca.hdr.b, mode, now, hits[0].Cost)
+	} else {
+		ca.hdr.b = s.header(ca.hdr.b, mode, now, wantOld, hits)
+		ca.hdr.b = appendModes(ca.hdr.b, hits)
+	}
 	ca.args = append(ca.args, &ca.hdr)
 	for _, h := range hits {
 		ca.keys = append(ca.keys, s.Key(h.Limit, h.Key))
@@ -96,7 +100,7 @@ func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Tim
 	if err != nil {
 		return false, taken{}, err
 	}
-	allowed, tk, err := parseReply(res, hits, out, wantOld)
+	allowed, tk, err := parseReply(res, hits, out, wantOld, now.UnixMicro(), s.opts.Clock == ClockLocal)
 	if err == nil && s.opts.Clock == ClockStore {
 		// Redis decided at its own instant: report it, so that a caller
 		// that gives units back (the hybrid store) names their window.

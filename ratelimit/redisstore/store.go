@@ -368,7 +368,7 @@ func (s *Store) Usage(ctx context.Context, now time.Time, limit *ratelimit.Limit
 		if err != nil {
 			return err
 		}
-		if _, _, err := parseReply(res, hits, dec, false); err != nil {
+		if _, _, err := parseReply(res, hits, dec, false, now.UnixMicro(), s.opts.Clock == ClockLocal); err != nil {
 			return err
 		}
 		// parseReply validated the layout: allowed, now, counted, never,

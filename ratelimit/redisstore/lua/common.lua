@@ -24,7 +24,8 @@
 --                 the units were counted (a hybrid lease's give-back)
 --   one(shadow, L, W, C, P, N)    optional: the whole call of one ordinary
 --                 hit on a one-window limit (read, decide, write, reply,
---                 as the driver's general path would), made once per limit
+--                 as the driver's general path would, or the short reply
+--                 below), made once per limit
 --                 and kept by a Function library (driver.lua); it may keep
 --                 a key's TTL where the general path would set the same
 --                 instant again (only what changed is written)
@@ -50,6 +51,10 @@
 --           then, when any hit is not an ordinary count, the mode of each
 --           hit: 0 count, 1 peek (check, never count), 2 take (count
 --           without a check), 3 count but never reserve a slot (no wait)
+-- One hit on a limit with a one-hit decider (one, below), counted or
+-- checked, without old values: ARGV[1] is instead the short header,
+--           doubles: now (ticks), cost, mode + 2 * use TIME, TTL margin ms
+--           (32 bytes; one hit, no want-old, no lease implied)
 -- ARGV[1+h] the limit of hit h, doubles: algorithm, shadow (0/1), windows n,
 --           then per window L, W, capacity, P, N (built once per limit),
 --           then, for a limit that delays, its max delay in ticks
@@ -71,6 +76,13 @@
 -- per window: ok, retry, remaining, reset; then per hit allowed by
 -- waiting: its index, delay (ticks), mark. With want-old the reply is
 -- { that string, per hit: old, new }.
+-- Short reply: a one-hit decider (one, below) answers a hit it allowed and
+-- counted with the window's state alone, from which the gateway computes
+-- remaining and reset (window.Report): fixed_window's count in now's
+-- window as an integer (local clock) or '<dd' now, count (use TIME);
+-- gcra's TAT as '<d' (the value it wrote) or '<dd' now, TAT. Anything
+-- else (a denial, a check, a state it cannot say so) gets the full reply.
+-- The stored state is the same either way.
 -- A key of the wrong type or holding garbage raises a script error: the call
 -- fails (a store error) and nothing is written.
 --
@@ -84,8 +96,10 @@
 local LIMIT = 2305843009213693951 -- math.MaxInt64 / 4, as ceilTicks saturates
 -- Library functions, bound by the driver when a call starts: loading a
 -- Function library may read no global but redis, so no piece reads a
--- global outside a function body.
-local floor, tunpack, spack, sunpack
+-- global outside a function body. (rcall is redis.call: a global read
+-- goes through the protected globals' metatable on every use; the
+-- one-hit deciders call it through this local, as tonum is tonumber.)
+local floor, tunpack, spack, sunpack, rcall, tonum
 
 -- The call's header values, set by the driver before anything reads them.
 local now, usetime, mode, wantold, lease, margin, nhits
@@ -120,10 +134,10 @@ end
 -- with strtod, and it changes once a second: its value is kept with it.
 local SEC, SECN
 local function redistime()
-  local t = redis.call('TIME')
+  local t = rcall('TIME')
   local sec = t[1]
-  if sec ~= SEC then SEC, SECN = sec, tonumber(sec) * 1000000 end
-  return SECN + tonumber(t[2])
+  if sec ~= SEC then SEC, SECN = sec, tonum(sec) * 1000000 end
+  return SECN + tonum(t[2])
 end
 
 -- PXS[t] is the decimal string of a TTL of t ms: Redis formats a number

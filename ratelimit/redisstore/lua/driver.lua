@@ -123,7 +123,7 @@ local function generic1(A, shadow, p)
   end
   local C = p[3]
   return function(k, cost)
-    local raw = redis.call('GET', k)
+    local raw = rcall('GET', k)
     if raw then
       if #raw ~= nf * 8 then error('tollgate: corrupt counter state') end
       if nf == 1 then
@@ -153,7 +153,7 @@ local function generic1(A, shadow, p)
       A.take(s, p, cost)
       local t = ttl1(A, s, p)
       if t == false then
-        redis.call('DEL', k)
+        rcall('DEL', k)
       else
         local v
         if nf == 1 then
@@ -163,11 +163,11 @@ local function generic1(A, shadow, p)
         else
           v = spack(f, tunpack(s, 1, nf))
         end
-        redis.call('SET', k, v, 'PX', px(t or lease))
+        rcall('SET', k, v, 'PX', px(t or lease))
       end
-    elseif raw and redis.call('PTTL', k) == -1 then
+    elseif raw and rcall('PTTL', k) == -1 then
       local t = ttl1(A, s, p)
-      if t == false then redis.call('DEL', k) else redis.call('PEXPIRE', k, px(t or lease)) end
+      if t == false then rcall('DEL', k) else rcall('PEXPIRE', k, px(t or lease)) end
     end
     local r = A.remaining(s, p)
     return spack('<ddddddddd', allowed and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
@@ -203,9 +203,27 @@ end
 
 local function decide(KEYS, ARGV)
   if not sunpack then
-    floor, tunpack, spack, sunpack = math.floor, unpack, struct.pack, struct.unpack
+    floor, tunpack, spack, sunpack, rcall, tonum = math.floor, unpack, struct.pack, struct.unpack, redis.call, tonumber
   end
   local hdr = ARGV[1]
+  -- One hit, short header (common.lua): straight to its limit's decider
+  -- (which reads now, mode, usetime and margin, nothing else of the
+  -- header).
+  if #hdr == 32 then
+    local f, cost
+    now, cost, f, margin = sunpack('<dddd', hdr)
+    mode = f % 2
+    local la = ARGV[2]
+    local d = ONE[la]
+    if d == nil then d = one1(la) end
+    if not d then error('tollgate: a one-hit header for a limit without a one-hit decider') end
+    if f >= 2 then
+      usetime, now = 1, redistime()
+    else
+      usetime = 0
+    end
+    return d(KEYS[1], cost)
+  end
   local hpos, cost1
   leasenow = nil
   PEN, npen = nil, 0

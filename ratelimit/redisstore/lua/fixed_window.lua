@@ -43,12 +43,27 @@ DEF[1] = function()
     -- first count of a later window.
     one = function(shadow, L, W, C)
       return function(k, cost)
-        local raw = redis.call('GET', k)
-        local ws, count, s1 = floordiv(now, W) * W, 0, nil
+        local raw = rcall('GET', k)
+        -- now's window start: floordiv(now, W) * W inlined (one Lua
+        -- call less), now - (now mod W), exact below 2^53.
+        local nw = now % W
+        if nw < 0 then nw = nw + W elseif nw >= W then nw = nw - W end
+        nw = now - nw
+        local ws, count, s1 = nw, 0, nil
         if raw then
           if #raw ~= 16 then error('tollgate: corrupt counter state') end
           local s2
           s1, s2 = sunpack('<dd', raw)
+          -- The common case first: a count within the window the key
+          -- holds, which is now's (what the lines below do, in fewer
+          -- steps; s2 >= 0 also rules out NaN and -inf).
+          if s1 == nw and mode == 0 and cost <= C and s2 + cost <= L and s2 >= 0
+            and s2 + cost < 4503599627370496 then
+            count = s2 + cost
+            rcall('SETRANGE', k, '8', spack('<d', count))
+            if usetime == 0 then return count end
+            return spack('<dd', now, count)
+          end
           if s1 - s1 ~= 0 or s2 - s2 ~= 0 then error('tollgate: corrupt counter state') end
           if not (ws > s1) then ws, count = s1, s2 end
         end
@@ -63,17 +78,23 @@ DEF[1] = function()
         if counted then
           count = count + cost
           if ws == s1 then
-            redis.call('SETRANGE', k, '8', spack('<d', count))
+            rcall('SETRANGE', k, '8', spack('<d', count))
           else
             -- ws + W > now: ws is now's window or a later one
-            redis.call('SET', k, spack('<dd', ws, count), 'PX', px(ceilticks((ws + W - now) / 1000) + margin))
+            rcall('SET', k, spack('<dd', ws, count), 'PX', px(ceilticks((ws + W - now) / 1000) + margin))
           end
-        elseif raw and redis.call('PTTL', k) == -1 then
+          -- The short reply (common.lua): the count in now's window; the
+          -- gateway derives remaining and reset from it.
+          if ws == nw and count < 4503599627370496 then
+            if usetime == 0 then return count end
+            return spack('<dd', now, count)
+          end
+        elseif raw and rcall('PTTL', k) == -1 then
           local e = s1 + W
           if e <= now then
-            redis.call('DEL', k)
+            rcall('DEL', k)
           else
-            redis.call('PEXPIRE', k, px(ceilticks((e - now) / 1000) + margin))
+            rcall('PEXPIRE', k, px(ceilticks((e - now) / 1000) + margin))
           end
         end
         local r, reset = clamp(L - count, 0, C), 0

@@ -65,7 +65,7 @@ DEF[6] = function()
       local et = W / L
       local tau = C * et
       return function(k, cost)
-        local raw = redis.call('GET', k)
+        local raw = rcall('GET', k)
         local tat = now
         if raw then
           if #raw ~= 8 then error('tollgate: corrupt counter state') end
@@ -85,18 +85,22 @@ DEF[6] = function()
           if tat < now then tat = now end
           tat = tat + cost * et
           s[1] = tat
-          local x = ceilticks(tat)
+          local x, v = ceilticks(tat), spack('<d', tat)
           if x <= now then
-            redis.call('DEL', k)
+            rcall('DEL', k)
           else
-            redis.call('SET', k, spack('<d', tat), 'PX', px(ceilticks((x - now) / 1000) + margin))
+            rcall('SET', k, v, 'PX', px(ceilticks((x - now) / 1000) + margin))
           end
-        elseif raw and redis.call('PTTL', k) == -1 then
+          -- The short reply (common.lua): the state written; the gateway
+          -- derives remaining and reset from it.
+          if usetime == 0 then return v end
+          return spack('<dd', now, tat)
+        elseif raw and rcall('PTTL', k) == -1 then
           local x = ceilticks(tat)
           if x <= now then
-            redis.call('DEL', k)
+            rcall('DEL', k)
           else
-            redis.call('PEXPIRE', k, px(ceilticks((x - now) / 1000) + margin))
+            rcall('PEXPIRE', k, px(ceilticks((x - now) / 1000) + margin))
           end
         end
         local t = tat

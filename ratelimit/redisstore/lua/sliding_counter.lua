@@ -117,7 +117,7 @@ DEF[4] = function()
       local OFF = {} -- OFF[k]: the byte offset of double k, in decimal
       for k = 2, nf do OFF[k] = string.format('%d', (k - 1) * 8) end
       return function(k, cost)
-        local raw = redis.call('GET', k)
+        local raw = rcall('GET', k)
         local s = sc
         if raw then
           if #raw ~= nf * 8 then error('tollgate: corrupt counter state') end
@@ -152,7 +152,7 @@ DEF[4] = function()
             s[kk] = s[kk] + cost
             full = full + cost
             if raw then
-              redis.call('SETRANGE', k, OFF[kk], spack('<d', s[kk]))
+              rcall('SETRANGE', k, OFF[kk], spack('<d', s[kk]))
             end
           else
             if i - s1 > N then
@@ -166,15 +166,15 @@ DEF[4] = function()
           end
           if not raw or i ~= s1 then
             -- (i + N + 1) * P > now: i is now's bucket or a later one
-            redis.call('SET', k, spack(fmt, tunpack(s, 1, nf)), 'PX',
+            rcall('SET', k, spack(fmt, tunpack(s, 1, nf)), 'PX',
               px(ceilticks(((i + N + 1) * P - now) / 1000) + margin))
           end
-        elseif raw and redis.call('PTTL', k) == -1 then
+        elseif raw and rcall('PTTL', k) == -1 then
           local x = (s1 + N + 1) * P
           if x <= now then
-            redis.call('DEL', k)
+            rcall('DEL', k)
           else
-            redis.call('PEXPIRE', k, px(ceilticks((x - now) / 1000) + margin))
+            rcall('PEXPIRE', k, px(ceilticks((x - now) / 1000) + margin))
           end
         end
         local est = cest(p, full, partial, e)

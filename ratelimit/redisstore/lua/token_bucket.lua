@@ -55,7 +55,7 @@ DEF[5] = function()
     one = function(shadow, L, W, C)
       local p, s = { L, W, C }, {}
       return function(k, cost)
-        local raw = redis.call('GET', k)
+        local raw = rcall('GET', k)
         local s1, s2 = C, now
         if raw then
           if #raw ~= 16 then error('tollgate: corrupt counter state') end
@@ -84,16 +84,16 @@ DEF[5] = function()
           if not (lv < C) then lv = C end
           x = s2 + ceilticks((C - s1) * W / L) + 1
           if x <= now then
-            redis.call('DEL', k)
+            rcall('DEL', k)
           else
-            redis.call('SET', k, spack('<dd', s1, s2), 'PX', px(ceilticks((x - now) / 1000) + margin))
+            rcall('SET', k, spack('<dd', s1, s2), 'PX', px(ceilticks((x - now) / 1000) + margin))
           end
-        elseif raw and redis.call('PTTL', k) == -1 then
+        elseif raw and rcall('PTTL', k) == -1 then
           x = s2 + ceilticks((C - s1) * W / L) + 1
           if x <= now then
-            redis.call('DEL', k)
+            rcall('DEL', k)
           else
-            redis.call('PEXPIRE', k, px(ceilticks((x - now) / 1000) + margin))
+            rcall('PEXPIRE', k, px(ceilticks((x - now) / 1000) + margin))
           end
         end
         local r, reset = clamp(floor(lv), 0, C), 0
