@@ -98,7 +98,9 @@ local LIMIT = 2305843009213693951 -- math.MaxInt64 / 4, as ceilTicks saturates
 -- Function library may read no global but redis, so no piece reads a
 -- global outside a function body. (rcall is redis.call: a global read
 -- goes through the protected globals' metatable on every use; the
--- one-hit deciders call it through this local, as tonum is tonumber.)
+-- one-hit deciders call it through this local, as tonum is tonumber.
+-- Both are bound only on the paths that use them: with EVALSHA every
+-- call binds again, and the general path would pay for two reads.)
 local floor, tunpack, spack, sunpack, rcall, tonum
 
 -- The call's header values, set by the driver before anything reads them.
@@ -134,6 +136,7 @@ end
 -- with strtod, and it changes once a second: its value is kept with it.
 local SEC, SECN
 local function redistime()
+  if not rcall then rcall, tonum = redis.call, tonumber end
   local t = rcall('TIME')
   local sec = t[1]
   if sec ~= SEC then SEC, SECN = sec, tonum(sec) * 1000000 end

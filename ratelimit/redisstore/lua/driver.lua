@@ -203,7 +203,7 @@ end
 
 local function decide(KEYS, ARGV)
   if not sunpack then
-    floor, tunpack, spack, sunpack, rcall, tonum = math.floor, unpack, struct.pack, struct.unpack, redis.call, tonumber
+    floor, tunpack, spack, sunpack = math.floor, unpack, struct.pack, struct.unpack
   end
   local hdr = ARGV[1]
   -- One hit, short header (common.lua): straight to its limit's decider
@@ -217,6 +217,7 @@ local function decide(KEYS, ARGV)
     local d = ONE[la]
     if d == nil then d = one1(la) end
     if not d then error('tollgate: a one-hit header for a limit without a one-hit decider') end
+    if not rcall then rcall, tonum = redis.call, tonumber end
     if f >= 2 then
       usetime, now = 1, redistime()
     else
@@ -239,6 +240,7 @@ local function decide(KEYS, ARGV)
       local f = ONE[la]
       if f == nil then f = one1(la) end
       if f then
+        if not rcall then rcall, tonum = redis.call, tonumber end
         if usetime == 1 then
           now = redistime()
         end
