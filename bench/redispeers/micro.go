@@ -30,6 +30,12 @@ redis.register_function('time', function(K, A) redis.call('TIME') return A[1] en
 redis.register_function('tostring_number', function(K, A) local x = tostring(60000 + #A[1]) return A[1] end)
 redis.register_function('unpack_8_doubles', function(K, A) local a, b, c, d, e, f, g, h = struct.unpack('<dddddddd', A[1]) return A[1] end)
 redis.register_function('pack_9_doubles_reply', function(K, A) return struct.pack('<ddddddddd', 1, 1.7e15, 1, 0, 1, 1, 0, 12345, 0) end)
+redis.register_function('pack_3_doubles_reply', function(K, A) return struct.pack('<ddd', 1, 60000000, 12345) end)
+redis.register_function('pack_2_doubles_reply', function(K, A) return struct.pack('<dd', 1, 12345) end)
+redis.register_function('number_reply', function(K, A) return 123456789012 + #A[1] end)
+redis.register_function('unpack_2_doubles', function(K, A) local a, b = struct.unpack('<dd', A[1]) return A[1] end)
+redis.register_function('unpack_3_doubles', function(K, A) local a, b, c = struct.unpack('<ddd', A[1]) return A[1] end)
+redis.register_function('pack_1_double', function(K, A) local x = struct.pack('<d', 12345 + #A[1]) return A[1] end)
 redis.register_function('table_9_integers_reply', function(K, A) return { 1, 1700000000000000, 1, 0, 1, 1, 0, 12345, 0 } end)
 `
 
