@@ -137,58 +137,74 @@ func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld
 // counted (lua/common.lua "Reply"): the window's state after the count,
 // from which the decision follows by window.Report, the memory store's
 // own arithmetic. fixed_window's state is its count in now's window (an
-// integer reply with the local clock), gcra's its TAT (the 8 bytes
-// written); with the store clock the script's instant comes first (16
-// bytes). It returns the decision's instant and true for such a reply,
-// false and no error for any other (the full form), and an error for a
-// short reply that cannot be this hit's.
+// integer reply with the local clock), gcra's its TAT and token_bucket's
+// its tokens and instant (the bytes written); with the store clock the
+// script's instant comes first. It returns the decision's instant and
+// true for such a reply, false and no error for any other (the full
+// form, 72 bytes or more), and an error for a short reply that cannot be
+// this hit's.
 func shortReply(res any, h *ratelimit.Hit, d *ratelimit.Decision, now int64, local bool) (int64, bool, error) {
 	l := h.Limit
-	var state float64 // fixed_window: the count; gcra: the TAT
-	form := l.Algorithm
+	var st [2]float64 // the state's doubles
+	n := 0            // how many
 	switch v := res.(type) {
 	case int64:
-		if !local {
-			return 0, false, fmt.Errorf("integer script reply %d with the store clock", v)
+		if !local || l.Algorithm != ratelimit.FixedWindow {
+			return 0, false, fmt.Errorf("integer script reply %d for a %v limit (local clock %v)", v, l.Algorithm, local)
 		}
-		state, form = float64(v), ratelimit.FixedWindow
+		st[0], n = float64(v), 1
 	case string:
-		switch {
-		case len(v) == 8 && local:
-			state, form = f64At(v, 0), ratelimit.GCRA
-		case len(v) == 16 && !local:
-			t := f64At(v, 0)
+		b := v
+		if !local {
+			if len(b) != 16 && len(b) != 24 {
+				return 0, false, nil
+			}
+			t := f64At(b, 0)
 			if !(t >= 0 && t < 1<<53) || t != math.Trunc(t) {
 				return 0, false, fmt.Errorf("script reply instant %v is not a tick", t)
 			}
-			now, state = int64(t), f64At(v, 8)
-		default:
+			now, b = int64(t), b[8:]
+		} else if len(b) != 8 && len(b) != 16 {
 			return 0, false, nil
+		}
+		n = len(b) / 8
+		for i := range n {
+			st[i] = f64At(b, 8*i)
 		}
 	default:
 		return 0, false, nil
 	}
-	if form != l.Algorithm || l.Windows() != 1 {
-		return 0, false, fmt.Errorf("short script reply does not match a %v limit of %d windows", l.Algorithm, l.Windows())
+	if l.Windows() != 1 {
+		return 0, false, fmt.Errorf("short script reply for a limit of %d windows", l.Windows())
 	}
+	integer := func(v float64) bool { return v >= 0 && v < 1<<53 && v == math.Trunc(v) }
 	*d = ratelimit.Decision{Allowed: true}
-	switch l.Algorithm {
-	case ratelimit.FixedWindow:
-		if !(state >= 0 && state < 1<<53) || state != math.Trunc(state) {
-			return 0, false, fmt.Errorf("script reply count %v is not a count", state)
+	switch {
+	case l.Algorithm == ratelimit.FixedWindow && n == 1:
+		if _, isInt := res.(int64); local != isInt {
+			return 0, false, fmt.Errorf("script reply %q for a fixed window", res)
 		}
-		var st [1]window.FixedWindowState
-		st[0].Init(l.ParamsOf(0), now)
-		st[0].Count = int64(state)
-		window.Report(l, st[:], now, d)
-	case ratelimit.GCRA:
-		if math.IsNaN(state) || math.IsInf(state, 0) {
-			return 0, false, fmt.Errorf("script reply TAT %v", state)
+		if !integer(st[0]) {
+			return 0, false, fmt.Errorf("script reply count %v is not a count", st[0])
 		}
-		st := [1]window.GCRAState{{TAT: state}}
-		window.Report(l, st[:], now, d)
+		var ws [1]window.FixedWindowState
+		ws[0].Init(l.ParamsOf(0), now)
+		ws[0].Count = int64(st[0])
+		window.Report(l, ws[:], now, d)
+	case l.Algorithm == ratelimit.GCRA && n == 1:
+		if math.IsNaN(st[0]) || math.IsInf(st[0], 0) {
+			return 0, false, fmt.Errorf("script reply TAT %v", st[0])
+		}
+		ws := [1]window.GCRAState{{TAT: st[0]}}
+		window.Report(l, ws[:], now, d)
+	case l.Algorithm == ratelimit.TokenBucket && n == 2:
+		if math.IsNaN(st[0]) || math.IsInf(st[0], 0) || !integer(st[1]) {
+			return 0, false, fmt.Errorf("script reply bucket %v at %v", st[0], st[1])
+		}
+		ws := [1]window.TokenBucketState{{Tokens: st[0], TS: int64(st[1])}}
+		window.Report(l, ws[:], now, d)
 	default:
-		return 0, false, fmt.Errorf("short script reply for a %v limit", l.Algorithm)
+		return 0, false, fmt.Errorf("short script reply of %d values for a %v limit", n, l.Algorithm)
 	}
 	d.Counted = true
 	return now, true, nil

@@ -24,6 +24,7 @@ func TestShortReplyHostile(t *testing.T) {
 	fw, gc := lim(ratelimit.FixedWindow, r), lim(ratelimit.GCRA, r)
 	two := lim(ratelimit.FixedWindow, r, ratelimit.Rate{Limit: 100, Window: time.Minute})
 	swc := lim(ratelimit.SlidingWindowCounter, r)
+	tb := lim(ratelimit.TokenBucket, r)
 	f64s := func(vs ...float64) string {
 		var b []byte
 		for _, v := range vs {
@@ -55,6 +56,14 @@ func TestShortReplyHostile(t *testing.T) {
 		{"16 bytes, NaN count", fw, f64s(now, math.NaN()), false},
 		{"16 bytes for another algorithm", swc, f64s(now, 3), false},
 		{"17 bytes", fw, f64s(now, 3) + "x", false},
+		{"8 bytes for a token bucket", tb, f64s(3), true},
+		{"16 bytes for a fixed window", fw, f64s(3, now), true},
+		{"token bucket, NaN tokens", tb, f64s(math.NaN(), now), true},
+		{"token bucket, infinite tokens", tb, f64s(math.Inf(-1), now), true},
+		{"token bucket, fractional instant", tb, f64s(3, now+0.25), true},
+		{"token bucket, negative instant", tb, f64s(now, 3, -1), false},
+		{"token bucket, instant past 2^53", tb, f64s(3, 1e17), true},
+		{"24 bytes for gcra", gc, f64s(now, now, now), false},
 		{"a long garbage string", fw, strings.Repeat("\xff", 71), true},
 		{"an array", fw, []any{int64(1)}, true},
 		{"nil", fw, nil, true},

@@ -70,9 +70,10 @@ func (r *replyForms) take() []string {
 
 // TestOneHitShortReply: a one-hit call that counts is answered with the
 // window's state only (lua/common.lua "Reply") — fixed_window's count as
-// an integer and gcra's TAT as its 8 bytes with the local clock, 16 bytes
-// with the store's instant first under ClockStore — and every other one
-// (a denial, another algorithm) with the full packed reply; the decisions
+// an integer, gcra's TAT and token_bucket's tokens and instant as the
+// bytes written with the local clock, the store's instant first under
+// ClockStore — and every other one (a denial) with the full packed
+// reply; the decisions
 // read from either are the memory store's.
 func TestOneHitShortReply(t *testing.T) {
 	fw := finished(t, ratelimit.Limit{Name: "fw", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(2, time.Hour)}})
@@ -86,11 +87,11 @@ func TestOneHitShortReply(t *testing.T) {
 		want map[string][]string
 	}{
 		{redisstore.ClockLocal, false, map[string][]string{
-			"fw": {"int", "int", "str72"}, "gcra": {"str8", "str8", "str72"}, "tb": {"str72", "str72", "str72"}}},
+			"fw": {"int", "int", "str72"}, "gcra": {"str8", "str8", "str72"}, "tb": {"str16", "str16", "str72"}}},
 		{redisstore.ClockLocal, true, map[string][]string{
-			"fw": {"int", "int", "str72"}, "gcra": {"str8", "str8", "str72"}, "tb": {"str72", "str72", "str72"}}},
+			"fw": {"int", "int", "str72"}, "gcra": {"str8", "str8", "str72"}, "tb": {"str16", "str16", "str72"}}},
 		{redisstore.ClockStore, false, map[string][]string{
-			"fw": {"str16", "str16", "str72"}, "gcra": {"str16", "str16", "str72"}, "tb": {"str72", "str72", "str72"}}},
+			"fw": {"str16", "str16", "str72"}, "gcra": {"str16", "str16", "str72"}, "tb": {"str24", "str24", "str72"}}},
 	} {
 		t.Run(fmt.Sprintf("clock=%d/script=%v", tc.clock, tc.script), func(t *testing.T) {
 			ctx := context.Background()

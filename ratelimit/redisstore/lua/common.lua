@@ -80,7 +80,9 @@
 -- counted with the window's state alone, from which the gateway computes
 -- remaining and reset (window.Report): fixed_window's count in now's
 -- window as an integer (local clock) or '<dd' now, count (use TIME);
--- gcra's TAT as '<d' (the value it wrote) or '<dd' now, TAT. Anything
+-- gcra's TAT as '<d' (the value it wrote) or '<dd' now, TAT;
+-- token_bucket's '<dd' tokens, instant (the value it wrote) or '<ddd'
+-- now, tokens, instant. Anything
 -- else (a denial, a check, a state it cannot say so) gets the full reply.
 -- The stored state is the same either way.
 -- A key of the wrong type or holding garbage raises a script error: the call

@@ -83,11 +83,16 @@ DEF[5] = function()
           lv = s1 -- the level at now: no time elapsed since s2
           if not (lv < C) then lv = C end
           x = s2 + ceilticks((C - s1) * W / L) + 1
+          local v = spack('<dd', s1, s2)
           if x <= now then
             rcall('DEL', k)
           else
-            rcall('SET', k, spack('<dd', s1, s2), 'PX', px(ceilticks((x - now) / 1000) + margin))
+            rcall('SET', k, v, 'PX', px(ceilticks((x - now) / 1000) + margin))
           end
+          -- The short reply (common.lua): the state written; the gateway
+          -- derives remaining and reset from it.
+          if usetime == 0 then return v end
+          return spack('<ddd', now, s1, s2)
         elseif raw and rcall('PTTL', k) == -1 then
           x = s2 + ceilticks((C - s1) * W / L) + 1
           if x <= now then
