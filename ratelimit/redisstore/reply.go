@@ -135,8 +135,8 @@ func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld
 
 // shortReply reads the one-hit reply of a hit its decider allowed and
 // counted (lua/common.lua "Reply"): the window's state after the count,
-// from which the decision follows by window.Report, the memory store's
-// own arithmetic. fixed_window's state is its count in now's window (an
+// from which the decision follows by the arithmetic of window.Report
+// (the memory store's). fixed_window's state is its count in now's window (an
 // integer reply with the local clock), gcra's its TAT and token_bucket's
 // its tokens and instant (the bytes written); with the store clock the
 // script's instant comes first. It returns the decision's instant and
@@ -178,7 +178,12 @@ func shortReply(res any, h *ratelimit.Hit, d *ratelimit.Decision, now int64, loc
 		return 0, false, fmt.Errorf("short script reply for a limit of %d windows", l.Windows())
 	}
 	integer := func(v float64) bool { return v >= 0 && v < 1<<53 && v == math.Trunc(v) }
-	*d = ratelimit.Decision{Allowed: true}
+	// The decision as window.Report makes it for a one-window limit, with
+	// its ResetOf (the wait for one unit more than remaining), on the
+	// concrete state: through Report's generic code or the State
+	// interface the state would move to the heap on every decision.
+	p := l.ParamsOf(0)
+	var rem, reset int64
 	switch {
 	case l.Algorithm == ratelimit.FixedWindow && n == 1:
 		if _, isInt := res.(int64); local != isInt {
@@ -187,26 +192,39 @@ func shortReply(res any, h *ratelimit.Hit, d *ratelimit.Decision, now int64, loc
 		if !integer(st[0]) {
 			return 0, false, fmt.Errorf("script reply count %v is not a count", st[0])
 		}
-		var ws [1]window.FixedWindowState
-		ws[0].Init(l.ParamsOf(0), now)
-		ws[0].Count = int64(st[0])
-		window.Report(l, ws[:], now, d)
+		var w window.FixedWindowState
+		w.Init(p, now)
+		w.Count = int64(st[0])
+		if rem = w.Remaining(p, now); rem < p.Capacity {
+			if ok, ra := w.Allow(p, now, rem+1); !ok {
+				reset = ra
+			}
+		}
 	case l.Algorithm == ratelimit.GCRA && n == 1:
 		if math.IsNaN(st[0]) || math.IsInf(st[0], 0) {
 			return 0, false, fmt.Errorf("script reply TAT %v", st[0])
 		}
-		ws := [1]window.GCRAState{{TAT: st[0]}}
-		window.Report(l, ws[:], now, d)
+		w := window.GCRAState{TAT: st[0]}
+		if rem = w.Remaining(p, now); rem < p.Capacity {
+			if ok, ra := w.Allow(p, now, rem+1); !ok {
+				reset = ra
+			}
+		}
 	case l.Algorithm == ratelimit.TokenBucket && n == 2:
 		if math.IsNaN(st[0]) || math.IsInf(st[0], 0) || !integer(st[1]) {
 			return 0, false, fmt.Errorf("script reply bucket %v at %v", st[0], st[1])
 		}
-		ws := [1]window.TokenBucketState{{Tokens: st[0], TS: int64(st[1])}}
-		window.Report(l, ws[:], now, d)
+		w := window.TokenBucketState{Tokens: st[0], TS: int64(st[1])}
+		if rem = w.Remaining(p, now); rem < p.Capacity {
+			if ok, ra := w.Allow(p, now, rem+1); !ok {
+				reset = ra
+			}
+		}
 	default:
 		return 0, false, fmt.Errorf("short script reply of %d values for a %v limit", n, l.Algorithm)
 	}
-	d.Counted = true
+	*d = ratelimit.Decision{Allowed: true, Counted: true, Limit: p.Capacity, Remaining: rem,
+		Reset: time.Duration(reset) * ratelimit.Tick}
 	return now, true, nil
 }
 
