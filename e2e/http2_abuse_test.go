@@ -355,10 +355,15 @@ limits = ["generous"]
 			// The upstream notices a cancelled request only when its
 			// handler returns: wait for the last attack's requests to
 			// leave it, so that its peak counts this attack's alone.
-			for deadline := time.Now().Add(5 * time.Second); up.inflight.Load() > 0 && time.Now().Before(deadline); {
+			// On a loaded machine some may still be there after the
+			// wait: they count in the peak of this attack's, so the
+			// peak is read above them (never more than this attack's
+			// own peak, so a breach still fails).
+			for deadline := time.Now().Add(10 * time.Second); up.inflight.Load() > 0 && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
 			}
 			up.peak.Store(0)
+			left := up.inflight.Load()
 			active := sampleActive(t, g)
 			stop := bystander(t, okURL)
 			// The control-frame floods read nothing and shrink their
@@ -382,9 +387,9 @@ limits = ["generous"]
 			if failed > 0 || ok == 0 {
 				t.Errorf("the other client: %d served, %d failed (first: %v) during the attack", ok, failed, first)
 			}
-			if p := up.peak.Load(); a.name != "rapid reset" && p > abuseStreams+1 {
+			if p := up.peak.Load() - left; a.name != "rapid reset" && p > abuseStreams+1 {
 				// +1: the bystander's own request may overlap.
-				t.Errorf("the upstream held %d requests at once, above the stream limit %d", p, abuseStreams)
+				t.Errorf("the upstream held %d requests at once (%d of an earlier attack's left), above the stream limit %d", p, left, abuseStreams)
 			}
 			if r := do(t, protoClient(t, pr, nil, nil), "GET", okURL, nil); r.Status != 200 {
 				t.Errorf("after the attack: %s", r)
