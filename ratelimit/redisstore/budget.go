@@ -69,8 +69,14 @@ const budgetSlots = 32
 // (an eighth of the budget) that some deadline falls in, with one timer
 // set to the earliest: a busy Store creates a channel and fires its timer
 // once per grain, not once per call.
+//
+// Grains are counted on the monotonic clock, from base: a deadline's
+// wall-clock reading moves with a step of the machine's clock (NTP, an
+// operator, a resumed VM), and a Done counted in it stayed open for the
+// length of a step back or closed at once after a step forward.
 type budgetClock struct {
-	grain int64 // ns
+	grain int64     // ns
+	base  time.Time // init's instant, with its monotonic reading
 	mu    sync.Mutex
 	slots [budgetSlots]budgetSlot
 	timer *time.Timer
@@ -86,6 +92,7 @@ type budgetSlot struct {
 // init sets the grain from the Store's budget.
 func (c *budgetClock) init(budget time.Duration) {
 	c.grain = max(int64(budget/8), int64(time.Millisecond))
+	c.base = time.Now()
 	c.timer = time.AfterFunc(time.Hour, c.fire)
 	c.timer.Stop()
 }
@@ -97,7 +104,9 @@ func (c *budgetClock) ctx(parent context.Context, at time.Time) *budgetCtx {
 
 // doneAt returns the channel closed at the end of at's grain.
 func (c *budgetClock) doneAt(at time.Time) chan struct{} {
-	g := (at.UnixNano() + c.grain - 1) / c.grain
+	// (A deadline before base, a caller's already past, gets the first
+	// grain, which has ended too.)
+	g := max((int64(at.Sub(c.base))+c.grain-1)/c.grain, 1)
 	c.mu.Lock()
 	s := &c.slots[g%budgetSlots]
 	if s.ch == nil || s.grain != g {
@@ -109,7 +118,7 @@ func (c *budgetClock) doneAt(at time.Time) chan struct{} {
 		s.grain, s.ch = g, make(chan struct{})
 		if c.armed == 0 || g < c.armed {
 			c.armed = g
-			c.timer.Reset(time.Until(time.Unix(0, g*c.grain)))
+			c.timer.Reset(time.Until(c.base.Add(time.Duration(g * c.grain))))
 		}
 	}
 	ch := s.ch
@@ -120,7 +129,7 @@ func (c *budgetClock) doneAt(at time.Time) chan struct{} {
 // fire closes the channels of the grains that have ended and sets the
 // timer to the next one.
 func (c *budgetClock) fire() {
-	now := time.Now().UnixNano()
+	now := int64(time.Since(c.base))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := int64(0)
@@ -137,7 +146,7 @@ func (c *budgetClock) fire() {
 	}
 	c.armed = next
 	if next != 0 {
-		c.timer.Reset(time.Until(time.Unix(0, next*c.grain)))
+		c.timer.Reset(time.Until(c.base.Add(time.Duration(next * c.grain))))
 	}
 }
 
