@@ -285,9 +285,11 @@ func TestCoalesceWorkersReused(t *testing.T) {
 	}
 }
 
-// stallFirst is a client hook that holds the next command it sees for
-// stall, ignoring its context, when armed: a lane kept busy past the
-// deadlines of the calls queued behind it.
+// stallFirst is a client hook that holds the next decide call it sees
+// (FCALL, EVALSHA or EVAL) for stall, ignoring its context, when armed: a
+// lane kept busy past the deadlines of the calls queued behind it. Other
+// commands pass: the store's library check runs its own (FUNCTION LIST,
+// HGETALL) in the background after Ready.
 type stallFirst struct {
 	armed atomic.Bool
 	stall time.Duration
@@ -297,7 +299,7 @@ func (h *stallFirst) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (h *stallFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if h.armed.CompareAndSwap(true, false) {
+		if n := cmd.Name(); (n == "fcall" || n == "evalsha" || n == "eval") && h.armed.CompareAndSwap(true, false) {
 			time.Sleep(h.stall)
 		}
 		return next(ctx, cmd)
