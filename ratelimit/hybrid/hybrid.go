@@ -224,14 +224,12 @@ func (s *Store) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 			if plans[i].kind != waiting {
 				break
 			}
-			select {
-			case <-plans[i].ch:
-			case <-ctx.Done():
+			if err := s.waitLease(ctx, plans[i].ch); err != nil {
 				plans[i] = plan{}
 				for j := range i {
 					s.rollback(hits[j], plans[j], out, j, t)
 				}
-				return false, fmt.Errorf("hybrid: %w: waiting for a lease: %w", ratelimit.ErrStore, ctx.Err())
+				return false, fmt.Errorf("hybrid: %w: waiting for a lease: %w", ratelimit.ErrStore, err)
 			}
 		}
 		owns = owns || plans[i].ch != nil
@@ -768,6 +766,46 @@ func (s *Store) Close() error { return s.next.Close() }
 func (s *Store) PurgeDenials() {
 	if p, ok := s.next.(interface{ PurgeDenials() }); ok {
 		p.PurgeDenials()
+	}
+}
+
+// selfTimed is a store that bounds each of its calls by a budget of its
+// own (the Redis store).
+type selfTimed interface{ CallTimeout() time.Duration }
+
+// CallTimeout reports the budget next bounds each of its calls by, 0
+// when it bounds none (then the caller's deadline must). The one wait of
+// the hybrid store's own, for another request's lease call on the same
+// key, is bounded by that budget too (waitLease), so a caller may pass
+// no deadline of its own, as the gateway does for the Redis store.
+func (s *Store) CallTimeout() time.Duration {
+	if st, ok := s.next.(selfTimed); ok {
+		return st.CallTimeout()
+	}
+	return 0
+}
+
+// waitLease waits until ch, another request's lease call, is settled. A
+// caller without a deadline of its own is held at most the next store's
+// budget (the lease call it waits for is bounded by it): the timer is
+// made only when a request waits, which only a lease call in flight on
+// the same key makes it do.
+func (s *Store) waitLease(ctx context.Context, ch <-chan struct{}) error {
+	var expired <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok {
+		if d := s.CallTimeout(); d > 0 {
+			tm := time.NewTimer(d)
+			defer tm.Stop()
+			expired = tm.C
+		}
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-expired:
+		return context.DeadlineExceeded
 	}
 }
 

@@ -2,6 +2,7 @@ package hybrid_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -332,4 +333,53 @@ func (m *meeting) Decide(ctx context.Context, now time.Time, hits []ratelimit.Hi
 func (m *meeting) Return(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time) error {
 	m.once.Do(func() { close(m.returned) })
 	return m.Store.Return(ctx, now, hits, at)
+}
+
+// timedGate is a store that bounds its calls by a budget of its own (as
+// the Redis store does) and holds the first lease call of a key until
+// released.
+type timedGate struct {
+	*gate
+	budget time.Duration
+}
+
+func (g timedGate) CallTimeout() time.Duration { return g.budget }
+
+// TestSelfTimedLeaseWait: over a store that bounds its own calls, the
+// hybrid store says so (the gateway then sets no deadline per request),
+// and a request that waits, without a deadline of its own, for another's
+// lease call on its key gives up after that budget instead of waiting as
+// long as the call is held.
+func TestSelfTimedLeaseWait(t *testing.T) {
+	l := limit(t, ratelimit.FixedWindow, 1000, time.Hour, &ratelimit.Batch{Interval: time.Minute, Lease: 10})
+	g := newGate(memstore.New(memstore.Options{}), func(h ratelimit.Hit) bool { return h.Key == "held" })
+	s := hybrid.Wrap(timedGate{gate: g, budget: 50 * time.Millisecond}, hybrid.Options{})
+	st, ok := s.(interface{ CallTimeout() time.Duration })
+	if !ok || st.CallTimeout() != 50*time.Millisecond {
+		t.Fatalf("the wrapped store does not report its budget: %v", ok)
+	}
+	if d := hybrid.New(memstore.New(memstore.Options{}), hybrid.Options{}).CallTimeout(); d != 0 {
+		t.Fatalf("CallTimeout over a store without a budget = %v, want 0", d)
+	}
+	hit := []ratelimit.Hit{{Limit: l, Key: "held", Cost: 1}}
+	owner := make(chan error, 1)
+	go func() {
+		_, err := s.Decide(context.Background(), t0, hit, make([]ratelimit.Decision, 1))
+		owner <- err
+	}()
+	<-g.entered // the owner's lease call is held
+	// Whatever happens, the held call ends after 5 s.
+	release := time.AfterFunc(5*time.Second, func() { close(g.release) })
+	_, err := s.Decide(context.Background(), t0, hit, make([]ratelimit.Decision, 1))
+	if release.Stop() {
+		close(g.release)
+	} else {
+		t.Errorf("the waiter returned only once the held lease call was released (%v): its wait was not bounded by the store's budget", err)
+	}
+	if !errors.Is(err, ratelimit.ErrStore) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waiter: want a store timeout, got %v", err)
+	}
+	if err := <-owner; err != nil {
+		t.Errorf("owner: %v", err)
+	}
 }
