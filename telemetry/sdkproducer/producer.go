@@ -61,12 +61,15 @@ func (p *producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 	if m == nil {
 		return nil, nil
 	}
-	hs := m.Histograms()
-	now := time.Now()
 	if p.delta {
+		// The snapshot is read under the lock: two collections that
+		// overlapped could otherwise keep the older snapshot as the
+		// previous one, and the next delta would count its values twice.
 		p.mu.Lock()
 		defer p.mu.Unlock()
 	}
+	hs := m.Histograms()
+	now := time.Now()
 	sm := metricdata.ScopeMetrics{Scope: p.scope, Metrics: make([]metricdata.Metrics, 0, len(hs))}
 	var next map[pointKey]telemetry.HistogramPoint
 	if p.delta {
