@@ -443,24 +443,42 @@ upstream = %q
 limits = ["slots"]
 `, up.URL)
 			f := startFront(t, protocols[1], store == "redis", body)
-			c := dialRawH2(t, f.Listen, 0, true)
-			// 200 streams of one API key, each reset right after its
-			// headers, some while holding a slot.
-			for i := uint32(0); i < 200; i++ {
-				id := 2*i + 1
-				if err := c.w.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndStream: true, EndHeaders: true,
-					BlockFragment: h2Headers(f.Listen, "/slow", "x-api-key", "resetter")}); err != nil {
-					t.Fatal(err)
-				}
-				if i%2 == 0 {
-					time.Sleep(time.Millisecond) // let some reach the upstream first
-				}
-				if err := c.w.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
-					t.Fatal(err)
-				}
+			// A first request of another key, answered: the store is
+			// ready (on Redis, its code loaded and its connections open)
+			// before the resets, which must find decisions quick enough
+			// for some of them to reach the upstream.
+			if r := do(t, f.client(t), "GET", f.url("/slow"), map[string]string{"X-API-Key": "warm"}); r.Status != 200 {
+				t.Fatalf("warm-up request: %s", r)
 			}
-			if up.total.Load() == 0 {
-				t.Fatal("no reset stream reached the upstream: the test held no slot")
+			base := up.total.Load()
+			c := dialRawH2(t, f.Listen, 0, true)
+			// Rounds of 200 streams of one API key, each reset right
+			// after its headers, some while holding a slot; a round
+			// whose streams all ended before reaching the upstream (a
+			// loaded machine) is followed by one that waits longer
+			// before its resets.
+			id := uint32(1)
+			for round, pause := range []time.Duration{time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond} {
+				for i := 0; i < 200; i++ {
+					if err := c.w.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndStream: true, EndHeaders: true,
+						BlockFragment: h2Headers(f.Listen, "/slow", "x-api-key", "resetter")}); err != nil {
+						t.Fatal(err)
+					}
+					if i%2 == 0 {
+						time.Sleep(pause) // let some reach the upstream first
+					}
+					if err := c.w.WriteRSTStream(id, http2.ErrCodeCancel); err != nil {
+						t.Fatal(err)
+					}
+					id += 2
+				}
+				if up.total.Load() > base {
+					break
+				}
+				t.Logf("round %d: no reset stream reached the upstream", round+1)
+			}
+			if up.total.Load() == base {
+				t.Fatal("no reset stream reached the upstream in 3 rounds: the test held no slot")
 			}
 			// Every slot comes back: two requests at once are admitted. A
 			// reset stream's handler can still be queued behind the
