@@ -34,17 +34,12 @@ func forwardsConsumer(c *policy.Consumers, id *keys.Identity) bool {
 	return (c.ForwardConsumer != "" && id.Consumer != nil) || (c.ForwardPlan != "" && id.Plan != "")
 }
 
-// setConsumerHeaders removes client-sent copies of the forwarded consumer
-// headers from out and sets them from the identity the request carries.
+// setConsumerHeaders sets the forwarded consumer headers from the
+// identity the request carries (ownedHeaders.strip has removed the
+// client's copies).
 func setConsumerHeaders(c *policy.Consumers, in *http.Request, out http.Header) {
 	if c.ForwardConsumer == "" && c.ForwardPlan == "" {
 		return
-	}
-	for name := range out {
-		// Also the spellings CGI-style upstreams read alike (X_Consumer).
-		if c.ForwardConsumer != "" && dashedEqual(name, c.ForwardConsumer) || c.ForwardPlan != "" && dashedEqual(name, c.ForwardPlan) {
-			delete(out, name)
-		}
 	}
 	id, _ := in.Context().Value(identityKey{}).(*keys.Identity)
 	if id == nil {

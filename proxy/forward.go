@@ -29,20 +29,80 @@ func firstValue(h http.Header, name string) string {
 	return ""
 }
 
-// stripRespelled deletes every header whose name contains '_' and reads as
-// an owned header once '_' is taken for '-', ignoring case ("X_Real_IP",
-// "x-real_ip"): CGI, WSGI, PHP and Rack map '-' and '_' to the same
-// variable (HTTP_X_REAL_IP), so such a header would pose as the one the
-// gateway sets. Whether the peer is trusted does not matter: no proxy we
-// trust sets a header spelled so.
-func stripRespelled(h http.Header, userHeader string) {
-	for name := range h {
-		if strings.IndexByte(name, '_') < 0 {
+// ownedHeaders finds, in one pass over a request's headers, those the
+// upstream must not receive from a client: the gateway-owned ones in any
+// spelling, and the respelled ones that CGI, WSGI, PHP and Rack read as
+// an owned one. Those frameworks map '-' and '_' to the same variable
+// (HTTP_X_REAL_IP), so "X_Real_IP" or "x-real_ip" would pose as the
+// header the gateway sets; whether the peer is trusted does not matter for
+// them: no proxy we trust sets a header spelled so. A route builds one
+// when its ReverseProxy is built.
+type ownedHeaders struct {
+	// lengths has bit n set when some name this strips is n bytes long:
+	// most request headers are passed over on their length alone.
+	lengths uint64
+	// user is the identity's user header, "" for none: a trusted peer's
+	// copy (canonical spelling) is kept.
+	user string
+	// consumer and plan are the headers the gateway names the consumer
+	// and plan in, "" when not forwarded.
+	consumer, plan string
+}
+
+// newOwnedHeaders returns the owned headers of a route whose identity
+// reads the user from userHeader and that forwards the consumer and plan
+// in the named headers ("" for none).
+func newOwnedHeaders(userHeader, consumer, plan string) *ownedHeaders {
+	o := &ownedHeaders{user: userHeader, consumer: consumer, plan: plan}
+	names := append(append([]string{"Upgrade", userHeader, consumer, plan}, gatewayOwned...), forwardingHeaders...)
+	for _, n := range names {
+		if n == "" {
 			continue
 		}
-		if userHeader != "" && dashedEqual(name, userHeader) || dashedAny(name, gatewayOwned) || dashedAny(name, forwardingHeaders) {
+		if len(n) >= 64 {
+			o.lengths = ^uint64(0) // too long for the mask: look at every name
+			continue
+		}
+		o.lengths |= 1 << len(n)
+	}
+	return o
+}
+
+// strip deletes from h every header a client may not send upstream: the
+// gateway-owned ones and their respellings, the user header unless the
+// peer is trusted (its respellings always), the respelled forwarding
+// headers (ReverseProxy itself drops the canonical ones), the consumer and
+// plan headers in any spelling, and a client's request to switch to
+// cleartext HTTP/2 ("Upgrade: h2c", with its Connection header).
+// Forwarded, an upstream accepting it would answer 101 and ReverseProxy
+// would tunnel the connection: every HTTP/2 stream the client then sent
+// would reach the upstream on any path, past every route and limit (h2c
+// smuggling). HTTP/2 is hop by hop; the gateway's clients get it from its
+// own listener, and the request goes on as the ordinary HTTP/1.1 request
+// it also is. Other upgrades (WebSocket) are forwarded.
+// One range over the map replaces a delete per owned name: the map is a
+// request's handful of headers, and most are passed over on their length.
+func (o *ownedHeaders) strip(h http.Header, peerTrusted bool) {
+	h2c := false
+	for name := range h {
+		if len(name) < 64 && o.lengths&(1<<len(name)) == 0 {
+			continue
+		}
+		underscore := strings.IndexByte(name, '_') >= 0
+		switch {
+		case name == "Upgrade":
+			h2c = wantsH2C(h[name])
+		case dashedAny(name, gatewayOwned),
+			o.user != "" && dashedEqual(name, o.user) && (underscore || !peerTrusted),
+			underscore && dashedAny(name, forwardingHeaders),
+			o.consumer != "" && dashedEqual(name, o.consumer),
+			o.plan != "" && dashedEqual(name, o.plan):
 			delete(h, name)
 		}
+	}
+	if h2c {
+		delete(h, "Upgrade")
+		delete(h, "Connection")
 	}
 }
 
@@ -79,31 +139,23 @@ func dashedEqual(name, owned string) bool {
 	return true
 }
 
-// dropH2CUpgrade removes a client's request to switch to cleartext HTTP/2
-// ("Upgrade: h2c") from the upstream request, which then goes as the
-// ordinary HTTP/1.1 request it also is. Forwarded, an upstream accepting
-// it would answer 101 and ReverseProxy would tunnel the connection: every
-// HTTP/2 stream the client then sent would reach the upstream on any path,
-// past every route and limit (h2c smuggling). HTTP/2 is hop by hop; the
-// gateway's clients get it from its own listener. Other upgrades
-// (WebSocket) are forwarded as before.
-func dropH2CUpgrade(h http.Header) {
-	for _, v := range h["Upgrade"] {
+// wantsH2C reports whether Upgrade values name h2c, however spelled.
+func wantsH2C(upgrade []string) bool {
+	for _, v := range upgrade {
 		for tok := range strings.SplitSeq(v, ",") {
 			if strings.EqualFold(strings.TrimSpace(tok), "h2c") {
-				delete(h, "Upgrade")
-				delete(h, "Connection")
-				return
+				return true
 			}
 		}
 	}
+	return false
 }
 
 // reverseProxy builds the ReverseProxy of one route.
 func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.ReverseProxy {
 	target := rt.Upstream
 	identity := p.Identity
-	userHeader := identity.UserHeader()
+	owned := newOwnedHeaders(identity.UserHeader(), p.Consumers.ForwardConsumer, p.Consumers.ForwardPlan)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			peerTrusted := identity.PeerTrusted(pr.In)
@@ -114,16 +166,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 					pr.Out.Header["X-Forwarded-For"] = append([]string(nil), xff...)
 				}
 			}
-			// The names are canonical (TestOwnedHeadersCanonical): a
-			// plain delete, without Header.Del canonicalizing each again.
-			for _, name := range gatewayOwned {
-				delete(pr.Out.Header, name)
-			}
-			dropH2CUpgrade(pr.Out.Header)
-			if userHeader != "" && !peerTrusted {
-				delete(pr.Out.Header, userHeader)
-			}
-			stripRespelled(pr.Out.Header, userHeader)
+			owned.strip(pr.Out.Header, peerTrusted)
 			setConsumerHeaders(&p.Consumers, pr.In, pr.Out.Header)
 			// The path is already the one to forward (Route.ForwardPath,
 			// strip_prefix applied): SetURL only joins it to the

@@ -39,7 +39,7 @@ func TestDropH2CUpgrade(t *testing.T) {
 		if tc.upgrade != nil {
 			h["Upgrade"] = tc.upgrade
 		}
-		dropH2CUpgrade(h)
+		newOwnedHeaders("", "", "").strip(h, false)
 		_, up := h["Upgrade"]
 		_, conn := h["Connection"]
 		if tc.dropped && (up || conn) {
@@ -47,6 +47,54 @@ func TestDropH2CUpgrade(t *testing.T) {
 		}
 		if !tc.dropped && (!conn || up != (tc.upgrade != nil)) {
 			t.Errorf("Upgrade %q: dropped, %v left", tc.upgrade, h)
+		}
+	}
+}
+
+// TestStripOwned: what a client may not send upstream goes, in every
+// spelling a CGI-style upstream reads alike; what it may send stays. The
+// expectations are written out by hand per header.
+func TestStripOwned(t *testing.T) {
+	long := "X-A-Very-Long-User-Header-Name-That-Does-Not-Fit-In-The-Length-Mask"
+	for _, tc := range []struct {
+		name        string
+		user        string
+		peerTrusted bool
+		header      string
+		dropped     bool
+	}{
+		{"owned, canonical", "", false, "X-Real-Ip", true},
+		{"owned, respelled", "", false, "X_Real_Ip", true},
+		{"owned, respelled lower", "", false, "x-real_ip", true},
+		{"owned, trusted peer", "", true, "True-Client-Ip", true},
+		{"owned, CDN", "", false, "Cf_Connecting_Ip", true},
+		{"owned, gateway user", "", false, "X-Gateway-User", true},
+		{"owned, consumer id", "", false, "X_Consumer_Id", true},
+		{"forwarding, canonical, kept for SetXForwarded", "", false, "X-Forwarded-For", false},
+		{"forwarding, respelled", "", false, "X_Forwarded_For", true},
+		{"forwarding, Forwarded respelled", "", false, "FORWARDED", false},
+		{"forwarding, proto respelled", "", false, "X_Forwarded_Proto", true},
+		{"user header, untrusted", "X-User", false, "X-User", true},
+		{"user header, trusted", "X-User", true, "X-User", false},
+		{"user header respelled, trusted", "X-User", true, "X_User", true},
+		{"long user header, untrusted", long, false, long, true},
+		{"long user header, trusted", long, true, long, false},
+		{"consumer header", "", false, "X-Consumer", true},
+		{"consumer header respelled", "", true, "x_consumer", true},
+		{"plan header", "", false, "X-Plan", true},
+		{"plan header respelled", "", false, "X_PLAN", true},
+		{"same length, not owned", "", false, "X-Real-Io", false},
+		{"unrelated", "X-User", false, "User-Agent", false},
+		{"api key", "", false, "X-Api-Key", false},
+		{"underscore, not owned", "", false, "X_Request_Id", false},
+	} {
+		h := http.Header{tc.header: {"v"}, "Accept": {"*/*"}}
+		newOwnedHeaders(tc.user, "X-Consumer", "X-Plan").strip(h, tc.peerTrusted)
+		if _, ok := h[tc.header]; ok == tc.dropped {
+			t.Errorf("%s: %q kept %v, want dropped %v", tc.name, tc.header, ok, tc.dropped)
+		}
+		if _, ok := h["Accept"]; !ok {
+			t.Errorf("%s: Accept dropped", tc.name)
 		}
 	}
 }
