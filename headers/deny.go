@@ -2,7 +2,9 @@ package headers
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/tollgate/gateway/ratelimit"
@@ -40,6 +42,16 @@ func WriteTooManyRequests(w http.ResponseWriter, hits []ratelimit.Hit, ds []rate
 	}
 	d, l := &ds[i], hits[i].Limit
 	retry := RetryAfterSeconds(d.RetryAfter)
+	n := min(len(hits), len(ds))
+	if n == 1 {
+		// One limit: the body depends on the limit and the wait alone,
+		// and a denied client that keeps asking gets the same one until
+		// the wait moves by a second.
+		if c := lastTooMany.Load(); c != nil && c.l == l && c.retry == retry {
+			writeTooMany(w, retry, c.length, c.body)
+			return
+		}
+	}
 
 	bp := bodyPool.Get().(*[]byte)
 	b := append((*bp)[:0], tooManyPrefix...)
@@ -66,7 +78,6 @@ func WriteTooManyRequests(w http.ResponseWriter, hits []ratelimit.Hit, ds []rate
 	// hit order.
 	b = append(b, `,"violated-policies":[`...)
 	first := true
-	n := min(len(hits), len(ds))
 	for j := 0; j < n; j++ {
 		lj := hits[j].Limit
 		if lj == nil || lj.Shadow || ds[j].Allowed || seenBefore(hits, ds, j) {
@@ -85,19 +96,43 @@ func WriteTooManyRequests(w http.ResponseWriter, hits []ratelimit.Hit, ds []rate
 	b = append(b, `],"retry_after":`...)
 	b = append(strconv.AppendInt(b, retry, 10), '}', '\n')
 
-	h := w.Header()
-	h["Retry-After"] = IntValue(retry)
-	h["Content-Type"] = problemContentType
-	h["Cache-Control"] = noStore
-	h["X-Content-Type-Options"] = noSniff
-	h["Content-Length"] = IntValue(int64(len(b)))
-	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = w.Write(b)
+	length := IntValue(int64(len(b)))
+	if n == 1 {
+		lastTooMany.Store(&tooManyBody{l: l, retry: retry, body: slices.Clone(b), length: length})
+	}
+	writeTooMany(w, retry, length, b)
 	if cap(b) <= 4096 {
 		*bp = b
 		bodyPool.Put(bp)
 	}
 }
+
+// writeTooMany writes a 429 of body, whose Content-Length value is length.
+func writeTooMany(w http.ResponseWriter, retry int64, length []string, body []byte) {
+	h := w.Header()
+	h["Retry-After"] = IntValue(retry)
+	h["Content-Type"] = problemContentType
+	h["Cache-Control"] = noStore
+	h["X-Content-Type-Options"] = noSniff
+	h["Content-Length"] = length
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write(body)
+}
+
+// tooManyBody is the problem body of a denial by one limit, l, whose wait
+// is retry seconds, with its Content-Length value. Read-only once stored.
+type tooManyBody struct {
+	l      *ratelimit.Limit
+	retry  int64
+	body   []byte
+	length []string
+}
+
+// lastTooMany holds the body of the last one-limit denial written: a hot
+// denied client is answered it again without building it. A miss costs
+// one copy of the body (clients denied by different limits in turn); the
+// limit it names stays reachable until the next miss replaces it.
+var lastTooMany atomic.Pointer[tooManyBody]
 
 // seenBefore reports whether an enforced denying hit before j has the
 // same limit name as hit j (TooManyRequests names each limit once).

@@ -67,6 +67,40 @@ func TestWriteTooManyRequestsMatches(t *testing.T) {
 	}
 }
 
+// TestWriteTooManyRequestsReuse: a one-limit denial answered from the
+// last body kept is byte for byte the problem it stands for, whichever
+// limit and wait came before (a few limits and waits in turn, so that
+// the kept body is reused often and replaced often).
+func TestWriteTooManyRequestsReuse(t *testing.T) {
+	limits := []*ratelimit.Limit{
+		{Name: "per-client", Algorithm: ratelimit.SlidingWindowCounter},
+		{Name: "per-client", Algorithm: ratelimit.Concurrency}, // same name, other detail
+		{Name: `q"uote`, Algorithm: ratelimit.GCRA},
+		{Name: "shadowed", Shadow: true},
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	reused := 0
+	for range 5000 {
+		hits := []ratelimit.Hit{{Limit: limits[rng.IntN(len(limits))]}}
+		ds := []ratelimit.Decision{{Limit: 1, RetryAfter: time.Duration(1+rng.IntN(3)) * time.Second}}
+		before := lastTooMany.Load()
+		a, b := httptest.NewRecorder(), httptest.NewRecorder()
+		WriteTooManyRequests(a, hits, ds)
+		if lastTooMany.Load() == before {
+			reused++
+		}
+		oldDeny(b, hits, ds)
+		if a.Code != b.Code || !reflect.DeepEqual(a.Header(), b.Header()) || a.Body.String() != b.Body.String() {
+			t.Fatalf("limit %+v wait %v:\nfast %d %v %q\nwant %d %v %q", *hits[0].Limit, ds[0].RetryAfter,
+				a.Code, a.Header(), a.Body.String(), b.Code, b.Header(), b.Body.String())
+		}
+	}
+	// 12 (limit, wait) pairs drawn at random: about one in twelve repeats.
+	if reused < 200 {
+		t.Errorf("the kept body was reused %d times in 5000 denials", reused)
+	}
+}
+
 // discard is a ResponseWriter that keeps nothing but its header map.
 type discard struct{ h http.Header }
 

@@ -106,7 +106,7 @@ func (h *Handler) decideCandidate(c *Candidate, r *http.Request, q *request) {
 		c.Record(out)
 		return
 	}
-	id := p.Identity.Identify(r, h.wallNow())
+	id := h.identify(p, r)
 	if id.Rejected {
 		c.Record(out)
 		return
