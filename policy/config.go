@@ -151,7 +151,7 @@ type ServerConfig struct {
 	// its small live heap doubles (at Go's default pacing, every few
 	// hundred proxied requests). Above half of it of live data, Go's own
 	// pacing applies. 0 leaves Go's pacing (GOGC) alone; so does a GOGC
-	// environment variable. Applied on reload. Default 8388608 (8 MiB).
+	// environment variable. Applied on reload. Default 33554432 (32 MiB).
 	GCMinHeap int64 `mapstructure:"gc_min_heap" json:"gc_min_heap"`
 }
 
@@ -526,7 +526,7 @@ func Default() Config {
 			MaxHeaderBytes:    65536,
 
 			HTTP2MaxConcurrentStreams: 100,
-			GCMinHeap:                 8 << 20,
+			GCMinHeap:                 32 << 20,
 		},
 		Store: StoreConfig{
 			Backend: "memory",
