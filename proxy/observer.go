@@ -64,9 +64,9 @@ const (
 	// value for one of its identity parts, or the request's API key is
 	// no registered consumer's and unknown_api_key is "reject" (401).
 	OutcomeUnauthorized
-	// OutcomeCanceled: the client went away while its request waited for
-	// the slot a delay limit reserved (logged as 499; the slot is given
-	// back).
+	// OutcomeCanceled: the client went away before its request was
+	// decided (nothing counted), or while it waited for the slot a delay
+	// limit reserved (the slot is given back); logged as 499.
 	OutcomeCanceled
 )
 

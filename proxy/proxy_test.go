@@ -140,6 +140,41 @@ func TestLimitThenForward(t *testing.T) {
 	}
 }
 
+// TestCanceledBeforeDecision: a request whose client went away before its
+// decision (a reset HTTP/2 stream that queued behind the stream limit) is
+// neither decided nor counted: the limit's one request is still there for
+// the next one.
+func TestCanceledBeforeDecision(t *testing.T) {
+	up := newUpstream(t, nil)
+	p := compile(t, func(c *policy.Config) {
+		c.Limits = []policy.LimitConfig{limit("api", "fixed_window", "1/minute")}
+		c.Routes = []policy.RouteConfig{route("api", "/api", up.URL, "api")}
+	})
+	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 3 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, "GET", "/api/x", nil))
+		if w.Code != 499 {
+			t.Fatalf("canceled request: status %d, want 499", w.Code)
+		}
+	}
+	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/api/x", nil))
+		if w.Code != want {
+			t.Fatalf("request %d after the canceled ones: status %d, want %d", i+1, w.Code, want)
+		}
+	}
+	if n := up.hits.Load(); n != 1 {
+		t.Errorf("upstream saw %d requests, want 1", n)
+	}
+}
+
 // failingStore is a store whose backend is down: every call fails as a
 // real store does when its deadline passes.
 type failingStore struct{ calls atomic.Int64 }

@@ -148,6 +148,15 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 
 	if len(q.hits) > 0 {
+		if r.Context().Err() != nil {
+			// The client went away before its decision: an HTTP/2 stream
+			// reset while it queued behind the stream limit, a dropped
+			// connection. Nothing will be forwarded, so nothing is
+			// counted, and a store call (a Redis round trip) is spared.
+			ev.Outcome = OutcomeCanceled
+			w.WriteHeader(499)
+			return
+		}
 		if !h.decide(w, r, snap, rt, q, start) {
 			return
 		}
