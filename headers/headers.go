@@ -263,6 +263,24 @@ func Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds [
 		reset = max(reset, d.RetryAfter)
 	}
 	t := ceilSeconds(reset)
+	// A denied client that keeps asking is answered the same values until
+	// its reset moves by a second: the last denial's values are kept and
+	// shared (read-only, capacity 1 like every value Set writes), found
+	// by what they are built from before anything is formatted.
+	var key deniedKey
+	if !d.Allowed {
+		key = deniedKey{l: hits[i].Limit, window: d.Window, styles: styleMask(styles), policy: policy,
+			remaining: remaining, limit: d.Limit, t: t, noReset: noReset}
+		if key.styles&(1<<X) != 0 && !noReset {
+			key.xReset = unixCeil(now.Add(reset))
+		}
+		if e := lastDenied.Load(); e != nil && e.key == key {
+			for k := 0; k < e.n; k++ {
+				h[e.names[k]] = e.vals[k : k+1 : k+1]
+			}
+			return
+		}
+	}
 
 	// One buffer holds every value; one string and one backing array for
 	// the []string values keep Set to a handful of allocations.
@@ -318,18 +336,6 @@ func Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds [
 	if n == 0 {
 		return
 	}
-	// A denied client that keeps asking is answered the same values until
-	// its reset moves by a second: the last denial's values are kept and
-	// shared (read-only, capacity 1 like every value Set writes).
-	if !d.Allowed {
-		if e := lastDenied.Load(); e != nil && e.n == n && e.ends == ends && e.names == names &&
-			e.policy == policy && e.all == string(b) {
-			for k := 0; k < n; k++ {
-				h[names[k]] = e.vals[k : k+1 : k+1]
-			}
-			return
-		}
-	}
 	all := string(b)
 	vals := make([]string, n)
 	start := 0
@@ -343,18 +349,39 @@ func Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds [
 		h[names[k]] = vals[k : k+1 : k+1]
 	}
 	if !d.Allowed {
-		lastDenied.Store(&setValues{all: all, policy: policy, n: n, ends: ends, names: names, vals: vals})
+		lastDenied.Store(&setValues{key: key, n: n, names: names, vals: vals})
 	}
 }
 
-// setValues are the header values one call of Set wrote, with what they
-// were built from.
+// setValues are the header values one call of Set wrote for a denial,
+// with what they were built from.
 type setValues struct {
-	all, policy string
-	n           int
-	ends        [maxHeaderEntries]int
-	names       [maxHeaderEntries]string
-	vals        []string
+	key   deniedKey
+	n     int
+	names [maxHeaderEntries]string
+	vals  []string
+}
+
+// deniedKey is everything a denial's header values are built from: two
+// denials with the same key get the same values.
+type deniedKey struct {
+	l                           *ratelimit.Limit // its name (and window's) in RateLimit
+	window                      int
+	styles                      uint8 // the styles emitted (styleMask)
+	policy                      string
+	remaining, limit, t, xReset int64
+	noReset                     bool
+}
+
+// styleMask is the set of styles in ss, one bit per style.
+func styleMask(ss Styles) uint8 {
+	var m uint8
+	for _, s := range ss {
+		if s < 8 {
+			m |= 1 << s
+		}
+	}
+	return m
 }
 
 // lastDenied holds the values of the last denial Set wrote.

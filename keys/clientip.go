@@ -16,7 +16,7 @@ const xffHeader = "X-Forwarded-For"
 // dropped; an IPv4-mapped IPv6 address is unmapped to IPv4. Anything else
 // ("unknown", "_hidden", an empty item, garbage) is reported as invalid.
 func ParseIP(s string) (netip.Addr, bool) {
-	s = strings.Trim(s, " \t\"")
+	s = trimIP(s)
 	if s == "" {
 		return netip.Addr{}, false
 	}
@@ -37,13 +37,18 @@ func ParseIP(s string) (netip.Addr, bool) {
 		}
 		a = b
 	case strings.Count(s, ":") == 1:
-		// "v4:port"; parsed directly so that no error value is built on
-		// the common path of RemoteAddr.
-		ap, err := netip.ParseAddrPort(s)
+		// "v4:port", the common RemoteAddr: the port is checked as
+		// netip.ParseAddrPort checks it, by hand, and dropped (its
+		// ParseUint cost more than parsing the address).
+		i := strings.IndexByte(s, ':')
+		if !validPort(s[i+1:]) {
+			return netip.Addr{}, false
+		}
+		b, err := netip.ParseAddr(s[:i])
 		if err != nil {
 			return netip.Addr{}, false
 		}
-		a = ap.Addr()
+		a = b
 	default:
 		b, err := netip.ParseAddr(s)
 		if err != nil {
@@ -52,6 +57,39 @@ func ParseIP(s string) (netip.Addr, bool) {
 		a = b
 	}
 	return a.WithZone("").Unmap(), true
+}
+
+// trimIP trims the spaces, tabs and double quotes around s.
+// (strings.Trim builds its set of bytes on every call.)
+func trimIP(s string) string {
+	cut := func(c byte) bool { return c == ' ' || c == '\t' || c == '"' }
+	for len(s) > 0 && cut(s[0]) {
+		s = s[1:]
+	}
+	for len(s) > 0 && cut(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// validPort reports whether s is a port as strconv.ParseUint(s, 10, 16)
+// accepts it: one or more decimal digits (leading zeros allowed) whose
+// value is at most 65535.
+func validPort(s string) bool {
+	if s == "" {
+		return false
+	}
+	v := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		if v = v*10 + int(c-'0'); v > 65535 {
+			return false
+		}
+	}
+	return true
 }
 
 // trusted reports whether a lies in one of the prefixes.
