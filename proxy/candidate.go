@@ -106,7 +106,7 @@ func (h *Handler) decideCandidate(c *Candidate, r *http.Request, q *request) {
 		c.Record(out)
 		return
 	}
-	id := h.identify(p, r)
+	id := p.Identity.Identify(r, h.identityClock(p))
 	if id.Rejected {
 		c.Record(out)
 		return

@@ -81,7 +81,7 @@ type QuotaWindow struct {
 // the limits keyed by them.
 func (h *Handler) quota(w http.ResponseWriter, r *http.Request, snap *snapshot, rt *policy.Route, q *request, now time.Time) {
 	p := snap.p
-	id := h.identify(p, r)
+	id := p.Identity.Identify(r, h.identityClock(p))
 	var ovs *policy.Overrides
 	if h.overrides != nil {
 		ovs = h.overrides.For(p)

@@ -21,7 +21,6 @@ var allowed = []string{"GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"}
 func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := h.now()
 	snap := h.snap.Load()
-	p := snap.p
 	q := h.pool.Get().(*request)
 	defer func() {
 		q.reset()
@@ -52,7 +51,17 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			h.observer.Observe(ev)
 		}()
 	}
+	h.serve(rw, w, r, snap, q, start)
+}
 
+// serve answers r once ServeHTTP has set up its request state q: the
+// route, the identity and the decision, then proceed. The work is split
+// so that each function's defers stay open-coded: Go compiles a defer
+// into the function's own code only when (returns × defers) stays small,
+// and otherwise runs it through the runtime on every request.
+func (h *Handler) serve(rw http.ResponseWriter, w *statusWriter, r *http.Request, snap *snapshot, q *request, start time.Time) {
+	p := snap.p
+	ev := &q.ev
 	if r.Method == http.MethodConnect {
 		// A reverse proxy opens no tunnels; forwarding CONNECT would let
 		// a client reach whatever the upstream can.
@@ -97,7 +106,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 	id := &q.id
 	if len(rt.Limits) > 0 || p.Consumers.Enabled() {
-		*id = h.identify(p, r)
+		*id = p.Identity.Identify(r, h.identityClock(p))
 		if h.observer != nil {
 			ev.ClientKind, ev.Client, ev.APIKey, ev.IP = id.ClientKind.String(), id.Client, id.APIKey, id.IP
 			ev.IPFallback = id.IPFallback
@@ -160,11 +169,21 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if !h.decide(w, r, snap, rt, q, start) {
 			return
 		}
-		if len(q.resp.idx) > 0 && len(q.hits) > 0 {
-			// Counted once the response is known (respcount.go).
-			defer h.countResponse(q, p)
-			r = detachForResponse(r, q)
-		}
+	}
+	h.proceed(rw, w, r, snap, rt, q, raw, path, start)
+}
+
+// proceed runs what follows an allowed decision (or a request no limit
+// applies to): the response-counting and concurrency bookkeeping, a
+// delay, and the answer of a respond route or the upstream's.
+func (h *Handler) proceed(rw http.ResponseWriter, w *statusWriter, r *http.Request, snap *snapshot, rt *policy.Route, q *request, raw, path string, start time.Time) {
+	p := snap.p
+	ev := &q.ev
+	id := &q.id
+	if len(q.resp.idx) > 0 && len(q.hits) > 0 {
+		// Counted once the response is known (respcount.go).
+		defer h.countResponse(q, p)
+		r = detachForResponse(r, q)
 	}
 
 	if hasConcurrency(q.hits) {
@@ -220,15 +239,14 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	h.forward(rp, w, r, ev)
 }
 
-// identify resolves r's identity under p. The wall clock is read only
-// when a bearer token's exp and nbf need it: a clock read is a measurable
-// share of a 429's cost.
-func (h *Handler) identify(p *policy.Policy, r *http.Request) keys.Identity {
-	var wall time.Time
+// identityClock is the instant to resolve an identity at. The wall clock
+// is read only when a bearer token's exp and nbf need it: a clock read is
+// a measurable share of a 429's cost.
+func (h *Handler) identityClock(p *policy.Policy) time.Time {
 	if p.Identity.VerifiesTokens() {
-		wall = h.wallNow()
+		return h.wallNow()
 	}
-	return p.Identity.Identify(r, wall)
+	return time.Time{}
 }
 
 // forward runs the upstream exchange and records its time. ReverseProxy
