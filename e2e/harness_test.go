@@ -376,6 +376,24 @@ func (g *gw) stop(t testing.TB) {
 // output is everything the process wrote so far.
 func (g *gw) output() string { return g.stderr.String() }
 
+// outputWith waits up to 5 s for the gateway's output to hold every one
+// of subs (its stderr reaches the buffer through a pipe, possibly after
+// the gateway answered), and returns it.
+func (g *gw) outputWith(subs ...string) string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out := g.output()
+		all := true
+		for _, s := range subs {
+			all = all && strings.Contains(out, s)
+		}
+		if all || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // url is a URL on the public listener.
 func (g *gw) url(path string) string { return "http://" + g.Listen + path }
 

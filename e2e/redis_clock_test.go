@@ -27,7 +27,7 @@ func TestRedisDefaultClockIsExactAcrossSkewedGateways(t *testing.T) {
 	a := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data})
 	b := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data, Env: []string{clockSkewEnv + "=1500ms"}})
 	for _, g := range []*gw{a, b} {
-		if !strings.Contains(g.output(), `"clock":"store"`) {
+		if !strings.Contains(g.outputWith(`"clock":"store"`), `"clock":"store"`) {
 			t.Fatalf("the startup line does not say \"clock\":\"store\":\n%s", g.output())
 		}
 	}
@@ -52,7 +52,7 @@ func TestRedisLocalClockSkewWarned(t *testing.T) {
 	data := redisData(rs.Addr, nil, "deny", "500ms", routeTOML("r", "/"))
 	data["StoreExtra"] = `clock = "local"`
 	g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data, Env: []string{clockSkewEnv + "=1500ms"}})
-	if !strings.Contains(g.output(), `"clock":"local"`) || !strings.Contains(g.output(), "clock differs from Redis") {
+	if out := g.outputWith(`"clock":"local"`, "clock differs from Redis"); !strings.Contains(out, `"clock":"local"`) || !strings.Contains(out, "clock differs from Redis") {
 		t.Errorf("no startup line with \"clock\":\"local\" and a skew warning:\n%s", g.output())
 	}
 	skew := scrape(t, g, "").family("tollgate_store_clock_skew_seconds")

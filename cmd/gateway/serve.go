@@ -377,11 +377,6 @@ const certPollInterval = time.Second
 
 // run serves until SIGTERM or SIGINT, reloading on SIGHUP.
 func (g *gateway) run(sigs <-chan os.Signal) error {
-	errc := make(chan error, 2)
-	go func() { errc <- serve(g.public, g.publicLn) }()
-	if g.admin != nil {
-		go func() { errc <- serve(g.admin, g.adminLn) }()
-	}
 	p := g.handler.Policy()
 	attrs := []any{"listen", g.publicLn.Addr().String(), "store", p.Store.Backend, "clock", p.Store.Clock,
 		"routes", len(p.Routes), "limits", len(p.Limits), "version", version}
@@ -389,7 +384,15 @@ func (g *gateway) run(sigs <-chan os.Signal) error {
 		attrs = append(attrs, "admin_listen", g.adminLn.Addr().String())
 	}
 	attrs = append(attrs, "tls", g.certs != nil, "h2c", p.Server.H2C)
+	// The listeners are bound already: logged before they serve, the line
+	// comes before the first answer, healthz included, so whoever waits
+	// for the gateway to be healthy finds it in the log.
 	g.log.Info("tollgate listening", attrs...)
+	errc := make(chan error, 2)
+	go func() { errc <- serve(g.public, g.publicLn) }()
+	if g.admin != nil {
+		go func() { errc <- serve(g.admin, g.adminLn) }()
+	}
 	stopWatch := g.startWatch()
 	if g.certs != nil {
 		stopCerts := g.certs.Watch(certPollInterval, g.log)
