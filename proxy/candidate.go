@@ -74,8 +74,15 @@ func (h *Handler) Candidate() *Candidate { return h.cand.p.Load() }
 // decideCandidate decides r by c's limits, after the live response: the
 // client has its answer, so the candidate adds no latency to it. Limits
 // that count concurrency are skipped (their slots would have to be held
-// for the request's duration).
+// for the request's duration). A request the live configuration left
+// undecided because its client had gone is skipped.
 func (h *Handler) decideCandidate(c *Candidate, r *http.Request, q *request) {
+	if q.ev.Outcome == OutcomeCanceled && q.decider == nil {
+		// The client went away before the live decision: the live
+		// configuration counted nothing, and the candidate, promoted,
+		// would count nothing either. Neither decided, it is not recorded.
+		return
+	}
 	p := c.Policy
 	sc, _ := h.cand.pool.Get().(*candScratch)
 	if sc == nil {

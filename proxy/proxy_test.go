@@ -175,6 +175,62 @@ func TestCanceledBeforeDecision(t *testing.T) {
 	}
 }
 
+// TestCanceledBeforeDecisionCandidate: a candidate configuration does not
+// count what the live one leaves uncounted. A request whose client went
+// away before its live decision is neither decided nor recorded by the
+// candidate: a client resetting streams by the thousand would otherwise
+// spend the candidate's store calls and fill its counters, and the
+// candidate would report denials that, promoted, it would never make.
+func TestCanceledBeforeDecisionCandidate(t *testing.T) {
+	up := newUpstream(t, nil)
+	p := compile(t, func(c *policy.Config) {
+		c.Limits = []policy.LimitConfig{limit("api", "fixed_window", "1/minute")}
+		c.Routes = []policy.RouteConfig{route("api", "/api", up.URL, "api")}
+	})
+	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var recorded []proxy.CandidateOutcome
+	h.SetCandidate(&proxy.Candidate{Policy: p, Store: memstore.New(memstore.Options{}), Record: func(o *proxy.CandidateOutcome) {
+		mu.Lock()
+		defer mu.Unlock()
+		recorded = append(recorded, proxy.CandidateOutcome{Path: o.Path,
+			LiveDenied: append([]string(nil), o.LiveDenied...), CandidateDenied: append([]string(nil), o.CandidateDenied...)})
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 3 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, "GET", "/api/x", nil))
+		if w.Code != 499 {
+			t.Fatalf("canceled request: status %d, want 499", w.Code)
+		}
+	}
+	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/api/x", nil))
+		if w.Code != want {
+			t.Fatalf("request %d after the canceled ones: status %d, want %d", i+1, w.Code, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The two decided requests only, each decided alike by both.
+	if len(recorded) != 2 {
+		t.Fatalf("candidate recorded %d requests, want 2 (the canceled ones are not): %+v", len(recorded), recorded)
+	}
+	if len(recorded[0].LiveDenied) != 0 || len(recorded[0].CandidateDenied) != 0 {
+		t.Errorf("first decided request: live denied %v, candidate denied %v; want both allowed",
+			recorded[0].LiveDenied, recorded[0].CandidateDenied)
+	}
+	if len(recorded[1].LiveDenied) != 1 || len(recorded[1].CandidateDenied) != 1 {
+		t.Errorf("second decided request: live denied %v, candidate denied %v; want both denied",
+			recorded[1].LiveDenied, recorded[1].CandidateDenied)
+	}
+}
+
 // failingStore is a store whose backend is down: every call fails as a
 // real store does when its deadline passes.
 type failingStore struct{ calls atomic.Int64 }
