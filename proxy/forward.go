@@ -88,13 +88,14 @@ func (o *ownedHeaders) strip(h http.Header, peerTrusted bool) {
 		if len(name) < 64 && o.lengths&(1<<len(name)) == 0 {
 			continue
 		}
-		underscore := strings.IndexByte(name, '_') >= 0
 		switch {
 		case name == "Upgrade":
 			h2c = wantsH2C(h[name])
 		case dashedAny(name, gatewayOwned),
-			o.user != "" && dashedEqual(name, o.user) && (underscore || !peerTrusted),
-			underscore && dashedAny(name, forwardingHeaders),
+			// A trusted peer's copy in the configured spelling is kept;
+			// every other spelling goes, whatever the peer.
+			o.user != "" && dashedEqual(name, o.user) && (name != o.user || !peerTrusted),
+			strings.IndexByte(name, '_') >= 0 && dashedAny(name, forwardingHeaders),
 			o.consumer != "" && dashedEqual(name, o.consumer),
 			o.plan != "" && dashedEqual(name, o.plan):
 			delete(h, name)
@@ -116,7 +117,9 @@ func dashedAny(name string, owned []string) bool {
 }
 
 // dashedEqual reports whether name equals owned with '_' read as '-' and
-// ASCII letters compared without case.
+// ASCII letters compared without case, on both sides: an operator may name
+// a header with '_' (user_header = "X_User"), and its canonical spelling
+// "X_user" and the respelled "X-User" are then that header too.
 func dashedEqual(name, owned string) bool {
 	if len(name) != len(owned) {
 		return false
@@ -125,6 +128,9 @@ func dashedEqual(name, owned string) bool {
 		a, b := name[i], owned[i]
 		if a == '_' {
 			a = '-'
+		}
+		if b == '_' {
+			b = '-'
 		}
 		if 'A' <= a && a <= 'Z' {
 			a += 'a' - 'A'

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -62,34 +63,52 @@ func TestStripOwned(t *testing.T) {
 		peerTrusted bool
 		header      string
 		dropped     bool
+		consumer    string // the forwarded consumer header; "" for X-Consumer
 	}{
-		{"owned, canonical", "", false, "X-Real-Ip", true},
-		{"owned, respelled", "", false, "X_Real_Ip", true},
-		{"owned, respelled lower", "", false, "x-real_ip", true},
-		{"owned, trusted peer", "", true, "True-Client-Ip", true},
-		{"owned, CDN", "", false, "Cf_Connecting_Ip", true},
-		{"owned, gateway user", "", false, "X-Gateway-User", true},
-		{"owned, consumer id", "", false, "X_Consumer_Id", true},
-		{"forwarding, canonical, kept for SetXForwarded", "", false, "X-Forwarded-For", false},
-		{"forwarding, respelled", "", false, "X_Forwarded_For", true},
-		{"forwarding, Forwarded respelled", "", false, "FORWARDED", false},
-		{"forwarding, proto respelled", "", false, "X_Forwarded_Proto", true},
-		{"user header, untrusted", "X-User", false, "X-User", true},
-		{"user header, trusted", "X-User", true, "X-User", false},
-		{"user header respelled, trusted", "X-User", true, "X_User", true},
-		{"long user header, untrusted", long, false, long, true},
-		{"long user header, trusted", long, true, long, false},
-		{"consumer header", "", false, "X-Consumer", true},
-		{"consumer header respelled", "", true, "x_consumer", true},
-		{"plan header", "", false, "X-Plan", true},
-		{"plan header respelled", "", false, "X_PLAN", true},
-		{"same length, not owned", "", false, "X-Real-Io", false},
-		{"unrelated", "X-User", false, "User-Agent", false},
-		{"api key", "", false, "X-Api-Key", false},
-		{"underscore, not owned", "", false, "X_Request_Id", false},
+		{"owned, canonical", "", false, "X-Real-Ip", true, ""},
+		{"owned, respelled", "", false, "X_Real_Ip", true, ""},
+		{"owned, respelled lower", "", false, "x-real_ip", true, ""},
+		{"owned, trusted peer", "", true, "True-Client-Ip", true, ""},
+		{"owned, CDN", "", false, "Cf_Connecting_Ip", true, ""},
+		{"owned, gateway user", "", false, "X-Gateway-User", true, ""},
+		{"owned, consumer id", "", false, "X_Consumer_Id", true, ""},
+		{"forwarding, canonical, kept for SetXForwarded", "", false, "X-Forwarded-For", false, ""},
+		{"forwarding, respelled", "", false, "X_Forwarded_For", true, ""},
+		{"forwarding, Forwarded respelled", "", false, "FORWARDED", false, ""},
+		{"forwarding, proto respelled", "", false, "X_Forwarded_Proto", true, ""},
+		{"user header, untrusted", "X-User", false, "X-User", true, ""},
+		{"user header, trusted", "X-User", true, "X-User", false, ""},
+		{"user header respelled, trusted", "X-User", true, "X_User", true, ""},
+		{"long user header, untrusted", long, false, long, true, ""},
+		{"long user header, trusted", long, true, long, false, ""},
+		{"consumer header", "", false, "X-Consumer", true, ""},
+		{"consumer header respelled", "", true, "x_consumer", true, ""},
+		{"plan header", "", false, "X-Plan", true, ""},
+		{"plan header respelled", "", false, "X_PLAN", true, ""},
+		{"same length, not owned", "", false, "X-Real-Io", false, ""},
+		{"unrelated", "X-User", false, "User-Agent", false, ""},
+		{"api key", "", false, "X-Api-Key", false, ""},
+		{"underscore, not owned", "", false, "X_Request_Id", false, ""},
+		// Header names configured with '_' (canonical "X_user"): every
+		// spelling is that header, and only a trusted peer's copy in the
+		// configured spelling is kept.
+		{"underscore user header, untrusted", "X_user", false, "X_user", true, ""},
+		{"underscore user header respelled, untrusted", "X_user", false, "X-User", true, ""},
+		{"underscore user header, trusted", "X_user", true, "X_user", false, ""},
+		{"underscore user header respelled, trusted", "X_user", true, "X-User", true, ""},
+		{"underscore consumer header", "", false, "X_consumer", true, "X_consumer"},
+		{"underscore consumer header respelled", "", true, "X-Consumer", true, "X_consumer"},
+		// Long names: past the length mask, compared one by one.
+		{"long owned-looking name", "", false, "X-Real-Ip" + strings.Repeat("-", 60), false, ""},
+		{"long user header respelled, trusted", long, true, strings.ReplaceAll(long, "-", "_"), true, ""},
+		{"user header one byte longer", "X-User", false, "X-Users", false, ""},
 	} {
-		h := http.Header{tc.header: {"v"}, "Accept": {"*/*"}}
-		newOwnedHeaders(tc.user, "X-Consumer", "X-Plan").strip(h, tc.peerTrusted)
+		h := http.Header{tc.header: {"v", "w"}, "Accept": {"*/*"}}
+		consumer := tc.consumer
+		if consumer == "" {
+			consumer = "X-Consumer"
+		}
+		newOwnedHeaders(tc.user, consumer, "X-Plan").strip(h, tc.peerTrusted)
 		if _, ok := h[tc.header]; ok == tc.dropped {
 			t.Errorf("%s: %q kept %v, want dropped %v", tc.name, tc.header, ok, tc.dropped)
 		}

@@ -555,6 +555,46 @@ func TestForwardedHeaders(t *testing.T) {
 	}
 }
 
+// TestUnderscoreUserHeader: a user header configured with '_' (which
+// Go spells "X_user") reaches the upstream only from a trusted peer and
+// only in that spelling; an untrusted client's copy, and "X-User" (the
+// same variable to CGI-style upstreams) from anyone, are dropped.
+func TestUnderscoreUserHeader(t *testing.T) {
+	for _, tc := range []struct {
+		trusted string // trusted_proxies: the test client is 127.0.0.1
+		sent    string
+		want    string // the value the upstream receives as X_user; "" none
+	}{
+		{"10.0.0.0/8", "X_User", ""},
+		{"10.0.0.0/8", "X-User", ""},
+		{"10.0.0.0/8", "x_user", ""},
+		{"127.0.0.0/8", "X_User", "alice"},
+		{"127.0.0.0/8", "X-User", ""},
+	} {
+		up := newUpstream(t, nil)
+		p := compile(t, func(c *policy.Config) {
+			c.Identity.UserHeader = "X_User"
+			c.Identity.TrustedProxies = []string{tc.trusted}
+			c.Routes = []policy.RouteConfig{route("api", "/api", up.URL)}
+		})
+		gw := serveMemory(t, p)
+		req, _ := http.NewRequest("GET", gw.URL+"/api/x", nil)
+		req.Header[tc.sent] = []string{"alice", "bob"} // written as is
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		got, _ := up.last()
+		if v := got.Get("X_User"); v != tc.want {
+			t.Errorf("trusted %s, %s sent: upstream X_user %q, want %q", tc.trusted, tc.sent, v, tc.want)
+		}
+		if tc.sent != "X_User" && got.Get("X-User") != "" {
+			t.Errorf("trusted %s, %s sent: upstream received X-User %q", tc.trusted, tc.sent, got.Get("X-User"))
+		}
+	}
+}
+
 func TestProblemBodies(t *testing.T) {
 	p := compile(t, func(c *policy.Config) {
 		l := limit("api", "fixed_window", "2/minute")
