@@ -1,10 +1,12 @@
 package headers
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,5 +180,91 @@ func TestSetDeniedReuse(t *testing.T) {
 	Set(h, Styles{IETF}, "p", hits, ds, now)
 	if n := testing.AllocsPerRun(100, func() { Set(h, Styles{IETF}, "p", hits, ds, now) }); n != 0 {
 		t.Errorf("a repeated denial: %v allocations, want 0", n)
+	}
+}
+
+// TestDenialReuseConcurrent: many goroutines denied by different limits at
+// once (a limit and its renamed copy after a reload, two windows, shadow
+// and enforced, several waits and header styles) each get the headers and
+// body of their own denial, never the kept one of another: every answer is
+// compared with one built without the kept values.
+func TestDenialReuseConcurrent(t *testing.T) {
+	limits := []*ratelimit.Limit{
+		limit(t, "a", ratelimit.SlidingWindowCounter, "1/hour"),
+		limit(t, "a-renamed", ratelimit.SlidingWindowCounter, "1/hour"), // the same limit after a reload
+		limit(t, "b", ratelimit.GCRA, "5/second", "100/minute"),
+		limit(t, `q"uote`, ratelimit.FixedWindow, "3/minute"),
+	}
+	shadow := limit(t, "a", ratelimit.SlidingWindowCounter, "1/hour")
+	shadow.Shadow = true
+	styleSets := []Styles{{IETF}, {IETF, Legacy, X}, {X}, {Legacy, IETF}}
+	now := time.Unix(1700000000, 0)
+	type denial struct {
+		hits             []ratelimit.Hit
+		ds               []ratelimit.Decision
+		styles           Styles
+		policy           string
+		at               time.Time
+		header           http.Header
+		tooManyReference *httptest.ResponseRecorder
+	}
+	var cases []*denial
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 64 {
+		l := limits[rng.IntN(len(limits))]
+		c := &denial{
+			hits: []ratelimit.Hit{{Limit: l}},
+			ds: []ratelimit.Decision{{Limit: 5, Window: rng.IntN(len(l.Rates)),
+				RetryAfter: time.Duration(1+rng.IntN(3)) * time.Second, Reset: time.Duration(rng.IntN(3)) * time.Second}},
+			styles: styleSets[rng.IntN(len(styleSets))],
+			policy: []string{"", PolicyValue([]*ratelimit.Limit{l})}[rng.IntN(2)],
+			at:     now.Add(time.Duration(rng.IntN(2)) * time.Second),
+		}
+		if rng.IntN(4) == 0 {
+			// A shadow limit that denies beside the enforced one: the
+			// answer names the enforced one only.
+			c.hits = append(c.hits, ratelimit.Hit{Limit: shadow})
+			c.ds = append(c.ds, ratelimit.Decision{Limit: 1, RetryAfter: time.Hour})
+		}
+		lastDenied.Store(nil)
+		c.header = http.Header{}
+		Set(c.header, c.styles, c.policy, c.hits, c.ds, c.at)
+		c.tooManyReference = httptest.NewRecorder()
+		oldDeny(c.tooManyReference, c.hits, c.ds)
+		cases = append(cases, c)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 16)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 9))
+			for range 2000 {
+				c := cases[rng.IntN(len(cases))]
+				h := http.Header{}
+				Set(h, c.styles, c.policy, c.hits, c.ds, c.at)
+				if !reflect.DeepEqual(h, c.header) {
+					errs <- fmt.Sprintf("headers %v, want %v", h, c.header)
+					return
+				}
+				w := httptest.NewRecorder()
+				WriteTooManyRequests(w, c.hits, c.ds)
+				ref := c.tooManyReference
+				if w.Code != ref.Code || !reflect.DeepEqual(w.Header(), ref.Header()) || w.Body.String() != ref.Body.String() {
+					errs <- fmt.Sprintf("429 %d %v %q, want %d %v %q", w.Code, w.Header(), w.Body, ref.Code, ref.Header(), ref.Body)
+					return
+				}
+				// A later writer appending to a value must not reach
+				// the kept one.
+				h[hRateLimit] = append(h[hRateLimit], "appended")
+				w.Header()["Content-Length"] = append(w.Header()["Content-Length"], "appended")
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

@@ -442,6 +442,66 @@ func TestConcurrencySlotReleased(t *testing.T) {
 	close(release)
 }
 
+// TestAbortedResponseRunsEveryDefer: when the upstream cuts a response
+// body, ReverseProxy aborts the handler by panicking (http.ErrAbortHandler)
+// through proceed, serve and ServeHTTP; every deferred step still runs
+// once: the concurrency slot comes back, the response is counted, the
+// observer records the request and the candidate decides it.
+func TestAbortedResponseRunsEveryDefer(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/cut" {
+			fmt.Fprint(w, "ok")
+			return
+		}
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(200)
+		w.Write([]byte("partial"))
+		w.(http.Flusher).Flush()
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	})
+	p := compile(t, func(c *policy.Config) {
+		conc := policy.DefaultLimit()
+		conc.Name, conc.Algorithm, conc.MaxInFlight, conc.By = "one-at-a-time", "concurrency", 1, []string{}
+		resp := limit("by-response", "fixed_window", "2/1h")
+		resp.Count = "response"
+		c.Limits = []policy.LimitConfig{conc, resp}
+		c.Routes = []policy.RouteConfig{route("api", "/", up.URL, "one-at-a-time", "by-response")}
+	})
+	rec := &recorder{}
+	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{}), Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var candidates atomic.Int64
+	h.SetCandidate(&proxy.Candidate{Policy: p, Store: memstore.New(memstore.Options{}),
+		Record: func(*proxy.CandidateOutcome) { candidates.Add(1) }})
+	gw := gateway(t, h)
+	if resp, err := http.Get(gw.URL + "/cut"); err == nil {
+		if _, err := io.Copy(io.Discard, resp.Body); err == nil {
+			t.Error("the cut body read to its end")
+		}
+		resp.Body.Close()
+	}
+	waitFor(t, "the aborted request's event", func() bool { return rec.count(proxy.OutcomeUpstreamError) == 1 })
+	waitFor(t, "the aborted request's candidate decision", func() bool { return candidates.Load() == 1 })
+	// The slot is free and the cut response counted one of two.
+	if resp := get(t, gw.URL+"/ok"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after the aborted request: status %d, want 200", resp.StatusCode)
+	}
+	if resp := get(t, gw.URL+"/ok"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third request: status %d, want 429 (the cut response not counted)", resp.StatusCode)
+	}
+	waitFor(t, "every event", func() bool { return rec.count(proxy.OutcomeForwarded)+rec.count(proxy.OutcomeLimited) == 2 })
+	if n := rec.count(proxy.OutcomeUpstreamError); n != 1 {
+		t.Errorf("%d upstream_error events, want 1", n)
+	}
+	if n := candidates.Load(); n != 3 {
+		t.Errorf("candidate decided %d requests, want 3", n)
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
