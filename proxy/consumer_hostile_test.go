@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
@@ -119,6 +122,14 @@ func TestConsumerHostileInputs(t *testing.T) {
 		{"unverified token naming a consumer", http.Header{"Authorization": {token(with("client_id", "acme"), "another-secret-of-32-bytes-or-more!!")}}, "", 200, 1, "", ""},
 		{"key and token: the token's user decides (sources: user first)", http.Header{"X-Api-Key": {"acme-key"}, "Authorization": {token(good, hostileSecret)}}, "", 200, 1, "", ""},
 		{"key and a token naming another consumer: the token decides", http.Header{"X-Api-Key": {"bob-key"}, "Authorization": {token(with("client_id", "acme"), hostileSecret)}}, "", 200, 3, "acme", "pro"},
+		// The wall clock is read for tokens only (identityClock): a token
+		// past its exp, or before its nbf, names nobody.
+		{"expired token naming a consumer", http.Header{"Authorization": {token(map[string]any{"sub": "u1", "client_id": "acme",
+			"exp": time.Now().Add(-time.Minute).Unix()}, hostileSecret)}}, "", 200, 1, "", ""},
+		{"expired token with a plan claim", http.Header{"Authorization": {token(map[string]any{"sub": "u1", "plan": "pro",
+			"exp": time.Now().Add(-time.Minute).Unix()}, hostileSecret)}}, "", 200, 1, "", ""},
+		{"token naming a consumer, not valid before an hour from now", http.Header{"Authorization": {token(map[string]any{"sub": "u1",
+			"client_id": "acme", "nbf": time.Now().Add(time.Hour).Unix()}, hostileSecret)}}, "", 200, 1, "", ""},
 		{"an unknown key beside a verified token is still rejected", http.Header{"X-Api-Key": {"nope"}, "Authorization": {token(good, hostileSecret)}}, "", 401, 0, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,5 +184,75 @@ func TestConsumerHostileInputs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExpiredTokenEveryPath: a verified token past its exp names nobody on
+// every path that resolves an identity, each reading the wall clock only
+// because tokens are verified: the live limits, a quota route's answer
+// and a candidate configuration's decision. A fresh token is the user on
+// each.
+func TestExpiredTokenEveryPath(t *testing.T) {
+	c := policy.Default()
+	c.Identity.JWT.HS256SecretEnv = "JWT_SECRET"
+	l := limit("per-user", "fixed_window", "100/minute")
+	l.By, l.OnMissing = []string{"user"}, "reject"
+	c.Limits = []policy.LimitConfig{l}
+	up := newUpstream(t, nil)
+	quota := route("quota", "/quota", "")
+	quota.Respond = &policy.RespondConfig{Quota: true}
+	c.Routes = []policy.RouteConfig{quota, route("api", "/api", up.URL, "per-user")}
+	p, err := policy.Compile(c, func(k string) string {
+		if k == "JWT_SECRET" {
+			return hostileSecret
+		}
+		return ""
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var kinds []string
+	h.SetCandidate(&proxy.Candidate{Policy: p, Store: memstore.New(memstore.Options{}), Record: func(o *proxy.CandidateOutcome) {
+		mu.Lock()
+		kinds = append(kinds, o.ClientKind)
+		mu.Unlock()
+	}})
+	for _, tc := range []struct {
+		name string
+		exp  time.Duration
+		want string
+	}{
+		{"expired a minute ago", -time.Minute, "ip"},
+		{"expired a second ago", -time.Second, "ip"},
+		{"valid for an hour", time.Hour, "user"},
+	} {
+		bearer := token(map[string]any{"sub": "u1", "exp": time.Now().Add(tc.exp).Unix()}, hostileSecret)
+		// The limit by user answers 401 without one (on_missing).
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/api/x", nil)
+		r.Header.Set("Authorization", bearer)
+		h.ServeHTTP(w, r)
+		if live := map[bool]string{true: "user", false: "ip"}[w.Code == http.StatusOK]; live != tc.want {
+			t.Errorf("%s: live status %d, want the identity %s", tc.name, w.Code, tc.want)
+		}
+		w = httptest.NewRecorder()
+		r = httptest.NewRequest("GET", "/quota", nil)
+		r.Header.Set("Authorization", bearer)
+		h.ServeHTTP(w, r)
+		var ans proxy.QuotaAnswer
+		if err := json.Unmarshal(w.Body.Bytes(), &ans); err != nil || ans.Client != tc.want {
+			t.Errorf("%s: quota answer %d %s (%v), want client %q", tc.name, w.Code, w.Body, err, tc.want)
+		}
+		mu.Lock()
+		if len(kinds) == 0 || kinds[0] != tc.want {
+			t.Errorf("%s: candidate identities %q, want %q first", tc.name, kinds, tc.want)
+		}
+		kinds = kinds[:0]
+		mu.Unlock()
 	}
 }
