@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"maps"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -114,6 +117,68 @@ func TestStripOwned(t *testing.T) {
 		}
 		if _, ok := h["Accept"]; !ok {
 			t.Errorf("%s: Accept dropped", tc.name)
+		}
+	}
+}
+
+// TestStripOwnedMatchesModel holds strip, which passes names over on
+// their length, to the rule written plainly: a name goes when, with '_'
+// read as '-' and case ignored, it is an owned name, a respelled
+// forwarding header, the consumer or plan header, or the user header in a
+// spelling other than the configured one (any spelling, from an untrusted
+// peer). Names are drawn from those spellings, one byte longer or
+// shorter, and names of 64 bytes and more.
+func TestStripOwnedMatchesModel(t *testing.T) {
+	norm := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", "-")) }
+	long := "X-" + strings.Repeat("Long-", 13) + "User" // 69 bytes
+	users := []string{"", "X-User", "X_user", long, "X-User-Id-63-X" + strings.Repeat("x", 49)}
+	bases := append(append([]string{"Upgrade", "X-Consumer", "X_plan", "Accept", "X-Request-Id"}, gatewayOwned...), forwardingHeaders...)
+	bases = append(bases, users[1:]...)
+	rng := rand.New(rand.NewPCG(1, 2))
+	respell := func(s string) string {
+		b := []byte(s)
+		for i := range b {
+			switch {
+			case b[i] == '-' && rng.IntN(3) == 0:
+				b[i] = '_'
+			case b[i] == '_' && rng.IntN(3) == 0:
+				b[i] = '-'
+			case rng.IntN(4) == 0:
+				b[i] = strings.ToUpper(string(b[i]))[0]
+			case rng.IntN(4) == 0:
+				b[i] = strings.ToLower(string(b[i]))[0]
+			}
+		}
+		switch rng.IntN(8) {
+		case 0:
+			b = append(b, 'x')
+		case 1:
+			b = b[:len(b)-1]
+		}
+		return string(b)
+	}
+	for i := range 20000 {
+		user := users[rng.IntN(len(users))]
+		trusted := rng.IntN(2) == 0
+		h := http.Header{}
+		for range 1 + rng.IntN(6) {
+			h[respell(bases[rng.IntN(len(bases))])] = []string{"v"}
+		}
+		want := map[string]bool{}
+		for name := range h {
+			n := norm(name)
+			drop := slices.ContainsFunc(gatewayOwned, func(o string) bool { return norm(o) == n }) ||
+				strings.Contains(name, "_") && slices.ContainsFunc(forwardingHeaders, func(o string) bool { return norm(o) == n }) ||
+				n == "x-consumer" || n == "x-plan" ||
+				user != "" && n == norm(user) && (name != user || !trusted)
+			want[name] = !drop
+		}
+		before := maps.Clone(h)
+		newOwnedHeaders(user, "X-Consumer", "X_plan").strip(h, trusted)
+		for name := range before {
+			if _, kept := h[name]; kept != want[name] && name != "Upgrade" && name != "Connection" {
+				t.Fatalf("case %d (user %q, trusted %v): %q kept %v, want %v", i, user, trusted, name, kept, want[name])
+			}
 		}
 	}
 }
