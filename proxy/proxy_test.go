@@ -1,12 +1,14 @@
 package proxy_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 
 	"net/http"
 	"net/http/httptest"
@@ -228,6 +230,63 @@ func TestCanceledBeforeDecisionCandidate(t *testing.T) {
 	if len(recorded[1].LiveDenied) != 1 || len(recorded[1].CandidateDenied) != 1 {
 		t.Errorf("second decided request: live denied %v, candidate denied %v; want both denied",
 			recorded[1].LiveDenied, recorded[1].CandidateDenied)
+	}
+}
+
+// TestPipelinedHalfClose: a client that pipelines requests and half-closes
+// its connection (net/http then cancels their contexts) cannot get one
+// forwarded uncounted: whichever are answered 499 before their decision,
+// the upstream sees no more than the limit admits, on a forwarding route
+// and on a respond route.
+func TestPipelinedHalfClose(t *testing.T) {
+	up := newUpstream(t, nil)
+	p := compile(t, func(c *policy.Config) {
+		c.Limits = []policy.LimitConfig{limit("api", "fixed_window", "2/minute")}
+		resp := route("respond", "/respond", "", "api")
+		resp.Respond = &policy.RespondConfig{Status: 200, Body: "hi"}
+		c.Routes = []policy.RouteConfig{route("api", "/api", up.URL, "api"), resp}
+	})
+	rec := &recorder{}
+	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{}), Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := gateway(t, h)
+	admitted := 0
+	for _, path := range []string{"/api/x", "/respond", "/api/x"} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(gw.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 6 {
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path)
+		}
+		c.(*net.TCPConn).CloseWrite()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		for {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				break
+			}
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusOK:
+				admitted++
+			case 499, http.StatusTooManyRequests, http.StatusBadGateway:
+			default:
+				t.Errorf("%s: status %d", path, resp.StatusCode)
+			}
+		}
+		c.Close()
+	}
+	for range 3 {
+		if get(t, gw.URL+"/api/x").StatusCode == http.StatusOK {
+			admitted++
+		}
+	}
+	if admitted > 2 || up.hits.Load() > 2 {
+		t.Errorf("%d answered 200 and %d reached the upstream under a limit of 2", admitted, up.hits.Load())
 	}
 }
 
