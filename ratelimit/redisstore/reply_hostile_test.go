@@ -25,6 +25,7 @@ func TestShortReplyHostile(t *testing.T) {
 	two := lim(ratelimit.FixedWindow, r, ratelimit.Rate{Limit: 100, Window: time.Minute})
 	swc := lim(ratelimit.SlidingWindowCounter, r)
 	tb := lim(ratelimit.TokenBucket, r)
+	swc2 := lim(ratelimit.SlidingWindowCounter, r, ratelimit.Rate{Limit: 100, Window: time.Minute})
 	f64s := func(vs ...float64) string {
 		var b []byte
 		for _, v := range vs {
@@ -33,6 +34,7 @@ func TestShortReplyHostile(t *testing.T) {
 		return string(b)
 	}
 	const now = 1_700_000_000_000_000
+	const newest = now / 1_000_000 // swc's bucket at now (one bucket of 1 s)
 	for _, tc := range []struct {
 		name  string
 		l     *ratelimit.Limit
@@ -64,6 +66,26 @@ func TestShortReplyHostile(t *testing.T) {
 		{"token bucket, negative instant", tb, f64s(now, 3, -1), false},
 		{"token bucket, instant past 2^53", tb, f64s(3, 1e17), true},
 		{"24 bytes for gcra", gc, f64s(now, now, now), false},
+		{"sliding counter, 2 doubles for one bucket", swc, f64s(newest, 1), true},
+		{"sliding counter, 4 doubles for one bucket", swc, f64s(newest, 1, 1, 1), true},
+		{"sliding counter, 3 doubles with the store clock", swc, f64s(newest, 1, 1), false},
+		{"sliding counter, 8 doubles", swc, f64s(newest, 1, 1, 1, 1, 1, 1, 1), true},
+		{"sliding counter, 20 bytes", swc, f64s(newest, 1) + "abcd", true},
+		{"sliding counter, NaN count", swc, f64s(newest, math.NaN(), 1), true},
+		{"sliding counter, infinite count", swc, f64s(newest, 1, math.Inf(1)), true},
+		{"sliding counter, negative count", swc, f64s(newest, -1, 1), true},
+		{"sliding counter, fractional count", swc, f64s(newest, 1, 0.5), true},
+		{"sliding counter, count past 2^53", swc, f64s(newest, 1e17, 1), true},
+		{"sliding counter, NaN newest", swc, f64s(math.NaN(), 1, 1), true},
+		{"sliding counter, negative newest", swc, f64s(-1, 1, 1), true},
+		{"sliding counter, fractional newest", swc, f64s(newest+0.5, 1, 1), true},
+		{"sliding counter, newest before now's bucket", swc, f64s(newest-1, 1, 1), true},
+		{"sliding counter, newest past 2^53 ticks", swc, f64s(1e10, 1, 1), true},
+		{"sliding counter, NaN instant", swc, f64s(math.NaN(), newest, 1, 1), false},
+		{"sliding counter, newest before the instant's bucket", swc, f64s(now+2_000_000, newest, 1, 1), false},
+		{"sliding counter, a two-window limit", swc2, f64s(newest, 1, 1), true},
+		{"sliding counter, a two-window limit, store clock", swc2, f64s(now, newest, 1, 1), false},
+		{"an empty string", fw, "", true},
 		{"a long garbage string", fw, strings.Repeat("\xff", 71), true},
 		{"an array", fw, []any{int64(1)}, true},
 		{"nil", fw, nil, true},

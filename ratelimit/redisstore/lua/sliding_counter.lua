@@ -114,6 +114,7 @@ DEF[4] = function()
       local p, m, nf = { L, W, C, P, N }, N + 1, N + 2
       local sc = {} -- the state, kept between calls (written over by each)
       local fmt = '<' .. string.rep('d', nf)
+      local tfmt = '<' .. string.rep('d', nf + 1) -- now, then the state
       local OFF = {} -- OFF[k]: the byte offset of double k, in decimal
       for k = 2, nf do OFF[k] = string.format('%d', (k - 1) * 8) end
       return function(k, cost)
@@ -148,27 +149,36 @@ DEF[4] = function()
         end
         if counted then
           local kk = 2 + (i - floordiv(i, m) * m)
-          if i == s1 then
-            s[kk] = s[kk] + cost
-            full = full + cost
-            if raw then
-              rcall('SETRANGE', k, OFF[kk], spack('<d', s[kk]))
-            end
-          else
+          if i ~= s1 then
             if i - s1 > N then
               for j = 2, nf do s[j] = 0 end
             else
               for j = s1 + 1, i do s[2 + (j - floordiv(j, m) * m)] = 0 end
             end
             s[1] = i
-            s[kk] = s[kk] + cost
-            full, partial = csums(s, p, i)
           end
-          if not raw or i ~= s1 then
+          s[kk] = s[kk] + cost
+          local v
+          if raw and i == s1 then
+            rcall('SETRANGE', k, OFF[kk], spack('<d', s[kk]))
+          else
             -- (i + N + 1) * P > now: i is now's bucket or a later one
-            rcall('SET', k, spack(fmt, tunpack(s, 1, nf)), 'PX',
-              px(ceilticks(((i + N + 1) * P - now) / 1000) + margin))
+            if nf == 3 then v = spack('<ddd', s[1], s[2], s[3]) else v = spack(fmt, tunpack(s, 1, nf)) end
+            rcall('SET', k, v, 'PX', px(ceilticks(((i + N + 1) * P - now) / 1000) + margin))
           end
+          -- The short reply (common.lua): the state after the count, when
+          -- it is shorter than the full reply (9 doubles); the gateway
+          -- derives remaining and reset from it.
+          if nf + usetime < 9 then
+            if usetime == 1 then
+              if nf == 3 then return spack('<dddd', now, s[1], s[2], s[3]) end
+              return spack(tfmt, now, tunpack(s, 1, nf))
+            end
+            if v then return v end
+            if nf == 3 then return spack('<ddd', s[1], s[2], s[3]) end
+            return spack(fmt, tunpack(s, 1, nf))
+          end
+          if i == s1 then full = full + cost else full, partial = csums(s, p, i) end
         elseif raw and rcall('PTTL', k) == -1 then
           local x = (s1 + N + 1) * P
           if x <= now then
