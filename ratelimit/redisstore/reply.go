@@ -227,7 +227,8 @@ func shortReply(res any, h *ratelimit.Hit, d *ratelimit.Decision, now int64, loc
 		}
 		var counts [len(st) - 1]int64
 		for i, c := range st[1:n] {
-			if !integer(c) {
+			// a bucket may hold a whole limit of 2^53 (ratelimit.MaxLimit)
+			if !integer(c) && c != 1<<53 {
 				return 0, false, fmt.Errorf("script reply bucket count %v is not a count", c)
 			}
 			counts[i] = int64(c)

@@ -76,6 +76,7 @@ func TestShortReplyHostile(t *testing.T) {
 		{"sliding counter, negative count", swc, f64s(newest, -1, 1), true},
 		{"sliding counter, fractional count", swc, f64s(newest, 1, 0.5), true},
 		{"sliding counter, count past 2^53", swc, f64s(newest, 1e17, 1), true},
+		{"sliding counter, count just past 2^53", swc, f64s(newest, 1<<53+2, 1), true},
 		{"sliding counter, NaN newest", swc, f64s(math.NaN(), 1, 1), true},
 		{"sliding counter, negative newest", swc, f64s(-1, 1, 1), true},
 		{"sliding counter, fractional newest", swc, f64s(newest+0.5, 1, 1), true},
