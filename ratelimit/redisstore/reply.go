@@ -68,6 +68,10 @@ func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld
 			existed[i] = e
 		}
 		n := l.Windows()
+		if never < 0 || never > n {
+			// it names the reported window: one of the limit's
+			return false, taken{}, fmt.Errorf("script reply names window %d of a limit of %d as never allowing hit %d", never, n, i)
+		}
 		var ok [8]bool
 		var ra, rem, reset [8]int64
 		okS, raS, remS, resetS := ok[:0], ra[:0], rem[:0], reset[:0]
