@@ -208,13 +208,20 @@ func shortReply(res any, h *ratelimit.Hit, d *ratelimit.Decision, now int64, loc
 		w.Count = int64(st[0])
 		rem, reset = w.Reported(p, now)
 	case l.Algorithm == ratelimit.GCRA && n == 1:
-		if math.IsNaN(st[0]) || math.IsInf(st[0], 0) {
-			return 0, false, fmt.Errorf("script reply TAT %v", st[0])
+		// A count was admitted: the TAT it left is at most the tolerance
+		// τ = B·W/L past now (1 tick more for rounding). One further past
+		// is no count's, and Reset's search for it would not end (the
+		// instant it looks for overflows int64).
+		tau := float64(p.Capacity) * float64(p.Window) / float64(p.Limit)
+		if math.IsNaN(st[0]) || math.IsInf(st[0], 0) || !(st[0]-float64(now) <= tau+1) {
+			return 0, false, fmt.Errorf("script reply TAT %v at %d", st[0], now)
 		}
 		w := window.GCRAState{TAT: st[0]}
 		rem, reset = w.Reported(p, now)
 	case l.Algorithm == ratelimit.TokenBucket && n == 2:
-		if math.IsNaN(st[0]) || math.IsInf(st[0], 0) || !integer(st[1]) {
+		// A count was admitted: it left 0 to B tokens. A bucket far below
+		// 0 is no count's, and Reset's search for its refill would not end.
+		if !(st[0] >= 0 && st[0] <= float64(p.Capacity)) || !integer(st[1]) {
 			return 0, false, fmt.Errorf("script reply bucket %v at %v", st[0], st[1])
 		}
 		w := window.TokenBucketState{Tokens: st[0], TS: int64(st[1])}

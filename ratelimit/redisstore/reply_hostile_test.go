@@ -66,6 +66,13 @@ func TestShortReplyHostile(t *testing.T) {
 		{"token bucket, negative instant", tb, f64s(now, 3, -1), false},
 		{"token bucket, instant past 2^53", tb, f64s(3, 1e17), true},
 		{"24 bytes for gcra", gc, f64s(now, now, now), false},
+		// states no admitted count leaves, whose Reset searches would
+		// not end
+		{"gcra, TAT far ahead", gc, f64s(1e300), true},
+		{"gcra, TAT past the tolerance", gc, f64s(now + 1_000_000 + 2), true},
+		{"token bucket, far below empty", tb, f64s(-1.7e289, now), true},
+		{"token bucket, below empty", tb, f64s(-0.5, now), true},
+		{"token bucket, above the burst", tb, f64s(10.5, now), true},
 		{"sliding counter, 2 doubles for one bucket", swc, f64s(newest, 1), true},
 		{"sliding counter, 4 doubles for one bucket", swc, f64s(newest, 1, 1, 1), true},
 		{"sliding counter, 3 doubles with the store clock", swc, f64s(newest, 1, 1), false},
