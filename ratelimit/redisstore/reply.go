@@ -209,11 +209,13 @@ func shortReply(res any, h *ratelimit.Hit, d *ratelimit.Decision, now int64, loc
 		rem, reset = w.Reported(p, now)
 	case l.Algorithm == ratelimit.GCRA && n == 1:
 		// A count was admitted: the TAT it left is at most the tolerance
-		// τ = B·W/L past now (1 tick more for rounding). One further past
-		// is no count's, and Reset's search for it would not end (the
-		// instant it looks for overflows int64).
-		tau := float64(p.Capacity) * float64(p.Window) / float64(p.Limit)
-		if math.IsNaN(st[0]) || math.IsInf(st[0], 0) || !(st[0]-float64(now) <= tau+1) {
+		// τ = B·(W/L) past now, give or take the rounding of doubles of
+		// that size (slack: a tick, and 2^-50 of their magnitude). One
+		// further past is no count's, and Reset's search for it would not
+		// end (the instant it looks for overflows int64).
+		tau := float64(p.Capacity) * (float64(p.Window) / float64(p.Limit))
+		slack := 1 + (math.Abs(float64(now))+tau)/(1<<50)
+		if math.IsNaN(st[0]) || math.IsInf(st[0], 0) || !(st[0]-float64(now) <= tau+slack) {
 			return 0, false, fmt.Errorf("script reply TAT %v at %d", st[0], now)
 		}
 		w := window.GCRAState{TAT: st[0]}

@@ -150,3 +150,36 @@ func BenchmarkShortReply(b *testing.B) {
 		})
 	}
 }
+
+// TestShortReplyBucketEdges reads the fullest states an admitted count
+// leaves, worked out by hand (10 per second, burst 10): they are not
+// taken for hostile ones. gcra: the TAT a whole tolerance (1 s) ahead,
+// nothing left, one more unit in 100 ms; token_bucket: an empty bucket
+// filled at now, one token in 100 ms.
+func TestShortReplyBucketEdges(t *testing.T) {
+	const now = 1_700_000_000_000_000
+	for _, tc := range []struct {
+		a     ratelimit.Algorithm
+		state []float64
+	}{
+		{ratelimit.GCRA, []float64{now + 1_000_000}},
+		{ratelimit.TokenBucket, []float64{0, now}},
+	} {
+		l := &ratelimit.Limit{Name: "l", Algorithm: tc.a, Rates: []ratelimit.Rate{{Limit: 10, Window: time.Second}}}
+		if err := l.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		var b []byte
+		for _, v := range tc.state {
+			b = appendF64(b, v)
+		}
+		out := make([]ratelimit.Decision, 1)
+		if _, _, err := parseReply(string(b), []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}, out, false, now, true); err != nil {
+			t.Fatalf("%v: %v", tc.a, err)
+		}
+		want := ratelimit.Decision{Allowed: true, Counted: true, Limit: 10, Remaining: 0, Reset: 100 * time.Millisecond}
+		if out[0] != want {
+			t.Errorf("%v: %+v, want %+v", tc.a, out[0], want)
+		}
+	}
+}
