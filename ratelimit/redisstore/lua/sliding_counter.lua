@@ -155,6 +155,19 @@ DEF[4] = function()
             if v - v ~= 0 then error('tollgate: corrupt counter state') end
           end
         else
+          if nf == 3 and mode == 0 and cost <= C and cost <= L then
+            -- A new key of one bucket: its first count always fits (the
+            -- estimate is 0). Written and answered as below, in fewer
+            -- steps: floordiv(now, P) inlined, bucket i in slot 2 + i mod 2.
+            local e = now % P
+            if e < 0 then e = e + P elseif e >= P then e = e - P end
+            local i, b, c = (now - e) / P, cost, 0
+            if i % 2 == 1 then b, c = 0, cost end
+            local v = spack('<ddd', i, b, c)
+            rcall('SET', k, v, 'PX', px(ceilticks(((i + 2) * P - now) / 1000) + margin))
+            if usetime == 0 then return v end
+            return spack('<dddd', now, i, b, c)
+          end
           s[1] = floordiv(now, P)
           for j = 2, nf do s[j] = 0 end
         end
