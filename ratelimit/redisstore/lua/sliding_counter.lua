@@ -110,6 +110,10 @@ DEF[4] = function()
     -- writes its 8 bytes and keeps the key's TTL, whose instant (the end
     -- of the newest bucket's window) did not move. A key that lost its
     -- TTL gets it back at its next denial or at its next new bucket.
+    -- A count is answered with the state after it (the short reply,
+    -- common.lua) when that is under 9 doubles. With one bucket (the
+    -- default precision) the two common counts come first, each in one
+    -- step: within the newest bucket when it is now's, and a new key's.
     one = function(shadow, L, W, C, P, N)
       local p, m, nf = { L, W, C, P, N }, N + 1, N + 2
       local sc = {} -- the state, kept between calls (written over by each)
