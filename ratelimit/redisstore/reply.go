@@ -68,6 +68,10 @@ func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld
 			existed[i] = e
 		}
 		n := l.Windows()
+		if never < 0 || never > n {
+			// it names the reported window: one of the limit's
+			return false, taken{}, fmt.Errorf("script reply names window %d of a limit of %d as never allowing hit %d", never, n, i)
+		}
 		var ok [8]bool
 		var ra, rem, reset [8]int64
 		okS, raS, remS, resetS := ok[:0], ra[:0], rem[:0], reset[:0]
@@ -133,20 +137,26 @@ func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld
 	return allowed, taken{at: at, keys: ws}, nil
 }
 
+// fullOneHit is the length of the full reply to a call of one hit on a
+// one-window limit, the shortest full reply (9 doubles): every short
+// reply is shorter, so a reply's length tells the two forms apart.
+const fullOneHit = 9 * 8
+
 // shortReply reads the one-hit reply of a hit its decider allowed and
 // counted (lua/common.lua "Reply"): the window's state after the count,
 // from which the decision follows by the arithmetic of window.Report
 // (the memory store's). fixed_window's state is its count in now's window (an
-// integer reply with the local clock), gcra's its TAT and token_bucket's
-// its tokens and instant (the bytes written); with the store clock the
-// script's instant comes first. It returns the decision's instant and
-// true for such a reply, false and no error for any other (the full
-// form, 72 bytes or more), and an error for a short reply that cannot be
-// this hit's.
+// integer reply with the local clock), gcra's its TAT, token_bucket's
+// its tokens and instant and sliding_window_counter's its newest bucket
+// and the N+1 bucket counts (the bytes written, when they fit in a short
+// reply); with the store clock the script's instant comes first. It
+// returns the decision's instant and true for such a reply, false and no
+// error for any other (the full form, 72 bytes or more), and an error
+// for a short reply that cannot be this hit's.
 func shortReply(res any, h *ratelimit.Hit, d *ratelimit.Decision, now int64, local bool) (int64, bool, error) {
 	l := h.Limit
-	var st [2]float64 // the state's doubles
-	n := 0            // how many
+	var st [fullOneHit/8 - 1]float64 // the state's doubles
+	n := 0                           // how many
 	switch v := res.(type) {
 	case int64:
 		if !local || l.Algorithm != ratelimit.FixedWindow {
@@ -155,17 +165,18 @@ func shortReply(res any, h *ratelimit.Hit, d *ratelimit.Decision, now int64, loc
 		st[0], n = float64(v), 1
 	case string:
 		b := v
+		if len(b) >= fullOneHit {
+			return 0, false, nil
+		}
+		if len(b)%8 != 0 || len(b) == 0 {
+			return 0, false, fmt.Errorf("script reply of %d bytes", len(b))
+		}
 		if !local {
-			if len(b) != 16 && len(b) != 24 {
-				return 0, false, nil
-			}
 			t := f64At(b, 0)
 			if !(t >= 0 && t < 1<<53) || t != math.Trunc(t) {
 				return 0, false, fmt.Errorf("script reply instant %v is not a tick", t)
 			}
 			now, b = int64(t), b[8:]
-		} else if len(b) != 8 && len(b) != 16 {
-			return 0, false, nil
 		}
 		n = len(b) / 8
 		for i := range n {
@@ -178,10 +189,10 @@ func shortReply(res any, h *ratelimit.Hit, d *ratelimit.Decision, now int64, loc
 		return 0, false, fmt.Errorf("short script reply for a limit of %d windows", l.Windows())
 	}
 	integer := func(v float64) bool { return v >= 0 && v < 1<<53 && v == math.Trunc(v) }
-	// The decision as window.Report makes it for a one-window limit, with
-	// its ResetOf (the wait for one unit more than remaining), on the
-	// concrete state: through Report's generic code or the State
-	// interface the state would move to the heap on every decision.
+	// The decision as window.Report makes it for a one-window limit, on
+	// the concrete state by its Reported method: through Report's generic
+	// code or the State interface the state would move to the heap on
+	// every decision.
 	p := l.ParamsOf(0)
 	var rem, reset int64
 	switch {
@@ -195,31 +206,48 @@ func shortReply(res any, h *ratelimit.Hit, d *ratelimit.Decision, now int64, loc
 		var w window.FixedWindowState
 		w.Init(p, now)
 		w.Count = int64(st[0])
-		if rem = w.Remaining(p, now); rem < p.Capacity {
-			if ok, ra := w.Allow(p, now, rem+1); !ok {
-				reset = ra
-			}
-		}
+		rem, reset = w.Reported(p, now)
 	case l.Algorithm == ratelimit.GCRA && n == 1:
-		if math.IsNaN(st[0]) || math.IsInf(st[0], 0) {
-			return 0, false, fmt.Errorf("script reply TAT %v", st[0])
+		// A count was admitted: the TAT it left is at most the tolerance
+		// τ = B·(W/L) past now, give or take the rounding of doubles of
+		// that size (slack: a tick, and 2^-50 of their magnitude). One
+		// further past is no count's, and Reset's search for it would not
+		// end (the instant it looks for overflows int64).
+		tau := float64(p.Capacity) * (float64(p.Window) / float64(p.Limit))
+		slack := 1 + (math.Abs(float64(now))+tau)/(1<<50)
+		if math.IsNaN(st[0]) || math.IsInf(st[0], 0) || !(st[0]-float64(now) <= tau+slack) {
+			return 0, false, fmt.Errorf("script reply TAT %v at %d", st[0], now)
 		}
 		w := window.GCRAState{TAT: st[0]}
-		if rem = w.Remaining(p, now); rem < p.Capacity {
-			if ok, ra := w.Allow(p, now, rem+1); !ok {
-				reset = ra
-			}
-		}
+		rem, reset = w.Reported(p, now)
 	case l.Algorithm == ratelimit.TokenBucket && n == 2:
-		if math.IsNaN(st[0]) || math.IsInf(st[0], 0) || !integer(st[1]) {
+		// A count was admitted: it left 0 to B tokens. A bucket far below
+		// 0 is no count's, and Reset's search for its refill would not end.
+		if !(st[0] >= 0 && st[0] <= float64(p.Capacity)) || !integer(st[1]) {
 			return 0, false, fmt.Errorf("script reply bucket %v at %v", st[0], st[1])
 		}
 		w := window.TokenBucketState{Tokens: st[0], TS: int64(st[1])}
-		if rem = w.Remaining(p, now); rem < p.Capacity {
-			if ok, ra := w.Allow(p, now, rem+1); !ok {
-				reset = ra
-			}
+		rem, reset = w.Reported(p, now)
+	case l.Algorithm == ratelimit.SlidingWindowCounter && int64(n) == p.Buckets+2:
+		// The newest bucket is now's or, after the clock stepped back, a
+		// later one (the count went there); every count is a sum of costs.
+		newest, i := st[0], now/p.Precision
+		if now < 0 && now%p.Precision != 0 {
+			i-- // floor
 		}
+		if !integer(newest) || int64(newest) < i || newest > (1<<53)/float64(p.Precision) {
+			return 0, false, fmt.Errorf("script reply newest bucket %v at %d", newest, now)
+		}
+		var counts [len(st) - 1]int64
+		for i, c := range st[1:n] {
+			// a bucket may hold a whole limit of 2^53 (ratelimit.MaxLimit)
+			if !integer(c) && c != 1<<53 {
+				return 0, false, fmt.Errorf("script reply bucket count %v is not a count", c)
+			}
+			counts[i] = int64(c)
+		}
+		w := window.SlidingCounterState{Newest: int64(newest), Counts: counts[:n-1]}
+		rem, reset = w.Reported(p, now)
 	default:
 		return 0, false, fmt.Errorf("short script reply of %d values for a %v limit", n, l.Algorithm)
 	}

@@ -25,6 +25,7 @@ func TestShortReplyHostile(t *testing.T) {
 	two := lim(ratelimit.FixedWindow, r, ratelimit.Rate{Limit: 100, Window: time.Minute})
 	swc := lim(ratelimit.SlidingWindowCounter, r)
 	tb := lim(ratelimit.TokenBucket, r)
+	swc2 := lim(ratelimit.SlidingWindowCounter, r, ratelimit.Rate{Limit: 100, Window: time.Minute})
 	f64s := func(vs ...float64) string {
 		var b []byte
 		for _, v := range vs {
@@ -33,6 +34,7 @@ func TestShortReplyHostile(t *testing.T) {
 		return string(b)
 	}
 	const now = 1_700_000_000_000_000
+	const newest = now / 1_000_000 // swc's bucket at now (one bucket of 1 s)
 	for _, tc := range []struct {
 		name  string
 		l     *ratelimit.Limit
@@ -64,6 +66,37 @@ func TestShortReplyHostile(t *testing.T) {
 		{"token bucket, negative instant", tb, f64s(now, 3, -1), false},
 		{"token bucket, instant past 2^53", tb, f64s(3, 1e17), true},
 		{"24 bytes for gcra", gc, f64s(now, now, now), false},
+		// states no admitted count leaves, whose Reset searches would
+		// not end
+		{"gcra, TAT far ahead", gc, f64s(1e300), true},
+		{"gcra, TAT past the tolerance", gc, f64s(now + 1_000_000 + 10), true},
+		{"token bucket, far below empty", tb, f64s(-1.7e289, now), true},
+		{"token bucket, below empty", tb, f64s(-0.5, now), true},
+		{"token bucket, above the burst", tb, f64s(10.5, now), true},
+		{"sliding counter, 2 doubles for one bucket", swc, f64s(newest, 1), true},
+		{"sliding counter, 4 doubles for one bucket", swc, f64s(newest, 1, 1, 1), true},
+		{"sliding counter, 3 doubles with the store clock", swc, f64s(newest, 1, 1), false},
+		{"sliding counter, 8 doubles", swc, f64s(newest, 1, 1, 1, 1, 1, 1, 1), true},
+		{"sliding counter, 20 bytes", swc, f64s(newest, 1) + "abcd", true},
+		{"sliding counter, NaN count", swc, f64s(newest, math.NaN(), 1), true},
+		{"sliding counter, infinite count", swc, f64s(newest, 1, math.Inf(1)), true},
+		{"sliding counter, negative count", swc, f64s(newest, -1, 1), true},
+		{"sliding counter, fractional count", swc, f64s(newest, 1, 0.5), true},
+		{"sliding counter, count past 2^53", swc, f64s(newest, 1e17, 1), true},
+		{"sliding counter, count just past 2^53", swc, f64s(newest, 1<<53+2, 1), true},
+		{"sliding counter, NaN newest", swc, f64s(math.NaN(), 1, 1), true},
+		{"sliding counter, negative newest", swc, f64s(-1, 1, 1), true},
+		{"sliding counter, fractional newest", swc, f64s(newest+0.5, 1, 1), true},
+		{"sliding counter, newest before now's bucket", swc, f64s(newest-1, 1, 1), true},
+		{"sliding counter, newest past 2^53 ticks", swc, f64s(1e10, 1, 1), true},
+		{"sliding counter, NaN instant", swc, f64s(math.NaN(), newest, 1, 1), false},
+		{"sliding counter, newest before the instant's bucket", swc, f64s(now+2_000_000, newest, 1, 1), false},
+		{"sliding counter, a two-window limit", swc2, f64s(newest, 1, 1), true},
+		{"sliding counter, a two-window limit, store clock", swc2, f64s(now, newest, 1, 1), false},
+		{"an empty string", fw, "", true},
+		// a full reply (9 doubles) whose never field names no window
+		{"full reply, never past the windows", fw, f64s(0, now, 0, 2, 0, 0, 0, 0, 0), true},
+		{"full reply, never far past the windows", swc, f64s(0, now, 0, 1060912, 0, 0, 0, 0, 0), true},
 		{"a long garbage string", fw, strings.Repeat("\xff", 71), true},
 		{"an array", fw, []any{int64(1)}, true},
 		{"nil", fw, nil, true},
@@ -76,4 +109,57 @@ func TestShortReplyHostile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzShortReply feeds parseReply arbitrary one-hit replies for every
+// algorithm with a short reply (sliding counters of 1 and 4 buckets), on
+// both clocks: none may panic or hang, and a short one (below 72 bytes)
+// taken as a decision reports a Remaining within the capacity and no
+// negative Reset. (The full reply's values are not checked here.)
+func FuzzShortReply(f *testing.F) {
+	var limits []*ratelimit.Limit
+	for _, l := range []ratelimit.Limit{
+		{Algorithm: ratelimit.FixedWindow},
+		{Algorithm: ratelimit.GCRA, Burst: 3},
+		{Algorithm: ratelimit.TokenBucket, Burst: 3},
+		{Algorithm: ratelimit.SlidingWindowCounter},
+		{Algorithm: ratelimit.SlidingWindowCounter, Precision: 250 * time.Millisecond},
+	} {
+		l.Name = "l"
+		l.Rates = []ratelimit.Rate{{Limit: 10, Window: time.Second}}
+		if err := l.Finish(); err != nil {
+			f.Fatal(err)
+		}
+		limits = append(limits, &l)
+	}
+	const now = 1_700_000_000_000_000
+	for _, vs := range [][]float64{
+		{now / 1_000_000, 3, 4}, {now, now / 1_000_000, 3, 4}, {now / 250_000, 1, 6, 2, 2, 2},
+		{now + 350_000}, {3.5, now - 20_000}, {now, 3.5, now}, {4},
+	} {
+		var b []byte
+		for _, v := range vs {
+			b = appendF64(b, v)
+		}
+		for i := range limits {
+			f.Add(uint8(i), true, b)
+			f.Add(uint8(i), false, b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, li uint8, local bool, b []byte) {
+		l := limits[int(li)%len(limits)]
+		hits := []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}
+		out := make([]ratelimit.Decision, 1)
+		var res any = string(b)
+		if len(b) == 8 && l.Algorithm == ratelimit.FixedWindow && local {
+			res = int64(f64At(string(b), 0)) // an integer reply
+		}
+		if _, _, err := parseReply(res, hits, out, false, now, local); err != nil || len(b) >= fullOneHit {
+			return
+		}
+		d := out[0]
+		if d.Remaining < 0 || d.Remaining > d.Limit || d.Reset < 0 || d.RetryAfter < 0 {
+			t.Fatalf("reply %x (local clock %v) for %v: %+v", b, local, l.Algorithm, d)
+		}
+	})
 }

@@ -48,14 +48,25 @@ func ResetOf(w State, p *ratelimit.Params, now int64) int64 {
 // once by a caller that reports it too: for a sliding counter it sums
 // every bucket).
 func resetFrom(w State, p *ratelimit.Params, now, r int64) int64 {
+	return resetAfter(p, r, func(cost int64) (bool, int64) { return w.Allow(p, now, cost) })
+}
+
+// resetAfter is the one copy of the Reset rule: the wait allow reports
+// for a request of cost r+1, where r is the window's Remaining, or 0
+// when r is the capacity (nothing to give back) or that request would be
+// admitted now. It takes the window's Allow as a function, not a State,
+// so that a caller on a concrete state (reported) keeps it on the
+// stack: small enough to be inlined, its closure is called directly,
+// where a State interface or a type parameter's method (called through
+// the instantiation's dictionary) would move the state to the heap.
+func resetAfter(p *ratelimit.Params, r int64, allow func(cost int64) (bool, int64)) int64 {
 	if r >= p.Capacity {
 		return 0
 	}
-	ok, ra := w.Allow(p, now, r+1)
-	if ok {
-		return 0
+	if ok, ra := allow(r + 1); !ok {
+		return ra
 	}
-	return ra
+	return 0
 }
 
 // Check decides a hit of cost at now against states (states[i] is window

@@ -92,6 +92,16 @@ func TestRetryAfterAgainstOracle(t *testing.T) {
 		}
 		checkOracle(t, "sliding_window_counter", &s, &p, now, 1+r.Int64N(limit))
 	}
+	for range 2000 {
+		limit := 1 + r.Int64N(1000)
+		window := 1 + r.Int64N(1<<uint(1+r.IntN(36)))
+		p := ratelimit.Params{Algorithm: ratelimit.FixedWindow, Window: window, Limit: limit, Capacity: limit}
+		now := base + r.Int64N(1<<40)
+		var s FixedWindowState
+		s.Init(&p, now-r.Int64N(2*window))
+		s.Count = r.Int64N(limit + 2)
+		checkOracle(t, "fixed_window", &s, &p, now, 1+r.Int64N(limit))
+	}
 }
 
 func checkOracle(t *testing.T, name string, w State, p *ratelimit.Params, now, cost int64) {
@@ -113,5 +123,16 @@ func checkOracle(t *testing.T, name string, w State, p *ratelimit.Params, now, c
 	}
 	if got := ResetOf(w, p, now); got != want {
 		t.Fatalf("%s %+v at %d: Reset %d, oracle %d", name, w, now, got, want)
+	}
+	// The Reported methods (a one-hit reply's state, held by value) give
+	// the same pair.
+	if r, ok := w.(interface {
+		Reported(*ratelimit.Params, int64) (int64, int64)
+	}); ok {
+		if gr, gs := r.Reported(p, now); gr != rem || gs != want {
+			t.Fatalf("%s %+v at %d: Reported %d, %d; oracle %d, %d", name, w, now, gr, gs, rem, want)
+		}
+	} else {
+		t.Fatalf("%s: %T has no Reported method", name, w)
 	}
 }

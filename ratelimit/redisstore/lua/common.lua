@@ -82,7 +82,10 @@
 -- window as an integer (local clock) or '<dd' now, count (use TIME);
 -- gcra's TAT as '<d' (the value it wrote) or '<dd' now, TAT;
 -- token_bucket's '<dd' tokens, instant (the value it wrote) or '<ddd'
--- now, tokens, instant. Anything
+-- now, tokens, instant; sliding_window_counter's N+2 doubles newest,
+-- counts (its whole state, as stored), now first with TIME, when that is
+-- under 9 doubles. Every short reply is shorter than the full reply of
+-- one hit (9 doubles), which tells the gateway which it got. Anything
 -- else (a denial, a check, a state it cannot say so) gets the full reply.
 -- The stored state is the same either way.
 -- A key of the wrong type or holding garbage raises a script error: the call

@@ -110,10 +110,15 @@ DEF[4] = function()
     -- writes its 8 bytes and keeps the key's TTL, whose instant (the end
     -- of the newest bucket's window) did not move. A key that lost its
     -- TTL gets it back at its next denial or at its next new bucket.
+    -- A count is answered with the state after it (the short reply,
+    -- common.lua) when that is under 9 doubles. With one bucket (the
+    -- default precision) the two common counts come first, each in one
+    -- step: within the newest bucket when it is now's, and a new key's.
     one = function(shadow, L, W, C, P, N)
       local p, m, nf = { L, W, C, P, N }, N + 1, N + 2
       local sc = {} -- the state, kept between calls (written over by each)
       local fmt = '<' .. string.rep('d', nf)
+      local tfmt = '<' .. string.rep('d', nf + 1) -- now, then the state
       local OFF = {} -- OFF[k]: the byte offset of double k, in decimal
       for k = 2, nf do OFF[k] = string.format('%d', (k - 1) * 8) end
       return function(k, cost)
@@ -122,7 +127,29 @@ DEF[4] = function()
         if raw then
           if #raw ~= nf * 8 then error('tollgate: corrupt counter state') end
           if nf == 3 then -- one bucket (the default precision): no table made
-            s[1], s[2], s[3] = sunpack('<ddd', raw)
+            local a, b, c = sunpack('<ddd', raw)
+            -- The common case first: a count that fits, in the newest
+            -- bucket, which is now's (what the lines below do, in fewer
+            -- steps). now's bucket and offset: floordiv(now, P) inlined;
+            -- bucket i is in slot 2 + i mod 2, i - 1 in the other; b, c
+            -- >= 0 also rule out NaN and -inf.
+            if mode == 0 and cost <= C and b >= 0 and c >= 0 then
+              local e = now % P
+              if e < 0 then e = e + P elseif e >= P then e = e - P end
+              if a == (now - e) / P then
+                local cur, old, off = b, c, '8'
+                if a % 2 == 1 then cur, old, off = c, b, '16' end
+                if cur + old * (P - e) / P + cost <= L and cur + cost < 4503599627370496 then
+                  cur = cur + cost
+                  rcall('SETRANGE', k, off, spack('<d', cur))
+                  if off == '8' then b = cur else c = cur end
+                  -- The short reply (below).
+                  if usetime == 0 then return spack('<ddd', a, b, c) end
+                  return spack('<dddd', now, a, b, c)
+                end
+              end
+            end
+            s[1], s[2], s[3] = a, b, c
           else
             s = { sunpack(fmt, raw) }
             s[nf + 1] = nil
@@ -132,6 +159,19 @@ DEF[4] = function()
             if v - v ~= 0 then error('tollgate: corrupt counter state') end
           end
         else
+          if nf == 3 and mode == 0 and cost <= C and cost <= L then
+            -- A new key of one bucket: its first count always fits (the
+            -- estimate is 0). Written and answered as below, in fewer
+            -- steps: floordiv(now, P) inlined, bucket i in slot 2 + i mod 2.
+            local e = now % P
+            if e < 0 then e = e + P elseif e >= P then e = e - P end
+            local i, b, c = (now - e) / P, cost, 0
+            if i % 2 == 1 then b, c = 0, cost end
+            local v = spack('<ddd', i, b, c)
+            rcall('SET', k, v, 'PX', px(ceilticks(((i + 2) * P - now) / 1000) + margin))
+            if usetime == 0 then return v end
+            return spack('<dddd', now, i, b, c)
+          end
           s[1] = floordiv(now, P)
           for j = 2, nf do s[j] = 0 end
         end
@@ -148,27 +188,36 @@ DEF[4] = function()
         end
         if counted then
           local kk = 2 + (i - floordiv(i, m) * m)
-          if i == s1 then
-            s[kk] = s[kk] + cost
-            full = full + cost
-            if raw then
-              rcall('SETRANGE', k, OFF[kk], spack('<d', s[kk]))
-            end
-          else
+          if i ~= s1 then
             if i - s1 > N then
               for j = 2, nf do s[j] = 0 end
             else
               for j = s1 + 1, i do s[2 + (j - floordiv(j, m) * m)] = 0 end
             end
             s[1] = i
-            s[kk] = s[kk] + cost
-            full, partial = csums(s, p, i)
           end
-          if not raw or i ~= s1 then
+          s[kk] = s[kk] + cost
+          local v
+          if raw and i == s1 then
+            rcall('SETRANGE', k, OFF[kk], spack('<d', s[kk]))
+          else
             -- (i + N + 1) * P > now: i is now's bucket or a later one
-            rcall('SET', k, spack(fmt, tunpack(s, 1, nf)), 'PX',
-              px(ceilticks(((i + N + 1) * P - now) / 1000) + margin))
+            if nf == 3 then v = spack('<ddd', s[1], s[2], s[3]) else v = spack(fmt, tunpack(s, 1, nf)) end
+            rcall('SET', k, v, 'PX', px(ceilticks(((i + N + 1) * P - now) / 1000) + margin))
           end
+          -- The short reply (common.lua): the state after the count, when
+          -- it is shorter than the full reply (9 doubles); the gateway
+          -- derives remaining and reset from it.
+          if nf + usetime < 9 then
+            if usetime == 1 then
+              if nf == 3 then return spack('<dddd', now, s[1], s[2], s[3]) end
+              return spack(tfmt, now, tunpack(s, 1, nf))
+            end
+            if v then return v end
+            if nf == 3 then return spack('<ddd', s[1], s[2], s[3]) end
+            return spack(fmt, tunpack(s, 1, nf))
+          end
+          if i == s1 then full = full + cost else full, partial = csums(s, p, i) end
         elseif raw and rcall('PTTL', k) == -1 then
           local x = (s1 + N + 1) * P
           if x <= now then
