@@ -147,6 +147,17 @@ func TestLimitThenForward(t *testing.T) {
 // neither decided nor counted: the limit's one request is still there for
 // the next one.
 func TestCanceledBeforeDecision(t *testing.T) {
+	h, _, up := canceledSetup(t)
+	canceledThenDecided(t, h)
+	if n := up.hits.Load(); n != 1 {
+		t.Errorf("upstream saw %d requests, want 1", n)
+	}
+}
+
+// canceledSetup is the handler of the canceled-request tests: one route
+// under a limit of one request a minute, on the memory store.
+func canceledSetup(t *testing.T) (*proxy.Handler, *policy.Policy, *upstream) {
+	t.Helper()
 	up := newUpstream(t, nil)
 	p := compile(t, func(c *policy.Config) {
 		c.Limits = []policy.LimitConfig{limit("api", "fixed_window", "1/minute")}
@@ -156,6 +167,14 @@ func TestCanceledBeforeDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h, p, up
+}
+
+// canceledThenDecided sends three requests whose client has gone (each
+// answered 499), then two live ones: the first allowed, the second
+// denied, so that the canceled ones counted nothing.
+func canceledThenDecided(t *testing.T, h http.Handler) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for range 3 {
@@ -171,9 +190,6 @@ func TestCanceledBeforeDecision(t *testing.T) {
 		if w.Code != want {
 			t.Fatalf("request %d after the canceled ones: status %d, want %d", i+1, w.Code, want)
 		}
-	}
-	if n := up.hits.Load(); n != 1 {
-		t.Errorf("upstream saw %d requests, want 1", n)
 	}
 }
 
@@ -184,15 +200,7 @@ func TestCanceledBeforeDecision(t *testing.T) {
 // spend the candidate's store calls and fill its counters, and the
 // candidate would report denials that, promoted, it would never make.
 func TestCanceledBeforeDecisionCandidate(t *testing.T) {
-	up := newUpstream(t, nil)
-	p := compile(t, func(c *policy.Config) {
-		c.Limits = []policy.LimitConfig{limit("api", "fixed_window", "1/minute")}
-		c.Routes = []policy.RouteConfig{route("api", "/api", up.URL, "api")}
-	})
-	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, p, _ := canceledSetup(t)
 	var mu sync.Mutex
 	var recorded []proxy.CandidateOutcome
 	h.SetCandidate(&proxy.Candidate{Policy: p, Store: memstore.New(memstore.Options{}), Record: func(o *proxy.CandidateOutcome) {
@@ -201,22 +209,7 @@ func TestCanceledBeforeDecisionCandidate(t *testing.T) {
 		recorded = append(recorded, proxy.CandidateOutcome{Path: o.Path,
 			LiveDenied: append([]string(nil), o.LiveDenied...), CandidateDenied: append([]string(nil), o.CandidateDenied...)})
 	}})
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	for range 3 {
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, "GET", "/api/x", nil))
-		if w.Code != 499 {
-			t.Fatalf("canceled request: status %d, want 499", w.Code)
-		}
-	}
-	for i, want := range []int{http.StatusOK, http.StatusTooManyRequests} {
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest("GET", "/api/x", nil))
-		if w.Code != want {
-			t.Fatalf("request %d after the canceled ones: status %d, want %d", i+1, w.Code, want)
-		}
-	}
+	canceledThenDecided(t, h)
 	mu.Lock()
 	defer mu.Unlock()
 	// The two decided requests only, each decided alike by both.
