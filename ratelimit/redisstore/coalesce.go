@@ -212,7 +212,7 @@ func (c *coalescer) release(l *lane) {
 // Store is closed, l's connection is released instead of kept: by the
 // function returned, to be called once c.mu is unlocked.
 func (c *coalescer) park(l *lane) func() {
-	l.usedAt = time.Now()
+	l.used = true
 	c.free = append(c.free, l)
 	if c.closed.Load() {
 		if f, ok := l.drop(); ok {

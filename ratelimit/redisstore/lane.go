@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -30,8 +29,8 @@ import (
 // use pins a fresh one through the lane's client, whose pool checks and
 // dials.
 //
-// A lane unused for idleWorker gives its client back (the coalescer's
-// reaper), so that a Store dropped without Close leaves no connection
+// A lane unused for idleWorker (up to twice that) gives its client back
+// (the coalescer's reaper), so that a Store dropped without Close leaves no connection
 // behind for long; Close releases them all.
 type lane struct {
 	// client is the lane's own client; nil until the lane is first used,
@@ -47,8 +46,11 @@ type lane struct {
 	dialed *atomic.Pointer[net.Conn]
 	// probe checks the connection before each use (lanecheck*.go).
 	probe prober
-	// usedAt is when the lane was last given back (the reaper's clock).
-	usedAt time.Time
+	// used is set (under the coalescer's lock) each time the lane is
+	// given back, and cleared by the reaper, which gives back the client
+	// of a lane it finds not used since its last round: without a clock
+	// read per call, a lane idle for between one and two rounds.
+	used bool
 }
 
 // laneCaller is what a lane's holder sends on: a call alone, or a
@@ -160,10 +162,9 @@ func (c *coalescer) armReaper() {
 	c.mu.Unlock()
 }
 
-// reap gives back the clients of the free lanes unused for idleFor, and
-// runs again while any lane holds one.
+// reap gives back the clients of the free lanes not used since its last
+// round (idleFor ago), and runs again while any lane holds one.
 func (c *coalescer) reap() {
-	now := time.Now()
 	var closes []func()
 	c.mu.Lock()
 	held := false
@@ -176,7 +177,8 @@ func (c *coalescer) reap() {
 		if l.client == nil {
 			continue
 		}
-		if now.Sub(l.usedAt) < c.idleFor {
+		if l.used {
+			l.used = false
 			held = true
 			continue
 		}
