@@ -14,9 +14,9 @@ import (
 //
 // A call through the client's pool paid, on every call, for the pool's
 // turn, its metrics and its health check of the connection (the socket's
-// deadline cleared, a syscall and three allocations): a fifth of the
-// gateway's own work for a decision (BENCHMARKS.md "Lanes own their
-// connections"). A lane instead pins one connection (a redis.Conn, whose
+// deadline cleared, a syscall and three allocations): an eighth of the
+// gateway's own work for a decision in process (BENCHMARKS.md "Lanes own
+// their connections"). A lane instead pins one connection (a redis.Conn, whose
 // Get is a channel receive) of a client of its own: one connection
 // dialed with the options of the Store's client, so to the same server
 // (Sentinel's master of the moment), with the same credentials, TLS and
@@ -30,11 +30,11 @@ import (
 // dials.
 //
 // A lane unused for idleWorker (up to twice that) gives its client back
-// (the coalescer's reaper), so that a Store dropped without Close leaves no connection
-// behind for long; Close releases them all.
+// (the coalescer's reaper), so that a Store dropped without Close leaves
+// no connection behind for long; Close releases them all.
 type lane struct {
 	// client is the lane's own client; nil until the lane is first used,
-	// and again after idleWorker unused.
+	// and again once the reaper or Close gave it back.
 	client *redis.Client
 	// conn is pinned on client; nil: pin one at the next use.
 	conn *redis.Conn
@@ -60,9 +60,9 @@ type laneCaller interface {
 	Pipeline() redis.Pipeliner
 }
 
-// errLaneClosed is a connection the lane's check found holding bytes no
+// errOutOfStep is a connection the lane's check found holding bytes no
 // call asked for (a reply out of step): never used again.
-var errLaneClosed = errors.New("redisstore: lane connection holds bytes no call asked for")
+var errOutOfStep = errors.New("redisstore: lane connection holds bytes no call asked for")
 
 // pin returns what l's holder sends on: its pinned connection, checked,
 // or the Store's client when lanes cannot have their own (a client other

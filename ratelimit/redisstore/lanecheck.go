@@ -55,7 +55,7 @@ func (p *prober) peek(fd uintptr) {
 	case n == 0 && err == nil:
 		p.err = io.EOF
 	case n > 0:
-		p.err = errLaneClosed
+		p.err = errOutOfStep
 	case err == syscall.EAGAIN || err == syscall.EWOULDBLOCK:
 		p.err = nil
 	default:
