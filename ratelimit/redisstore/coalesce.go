@@ -47,7 +47,6 @@ import (
 type coalescer struct {
 	s        *Store
 	client   redis.UniversalClient
-	lanes    int
 	maxBatch int
 
 	mu sync.Mutex
@@ -129,7 +128,7 @@ const (
 const idleWorker = 2 * time.Second
 
 func newCoalescer(s *Store, lanes, maxBatch int) *coalescer {
-	c := &coalescer{s: s, client: s.client, lanes: lanes, maxBatch: maxBatch, work: make(chan handoff, lanes), idleFor: idleWorker}
+	c := &coalescer{s: s, client: s.client, maxBatch: maxBatch, work: make(chan handoff, lanes), idleFor: idleWorker}
 	for range lanes {
 		c.all = append(c.all, &lane{})
 	}
