@@ -38,18 +38,22 @@ import (
 //     as for a call alone whose reply is lost, it may have been applied);
 //     a batch is bounded by the latest deadline among its calls.
 //
+// Each lane owns its connection (lane.go): a call or batch goes out on
+// the connection of the lane it took, not through the client's pool.
+//
 // It is used on standalone and Sentinel clients only; on a Cluster every
 // call goes alone (a pipeline spanning slots would split it by node, and
 // the Cluster path orders and refunds per slot).
 type coalescer struct {
 	s        *Store
 	client   redis.UniversalClient
-	lanes    int
 	maxBatch int
 
-	mu    sync.Mutex
-	busy  int // lanes in use
-	queue []*queued
+	mu sync.Mutex
+	// all are the lanes; free those not in use (under mu), the one given
+	// back last on top, so that a light load keeps to one connection.
+	all, free []*lane
+	queue     []*queued
 	// idle counts the parked lane workers that no batch was handed to
 	// yet (under mu): a lane given to the queue goes to one of them
 	// through work, or to a new worker when there is none.
@@ -57,11 +61,27 @@ type coalescer struct {
 	// work hands batches to parked workers. Its capacity is lanes, and at
 	// most lanes workers exist (a worker is started only when none is
 	// idle, and each busy one holds a lane), so a send never blocks.
-	work chan []*queued
+	work chan handoff
 	// idleFor is how long a parked worker waits for a batch (idleWorker).
 	idleFor time.Duration
 	// workers counts the lane workers alive; started, those ever started.
 	workers, started atomic.Int64
+	// reaper gives back the clients of lanes left unused (lane.go);
+	// reaping is set (under mu) while it is armed.
+	reaper  *time.Timer
+	reaping bool
+	// closed is set by the Store's Close: lanes are released and calls
+	// go through the Store's client.
+	closed atomic.Bool
+	// hooks are added to every lane's client (tests: hooks added to the
+	// Store's client do not see the lanes' calls).
+	hooks []redis.Hook
+}
+
+// handoff is a batch and the lane it goes out on.
+type handoff struct {
+	l     *lane
+	batch []*queued
 }
 
 // queued is one call waiting for a lane, and then its answer.
@@ -108,18 +128,28 @@ const (
 const idleWorker = 2 * time.Second
 
 func newCoalescer(s *Store, lanes, maxBatch int) *coalescer {
-	return &coalescer{s: s, client: s.client, lanes: lanes, maxBatch: maxBatch, work: make(chan []*queued, lanes), idleFor: idleWorker}
+	c := &coalescer{s: s, client: s.client, maxBatch: maxBatch, work: make(chan handoff, lanes), idleFor: idleWorker}
+	for range lanes {
+		c.all = append(c.all, &lane{})
+	}
+	c.free = append(make([]*lane, 0, lanes), c.all...)
+	c.reaper = time.AfterFunc(time.Hour, c.reap)
+	c.reaper.Stop()
+	return c
 }
 
 // do sends one call, alone or in a batch, and returns its reply; buf is
 // the caller's scratch for a call sent alone (Store.run).
 func (c *coalescer) do(ctx context.Context, keys []string, args []any, buf *[]any) (any, error) {
 	c.mu.Lock()
-	if c.busy < c.lanes {
-		c.busy++
+	if n := len(c.free); n > 0 {
+		l := c.free[n-1]
+		c.free = c.free[:n-1]
 		c.mu.Unlock()
-		res, err := c.s.finish(ctx, c.client, c.s.first(ctx, c.client, keys, args, buf), keys, args)
-		c.free()
+		conn := c.pin(l)
+		res, err := c.s.finish(ctx, conn, c.s.first(ctx, conn, keys, args, buf), keys, args)
+		l.after(err)
+		c.release(l)
 		return res, err
 	}
 	// The caller's keys and args (pooled, and the header a reused byte
@@ -156,46 +186,61 @@ func (c *coalescer) giveUp(q *queued) {
 	c.mu.Unlock()
 }
 
-// free gives back a lane: to the queue, whose calls then go out in
-// batches from a lane worker, or to the pool of free lanes.
-func (c *coalescer) free() {
+// release gives back lane l: to the queue, whose calls then go out in
+// batches from a lane worker, or to the free lanes.
+func (c *coalescer) release(l *lane) {
 	c.mu.Lock()
 	batch := c.take()
 	if batch == nil {
-		c.busy--
+		closeLane := c.park(l)
 		c.mu.Unlock()
+		closeLane()
 		return
 	}
 	if c.idle > 0 {
 		c.idle--
-		c.work <- batch // never blocks: see work
+		c.work <- handoff{l, batch} // never blocks: see work
 		c.mu.Unlock()
 		return
 	}
 	c.mu.Unlock()
-	go c.worker(batch)
+	go c.worker(handoff{l, batch})
+}
+
+// park puts l back among the free lanes; c.mu must be held. Once the
+// Store is closed, l's connection is released instead of kept: by the
+// function returned, to be called once c.mu is unlocked.
+func (c *coalescer) park(l *lane) func() {
+	l.used = true
+	c.free = append(c.free, l)
+	if c.closed.Load() {
+		if f, ok := l.drop(); ok {
+			return f
+		}
+	}
+	return func() {}
 }
 
 // worker sends batch, then the batches of its lane until the queue is
 // empty, then parks until it is handed another one; it ends after
 // idleWorker parked.
-func (c *coalescer) worker(batch []*queued) {
+func (c *coalescer) worker(h handoff) {
 	c.workers.Add(1)
 	c.started.Add(1)
 	defer c.workers.Add(-1)
 	idle := time.NewTimer(c.idleFor)
 	defer idle.Stop()
 	for {
-		c.drain(batch)
+		c.drain(h)
 		idle.Reset(c.idleFor)
 		select {
-		case batch = <-c.work:
+		case h = <-c.work:
 			continue
 		case <-idle.C:
 		}
 		c.mu.Lock()
 		select {
-		case batch = <-c.work:
+		case h = <-c.work:
 			// Handed over as the timer fired: it counted this worker
 			// out of idle already.
 			c.mu.Unlock()
@@ -208,16 +253,18 @@ func (c *coalescer) worker(batch []*queued) {
 	}
 }
 
-// drain sends batches on one lane until the queue is empty, then gives
+// drain sends batches on h's lane until the queue is empty, then gives
 // the lane back and counts its worker idle.
-func (c *coalescer) drain(batch []*queued) {
+func (c *coalescer) drain(h handoff) {
+	batch := h.batch
 	for {
-		c.flush(batch)
+		c.flush(h.l, batch)
 		c.mu.Lock()
 		if batch = c.take(); batch == nil {
-			c.busy--
+			closeLane := c.park(h.l)
 			c.idle++
 			c.mu.Unlock()
+			closeLane()
 			return
 		}
 		c.mu.Unlock()
@@ -248,8 +295,9 @@ func (c *coalescer) take() []*queued {
 	return batch
 }
 
-// flush sends batch as one pipeline and hands each call its command.
-func (c *coalescer) flush(batch []*queued) {
+// flush sends batch as one pipeline on lane l and hands each call its
+// command.
+func (c *coalescer) flush(l *lane, batch []*queued) {
 	var deadline time.Time
 	for _, q := range batch {
 		dl, ok := q.ctx.Deadline()
@@ -264,7 +312,7 @@ func (c *coalescer) flush(batch []*queued) {
 	// The batch's deadline bounds its sockets and any wait for a
 	// connection.
 	ctx := context.Context(c.s.deadlines.ctx(context.Background(), deadline))
-	p := c.client.Pipeline()
+	p := c.pin(l).Pipeline()
 	// The batch's FCALL commands share one slice (each its own part of
 	// it), which lives as long as the batch.
 	n := 0
@@ -280,6 +328,9 @@ func (c *coalescer) flush(batch []*queued) {
 	}
 	// Each command carries its own error; Exec's is the first of them.
 	_, _ = p.Exec(ctx)
+	for _, q := range batch {
+		l.after(q.cmd.Err())
+	}
 	c.s.stats.batches.Add(1)
 	c.s.stats.batched.Add(uint64(len(batch)))
 	for _, q := range batch {

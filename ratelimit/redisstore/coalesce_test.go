@@ -331,6 +331,7 @@ func TestCoalesceBudgetQueued(t *testing.T) {
 	before := calls()
 	h := &stallFirst{stall: stall}
 	c.AddHook(h)
+	redisstore.AddLaneHook(s, h) // the lanes send on clients of their own
 	h.armed.Store(true)
 	first := make(chan error, 1)
 	go func() {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -35,6 +37,29 @@ func CoalescerWorkers(s *Store) (alive, started int64) {
 func SetWorkerIdle(s *Store, d time.Duration) {
 	if s.coal != nil {
 		s.coal.idleFor = d
+	}
+}
+
+// AddLaneHook adds h to the clients of s's coalescer lanes (hooks added
+// to the Store's client do not see them), dropping the lanes' present
+// connections so that every later call goes through it; call it while s
+// is idle.
+func AddLaneHook(s *Store, h redis.Hook) {
+	if s.coal == nil {
+		return
+	}
+	c := s.coal
+	c.mu.Lock()
+	c.hooks = append(c.hooks, h)
+	var closes []func()
+	for _, l := range c.free {
+		if f, ok := l.drop(); ok {
+			closes = append(closes, f)
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range closes {
+		f()
 	}
 }
 

@@ -30,6 +30,10 @@ type Stats struct {
 	// Batches counts the pipelines the coalescer sent; Batched the calls
 	// they carried (calls sent alone are in neither).
 	Batches, Batched uint64
+	// LaneRedials counts the coalescer's connections found closed by the
+	// server (or out of step) when about to be used, and replaced before
+	// anything was sent on them.
+	LaneRedials uint64
 	// Breaker is the breaker's state now.
 	Breaker BreakerState
 	// HeldSlots is the number of concurrency slots this Store holds now
@@ -63,7 +67,7 @@ type Stats struct {
 }
 
 type counters struct {
-	calls, timeouts, canceled, stateErrors, otherErrors, breakerRejects, denyCacheHits, refunds, libraryLoads, batches, batched, librariesRetired atomic.Uint64
+	calls, timeouts, canceled, stateErrors, otherErrors, breakerRejects, denyCacheHits, refunds, libraryLoads, batches, batched, librariesRetired, laneRedials atomic.Uint64
 }
 
 // Stats returns the store's counters.
@@ -82,6 +86,7 @@ func (s *Store) Stats() Stats {
 		Refunds:        s.stats.refunds.Load(),
 		Batches:        s.stats.batches.Load(),
 		Batched:        s.stats.batched.Load(),
+		LaneRedials:    s.stats.laneRedials.Load(),
 		Breaker:        s.breaker.state(s.now()),
 
 		HeldSlots:        held,

@@ -100,7 +100,9 @@ type Options struct {
 	// Coalesce lets decisions that arrive together share one round trip
 	// (a pipeline; coalesce.go) on standalone and Sentinel clients. A
 	// decision that finds a connection free is still sent at once, alone.
-	// Default false.
+	// The coalescer's lanes send on connections of their own (lane.go),
+	// dialed with the options of a *redis.Client: hooks added to the
+	// client do not see the decisions sent on them. Default false.
 	Coalesce bool
 	// CoalesceLanes is how many decide calls or batches may be on the
 	// wire at once when Coalesce is set. Default 4.
@@ -424,9 +426,13 @@ func (s *Store) PurgeDenials() {
 }
 
 // Close implements ratelimit.Store: it stops renewing the slots still held
-// (their leases end by themselves) and makes a last attempt at the pending
-// releases. It does not close the client, which the caller owns.
+// (their leases end by themselves), makes a last attempt at the pending
+// releases and closes the coalescer's own connections (lane.go). It does
+// not close the client, which the caller owns.
 func (s *Store) Close() error {
+	if s.coal != nil {
+		s.coal.close()
+	}
 	s.closeLeases()
 	s.closeRetire()
 	if s.deny != nil {
