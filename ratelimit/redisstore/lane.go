@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -92,15 +93,29 @@ func (c *coalescer) pin(l *lane) laneCaller {
 // that failed at the connection level (not an answer of Redis) is given
 // up, so that the next use pins another.
 func (l *lane) after(err error) {
-	if err == nil || l.conn == nil {
-		return
-	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
+	if l.conn == nil || !givesUpConn(err) {
 		return
 	}
 	_ = l.conn.Close()
 	l.conn = nil
+}
+
+// givesUpConn reports whether a call's error means its connection must
+// not be used again: a failure at the connection level (a timeout, a
+// reset, a lost reply), or READONLY, an answer of a server that is no
+// longer the master. A pooled connection to a demoted master is closed by
+// the client when Sentinel announces the switch; a lane's is not, and
+// dialed again it reaches the master of the moment. Any other answer of
+// Redis leaves the connection in step and usable.
+func givesUpConn(err error) bool {
+	if err == nil {
+		return false
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return strings.HasPrefix(rerr.Error(), "READONLY ")
+	}
+	return true
 }
 
 // drop closes l's connection and client, if any; l's holder (or the
