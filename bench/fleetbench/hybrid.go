@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tollgate/gateway/internal/redistest"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/hybrid"
@@ -147,7 +149,7 @@ func runChild(addr string, dur time.Duration, rate int) error {
 	}
 	c := newClient(addr)
 	defer c.Close()
-	rs, err := redisstore.New(c, redisstore.Options{Prefix: fs.prefix, Clock: redisstore.ClockStore, Timeout: time.Second, Coalesce: true})
+	rs, err := redisstore.New(c, redisstore.Options{NewLaneClient: redis.NewClient, Prefix: fs.prefix, Clock: redisstore.ClockStore, Timeout: time.Second, Coalesce: true})
 	if err != nil {
 		return err
 	}

@@ -195,7 +195,7 @@ func coalesceRow(srv *redistest.Server, l *ratelimit.Limit, clients, lanes int, 
 	co := lanes > 0
 	c := newClient(srv.Addr)
 	defer c.Close()
-	st, err := redisstore.New(c, redisstore.Options{Prefix: fmt.Sprintf("co%d%v:", clients, co), Timeout: 2 * time.Second,
+	st, err := redisstore.New(c, redisstore.Options{NewLaneClient: redis.NewClient, Prefix: fmt.Sprintf("co%d%v:", clients, co), Timeout: 2 * time.Second,
 		DenyCacheSize: -1, Coalesce: co, CoalesceLanes: lanes})
 	if err != nil {
 		return row{}, err

@@ -114,7 +114,7 @@ func runPeers(ctx context.Context, srv *server, as []algo, workers int, d time.D
 	}
 	for _, ct := range cs {
 		l := &ct.a.limit
-		st, err := redisstore.New(c, redisstore.Options{Prefix: "ours:", Timeout: 5 * time.Second, DenyCacheSize: -1, NoFunctions: ct.script, Coalesce: ct.coal})
+		st, err := redisstore.New(c, redisstore.Options{NewLaneClient: redis.NewClient, Prefix: "ours:", Timeout: 5 * time.Second, DenyCacheSize: -1, NoFunctions: ct.script, Coalesce: ct.coal})
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/candidate"
 	"github.com/tollgate/gateway/policy"
@@ -75,6 +77,6 @@ func (g *gateway) candidateStore(p *policy.Policy) (ratelimit.Store, error) {
 	if live.Clock == policy.ClockStore {
 		clock = redisstore.ClockStore
 	}
-	return redisstore.New(g.rr.client, redisstore.Options{Prefix: live.Redis.Prefix + "candidate:", Clock: clock,
+	return redisstore.New(g.rr.client, redisstore.Options{NewLaneClient: redis.NewClient, Prefix: live.Redis.Prefix + "candidate:", Clock: clock,
 		Timeout: live.Timeout, LeaseTTL: live.Redis.LeaseTTL, Coalesce: live.Redis.Coalesce})
 }

@@ -67,7 +67,7 @@ var errOutOfStep = errors.New("redisstore: lane connection holds bytes no call a
 
 // pin returns what l's holder sends on: its pinned connection, checked,
 // or the Store's client when lanes cannot have their own (a client other
-// than *redis.Client) or the Store is closed.
+// than *redis.Client, no NewLaneClient) or the Store is closed.
 func (c *coalescer) pin(l *lane) laneCaller {
 	if c.closed.Load() {
 		return c.client
@@ -137,10 +137,11 @@ func (l *lane) drop() (func(), bool) {
 
 // laneClient returns a client of one connection dialed with the options
 // of the Store's client, recording in l each connection it dials; nil
-// when the Store's client is not a *redis.Client (its options unknown).
+// when the Store's client is not a *redis.Client (its options unknown) or
+// the Store was given no NewLaneClient.
 func (c *coalescer) laneClient(l *lane) *redis.Client {
 	base, ok := c.client.(*redis.Client)
-	if !ok {
+	if !ok || c.s.opts.NewLaneClient == nil {
 		return nil
 	}
 	o := *base.Options()
@@ -160,7 +161,10 @@ func (c *coalescer) laneClient(l *lane) *redis.Client {
 	// One connection, dialed when pinned; pipelines on it too.
 	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = 1, 0, 1, 1
 	o.PipelinePoolSize = -1
-	lc := redis.NewClient(&o)
+	lc := c.s.opts.NewLaneClient(&o)
+	if lc == nil {
+		return nil
+	}
 	for _, h := range c.hooks {
 		lc.AddHook(h)
 	}

@@ -91,6 +91,9 @@ func newStore(t testing.TB, c redis.UniversalClient, o redisstore.Options) *redi
 	if o.Timeout == 0 {
 		o.Timeout = time.Second // the conformance suite is about math, not speed
 	}
+	if o.NewLaneClient == nil {
+		o.NewLaneClient = redis.NewClient // as the gateway builds its stores
+	}
 	s, err := redisstore.New(c, o)
 	if err != nil {
 		t.Fatal(err)

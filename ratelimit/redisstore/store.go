@@ -101,9 +101,18 @@ type Options struct {
 	// (a pipeline; coalesce.go) on standalone and Sentinel clients. A
 	// decision that finds a connection free is still sent at once, alone.
 	// The coalescer's lanes send on connections of their own (lane.go),
-	// dialed with the options of a *redis.Client: hooks added to the
-	// client do not see the decisions sent on them. Default false.
+	// dialed with the options of a *redis.Client (see NewLaneClient):
+	// hooks added to the client do not see the decisions sent on them.
+	// Default false.
 	Coalesce bool
+	// NewLaneClient builds the one-connection client of a coalescer lane
+	// from options the Store derives from its client's (the same server,
+	// credentials and TLS; one connection; a dialer that lets the lane
+	// check the connection before each use). The Store takes clients, it
+	// does not choose how they are built: the gateway passes
+	// redis.NewClient. Nil: lanes send through the Store's client and its
+	// pool.
+	NewLaneClient func(*redis.Options) *redis.Client
 	// CoalesceLanes is how many decide calls or batches may be on the
 	// wire at once when Coalesce is set. Default 4.
 	CoalesceLanes int
