@@ -51,12 +51,7 @@ func AddLaneHook(s *Store, h redis.Hook) {
 	c := s.coal
 	c.mu.Lock()
 	c.hooks = append(c.hooks, h)
-	var closes []func()
-	for _, l := range c.free {
-		if f, ok := l.drop(); ok {
-			closes = append(closes, f)
-		}
-	}
+	closes := c.dropFree()
 	c.mu.Unlock()
 	for _, f := range closes {
 		f()

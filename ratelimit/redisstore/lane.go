@@ -229,18 +229,25 @@ func (c *coalescer) isFree(l *lane) bool {
 // when their holders give them back; later calls go through the Store's
 // client.
 func (c *coalescer) close() {
-	var closes []func()
 	c.mu.Lock()
 	c.closed.Store(true)
 	c.reaper.Stop()
 	c.reaping = false
+	closes := c.dropFree()
+	c.mu.Unlock()
+	for _, f := range closes {
+		f()
+	}
+}
+
+// dropFree drops the connections and clients of the free lanes (c.mu
+// held) and returns what closes them, to run once c.mu is released.
+func (c *coalescer) dropFree() []func() {
+	var closes []func()
 	for _, l := range c.free {
 		if f, ok := l.drop(); ok {
 			closes = append(closes, f)
 		}
 	}
-	c.mu.Unlock()
-	for _, f := range closes {
-		f()
-	}
+	return closes
 }
