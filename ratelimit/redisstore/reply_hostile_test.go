@@ -26,13 +26,6 @@ func TestShortReplyHostile(t *testing.T) {
 	swc := lim(ratelimit.SlidingWindowCounter, r)
 	tb := lim(ratelimit.TokenBucket, r)
 	swc2 := lim(ratelimit.SlidingWindowCounter, r, ratelimit.Rate{Limit: 100, Window: time.Minute})
-	f64s := func(vs ...float64) string {
-		var b []byte
-		for _, v := range vs {
-			b = appendF64(b, v)
-		}
-		return string(b)
-	}
 	const now = 1_700_000_000_000_000
 	const newest = now / 1_000_000 // swc's bucket at now (one bucket of 1 s)
 	for _, tc := range []struct {

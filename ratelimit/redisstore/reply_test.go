@@ -20,13 +20,6 @@ func TestShortReplySlidingCounter(t *testing.T) {
 		return l
 	}
 	one, four := lim(0), lim(250*time.Millisecond)
-	f64s := func(vs ...float64) string {
-		var b []byte
-		for _, v := range vs {
-			b = appendF64(b, v)
-		}
-		return string(b)
-	}
 	// now is the start of a second (bucket i of one, an even index) and
 	// of a quarter (bucket q of four, q mod 5 = 0).
 	const now = 1_700_000_000_000_000
@@ -99,13 +92,6 @@ func shortReplies(tb testing.TB) []struct {
 		return l
 	}
 	const now = 1_700_000_000_000_000
-	f64s := func(vs ...float64) any {
-		var b []byte
-		for _, v := range vs {
-			b = appendF64(b, v)
-		}
-		return string(b)
-	}
 	return []struct {
 		name string
 		l    *ratelimit.Limit
@@ -182,4 +168,13 @@ func TestShortReplyBucketEdges(t *testing.T) {
 			t.Errorf("%v: %+v, want %+v", tc.a, out[0], want)
 		}
 	}
+}
+
+// f64s packs vs as a reply does: little-endian doubles in one string.
+func f64s(vs ...float64) string {
+	var b []byte
+	for _, v := range vs {
+		b = appendF64(b, v)
+	}
+	return string(b)
 }

@@ -105,13 +105,7 @@ func TestOneHitShortReply(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("clock=%d/script=%v", tc.clock, tc.script), func(t *testing.T) {
 			ctx := context.Background()
-			c := newClient(t, standard.Addr)
-			forms := &replyForms{}
-			c.AddHook(forms)
-			rs := newStore(t, c, redisstore.Options{DenyCacheSize: -1, NoFunctions: tc.script, Clock: tc.clock})
-			if err := rs.Ready(ctx); err != nil {
-				t.Fatal(err)
-			}
+			rs, forms := formsStore(t, tc.clock, tc.script)
 			ms := memstore.New(memstore.Options{})
 			now := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
 			got, want := make([]ratelimit.Decision, 1), make([]ratelimit.Decision, 1)
@@ -259,13 +253,7 @@ func TestSlidingCounterShortReply(t *testing.T) {
 	}{{redisstore.ClockLocal, false}, {redisstore.ClockLocal, true}, {redisstore.ClockStore, false}} {
 		t.Run(fmt.Sprintf("clock=%d/script=%v", tc.clock, tc.script), func(t *testing.T) {
 			ctx := context.Background()
-			c := newClient(t, standard.Addr)
-			forms := &replyForms{}
-			c.AddHook(forms)
-			rs := newStore(t, c, redisstore.Options{DenyCacheSize: -1, NoFunctions: tc.script, Clock: tc.clock})
-			if err := rs.Ready(ctx); err != nil {
-				t.Fatal(err)
-			}
+			rs, forms := formsStore(t, tc.clock, tc.script)
 			rng := rand.New(rand.NewPCG(7, uint64(tc.clock)))
 			got := make([]ratelimit.Decision, 1)
 			for _, l := range limits {
@@ -328,4 +316,19 @@ func TestSlidingCounterShortReply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// formsStore is a ready store on the shared standalone server without a
+// deny cache, with the clock and script path given, whose replies are
+// recorded by form.
+func formsStore(t *testing.T, clock redisstore.Clock, script bool) (*redisstore.Store, *replyForms) {
+	t.Helper()
+	c := newClient(t, standard.Addr)
+	forms := &replyForms{}
+	c.AddHook(forms)
+	rs := newStore(t, c, redisstore.Options{DenyCacheSize: -1, NoFunctions: script, Clock: clock})
+	if err := rs.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return rs, forms
 }
