@@ -224,3 +224,23 @@ func TestAdminLoopbackWithoutTokenWarns(t *testing.T) {
 		t.Errorf("a warning about a missing token although one is set:\n%s", out)
 	}
 }
+
+// TestCandidateTakesLiveAdminSettings: a candidate does not use its own
+// admin listener settings, so they neither refuse it nor warn: one whose
+// [server] names an admin listener beyond loopback without [admin] is
+// installed on a gateway whose live file has the token.
+func TestCandidateTakesLiveAdminSettings(t *testing.T) {
+	t.Parallel()
+	const token = "cand-secret"
+	g := startGateway(t, "candidate.toml.tmpl", gwOpts{Data: map[string]any{"Redis": "", "Body": candidateBody(10)},
+		Env: []string{"TG_CAND_TOKEN=" + token}})
+	body := "[server]\nadmin_listen = \"0.0.0.0:9\"\n\n" + candidateBody(4)
+	r, err := tryDo(&http.Client{Timeout: 10 * time.Second}, "POST", g.adminURL("/admin/candidate"),
+		map[string]string{"Authorization": "Bearer " + token, "Content-Type": "application/toml"}, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != 201 {
+		t.Fatalf("POST a candidate with its own admin_listen: %d %s, want 201 (its admin settings are not used)", r.Status, r.Body)
+	}
+}

@@ -64,7 +64,7 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 		log.Warn(w)
 	}
 	// The candidate is checked before anything listens.
-	cp, err := loadCandidate(*candPath, environ, f.allowEmpty, log)
+	cp, err := loadCandidate(*candPath, p, environ, f.allowEmpty, log)
 	if err != nil {
 		log.Error("invalid candidate configuration", "candidate", *candPath, "problems", problems(err))
 		return exitInvalid
