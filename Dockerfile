@@ -35,7 +35,9 @@ LABEL org.opencontainers.image.title="tollgate" \
 COPY --from=build /out/gateway /usr/local/bin/gateway
 COPY gateway.toml /etc/tollgate/gateway.toml
 # Inside a container the listeners must bind every interface; keep the
-# admin port off any public network.
+# admin port off any public network. Beyond loopback the admin API needs a
+# token, or the gateway refuses to start: set TOLLGATE_ADMIN_TOKEN_FILE (a
+# mounted secret) or TOLLGATE_ADMIN_TOKEN_ENV (the variable holding it).
 ENV TOLLGATE_SERVER_LISTEN=0.0.0.0:8080 \
     TOLLGATE_SERVER_ADMIN_LISTEN=0.0.0.0:9090
 USER nonroot:nonroot

@@ -114,12 +114,16 @@ func Hash(salt []byte, kind, value string) string {
 	return string(appendHash(buf[:0], salt, kind, value))
 }
 
-// Client returns a client identity as a Writer with o logs it: hashed
-// (an IPv6 address as its IPv6Prefix prefix) unless RawClient, and an API
-// key always hashed. Reports outside the log (the top clients of a limit)
-// use it so that an operator can find the same client in both.
+// Client returns a client identity for reports outside the log (the top
+// clients of a limit, a candidate's record), so that an operator can find
+// the same client in both: a registered consumer by its name, as the
+// log's consumer field shows it (an operator's name, no secret); any
+// other identity as a Writer with o logs it, hashed (an IPv6 address as
+// its IPv6Prefix prefix) unless RawClient, and an API key always hashed.
 func (o Options) Client(kind, value string) string {
 	switch {
+	case kind == "consumer":
+		return value
 	case o.RawClient && kind != "api_key":
 		return value
 	case kind == "ip":

@@ -331,8 +331,17 @@ func BenchmarkLog(b *testing.B) {
 }
 
 // TestOptionsClient: reports outside the log show a client as the log
-// does; an API key is hashed even with RawClient.
+// does; an API key is hashed even with RawClient; a consumer is shown by
+// its name (the log's consumer field) either way.
 func TestOptionsClient(t *testing.T) {
+	for _, o := range []Options{{}, {RawClient: true}, {Salt: []byte("salt")}} {
+		if got := o.Client("consumer", "acme"); got != "acme" {
+			t.Errorf("%+v: consumer shown as %q, want its name", o, got)
+		}
+		if got := o.Client("api_key", "acme-key-1"); got == "acme-key-1" {
+			t.Errorf("%+v: API key shown raw", o)
+		}
+	}
 	raw := Options{RawClient: true}
 	if got := raw.Client("ip", "1.2.3.4"); got != "1.2.3.4" {
 		t.Errorf("raw ip: %q", got)

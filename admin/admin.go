@@ -16,7 +16,9 @@
 // path builds it.
 // Errors are RFC 9457 problem bodies. With a token set, every route needs
 // "Authorization: Bearer <token>", but the dashboard's page, which holds
-// no data.
+// no data. Guard, in front of everything the admin listener serves,
+// refuses foreign Host names, cross-site writes and write bodies of the
+// types a browser sends to any site.
 package admin
 
 import (

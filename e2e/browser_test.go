@@ -278,6 +278,12 @@ func testDashboard(t *testing.T, store string) {
 	}
 	br.navigate(g.adminURL("/admin/ui"))
 	waitFor(t, br, `!document.getElementById("login").classList.contains("hidden")`, "the token form")
+	// Nothing was tried yet: nothing was refused.
+	var loginErr string
+	br.eval(`document.getElementById("loginerr").textContent`, &loginErr)
+	if loginErr != "" {
+		t.Errorf("the token form says %q before a token was tried", loginErr)
+	}
 	br.eval(`document.getElementById("token").value = "wrong"; document.getElementById("loginform").requestSubmit(); true`, nil)
 	waitFor(t, br, `document.getElementById("loginerr").textContent.includes("refused")`, "the wrong token refused")
 	br.eval(`document.getElementById("token").value = "`+token+`"; document.getElementById("loginform").requestSubmit(); true`, nil)
@@ -407,6 +413,10 @@ func testDashboard(t *testing.T, store string) {
 	// The client form inspects one counter through /admin/limits.
 	br.eval(`document.getElementById("climit").value = "per-client"; document.getElementById("ckey").value = "api_key:hot-0"; document.getElementById("clientform").requestSubmit(); true`, nil)
 	waitFor(t, br, `document.getElementById("clientout").textContent.includes("\"used\"")`, "the usage of hot-0")
+	// The reset button's DELETE (with the page's own Origin) passes the
+	// admin listener's cross-site checks.
+	br.eval(`window.confirm = () => true; document.getElementById("reset").click(); true`, nil)
+	waitFor(t, br, `document.getElementById("clientout").textContent.startsWith("reset.")`, "the reset of hot-0")
 }
 
 // waitFor waits until a JavaScript condition holds in the page.

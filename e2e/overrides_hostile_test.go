@@ -112,7 +112,7 @@ func TestOverridesHostile(t *testing.T) {
 			if tc.method == "DELETE" {
 				path += "?limit=sticky"
 			}
-			hdr := map[string]string{}
+			hdr := map[string]string{"Content-Type": "application/json"}
 			if tc.token != "" {
 				hdr["Authorization"] = "Bearer " + tc.token
 			}

@@ -39,6 +39,7 @@ func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte
 		p.Store.Redis.Password = Secret(c.Store.Redis.passwordSource().read(getenv, readFile, &e))
 	}
 	p.AdminToken = Secret(c.Admin.tokenSource().read(getenv, readFile, &e))
+	checkAdminToken(c.Admin.tokenSource(), p.AdminToken.Reveal(), &e)
 	if p.Server.TLS != nil {
 		checkTLSFiles(&c.Server.TLS, p.Server.TLS, readFile, &e)
 	}
@@ -109,10 +110,7 @@ func build(c *Config) (*Policy, []error) {
 	p.Warnings = append(p.Warnings, p.identity.Warnings()...)
 	p.Headers = buildStyles(c.Headers.Emit, &e)
 	p.AccessLog = buildAccessLog(&c.AccessLog, &e)
-	c.Admin.tokenSource().check(&e)
-	if c.Admin.TopK < 0 || c.Admin.TopK > 1000 {
-		e.add("admin.top_k", "%d out of range (0 for the default 100, at most 1000)", c.Admin.TopK)
-	}
+	p.AdminHosts = buildAdmin(c, p, &e)
 	p.Plans = buildPlans(c.Plans, &e)
 	p.Consumers = buildConsumers(c, &e)
 

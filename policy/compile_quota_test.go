@@ -35,6 +35,7 @@ func TestQuotaCounterBound(t *testing.T) {
 	q := DefaultRoute()
 	q.Name, q.PathPrefix, q.Respond = "quota", "/rate_limit", &RespondConfig{Quota: true}
 	c.Gateway.Limits, c.Routes = nil, append(c.Routes, q)
+	c.Server.AdminListen = "" // nor the warning of an admin listener without a token
 	p, err := Compile(c, noEnv, nil)
 	if err != nil || len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], `quota route "quota" has no limit`) {
 		t.Errorf("a quota route without limits: %v, warnings %q; want one warning", err, p.Warnings)

@@ -94,6 +94,17 @@ type AdminConfig struct {
 	// 0 means the default, 100; at most 1000 (a limit that denies holds
 	// 20 sketches of TopK entries, about 2.3 KB per unit of TopK).
 	TopK int `mapstructure:"top_k" json:"top_k"`
+	// Insecure lets server.admin_listen bind beyond loopback without a
+	// token: anyone who reaches the port may then replace the configuration.
+	// Without it such a configuration is refused. The gateway warns at
+	// startup while it is in force. Default false.
+	Insecure bool `mapstructure:"insecure" json:"insecure"`
+	// AllowedHosts are the host names the admin listener answers to in the
+	// Host header, besides IP literals and "localhost" (case-insensitive,
+	// a trailing dot ignored, any port): a name that is not listed gets
+	// 421, so a page whose DNS name is rebound to this listener cannot
+	// read it. Default none.
+	AllowedHosts []string `mapstructure:"allowed_hosts" json:"allowed_hosts"`
 }
 
 // AccessLogConfig is the [access_log] table.

@@ -32,6 +32,10 @@ type Policy struct {
 	// AdminToken is the admin API's bearer token ("" = none), read from
 	// the environment variable admin.token_env names.
 	AdminToken Secret
+	// AdminHosts are the admin.allowed_hosts names in the form the admin
+	// listener compares a Host header with: lower case, without a
+	// trailing dot.
+	AdminHosts []string
 	// AccessLog holds the access-log settings.
 	AccessLog AccessLog
 	// Warnings name settings that are valid but let a client dodge a

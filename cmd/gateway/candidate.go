@@ -24,7 +24,7 @@ func (g *gateway) candidateManager() *candidate.Manager {
 		Compile: func(data []byte) (*policy.Policy, error) {
 			// Files the candidate names are found beside the live one.
 			path := filepath.Join(filepath.Dir(g.path), "candidate.toml")
-			p, err := compileData(path, data, g.environ, os.ReadFile)
+			p, err := compileData(path, data, g.environ, os.ReadFile, liveAdmin(g.handler.Policy()))
 			if err == nil {
 				err = requireRoutes(p, g.allowEmpty)
 			}
@@ -45,13 +45,29 @@ func (g *gateway) candidateManager() *candidate.Manager {
 	})
 }
 
+// liveAdmin makes a candidate's configuration take the admin listener's
+// settings (server.admin_listen and [admin]) of the live policy: a
+// candidate does not use its own, so they must neither refuse it (an
+// admin listener beyond loopback whose token only the live file names)
+// nor warn about it, nor look changed when it is promoted.
+func liveAdmin(live *policy.Policy) func(*policy.Config) {
+	return func(c *policy.Config) {
+		c.Server.AdminListen, c.Admin = live.Config.Server.AdminListen, live.Config.Admin
+	}
+}
+
 // loadCandidate reads and validates the configuration at path
-// (--candidate; "" for none) as a reload would.
-func loadCandidate(path string, environ []string, allowEmpty bool, log *slog.Logger) (*policy.Policy, error) {
+// (--candidate; "" for none) as a reload would, with the admin settings
+// of the live policy.
+func loadCandidate(path string, live *policy.Policy, environ []string, allowEmpty bool, log *slog.Logger) (*policy.Policy, error) {
 	if path == "" {
 		return nil, nil
 	}
-	p, err := loadPolicy(path, environ)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p, err := compileData(path, data, environ, os.ReadFile, liveAdmin(live))
 	if err == nil {
 		err = requireRoutes(p, allowEmpty)
 	}

@@ -78,17 +78,21 @@ func compileFile(path string, environ []string, readFile func(string) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	return compileData(path, data, environ, readFile)
+	return compileData(path, data, environ, readFile, nil)
 }
 
 // compileData is compileFile of a file's content (a candidate posted to
 // the admin API); path names it in problems and locates the files it
-// names.
-func compileData(path string, data []byte, environ []string, readFile func(string) ([]byte, error)) (*policy.Policy, error) {
+// names. adjust, when not nil, changes the decoded configuration before
+// it is compiled.
+func compileData(path string, data []byte, environ []string, readFile func(string) ([]byte, error), adjust func(*policy.Config)) (*policy.Policy, error) {
 	cfg, err := loadConfigData(path, data, environ)
 	var dp *decodeProblems
 	if err != nil && !errors.As(err, &dp) {
 		return nil, err // unreadable, or not TOML
+	}
+	if adjust != nil {
+		adjust(&cfg)
 	}
 	if f := cfg.Consumers.File; f != "" && !filepath.IsAbs(f) {
 		// The registry sits beside the configuration that names it,

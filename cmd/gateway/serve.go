@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -63,7 +64,7 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 		log.Warn(w)
 	}
 	// The candidate is checked before anything listens.
-	cp, err := loadCandidate(*candPath, environ, f.allowEmpty, log)
+	cp, err := loadCandidate(*candPath, p, environ, f.allowEmpty, log)
 	if err != nil {
 		log.Error("invalid candidate configuration", "candidate", *candPath, "problems", problems(err))
 		return exitInvalid
@@ -484,7 +485,7 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 		g.log.Warn("store settings changed; they take effect on restart (other changes applied now)")
 	}
 	if !policy.SameListener(old.Server, p.Server) || old.AdminToken != p.AdminToken || old.AccessLog != p.AccessLog ||
-		old.Config.Admin.TopK != p.Config.Admin.TopK {
+		old.Config.Admin.TopK != p.Config.Admin.TopK || !slices.Equal(old.AdminHosts, p.AdminHosts) {
 		g.log.Warn("server, admin or access_log settings changed; they take effect on restart (other changes applied now)")
 	}
 	if err := g.handler.Swap(p); err != nil {
@@ -521,8 +522,9 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 // skipped it).
 func sameStore(a, b policy.Store) bool { return reflect.DeepEqual(a, b) }
 
-// adminMux serves the admin listener.
-func (g *gateway) adminMux() *http.ServeMux {
+// adminMux serves the admin listener, every route behind admin.Guard
+// (the probes and /metrics too: a rebound DNS name must not read them).
+func (g *gateway) adminMux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -555,7 +557,7 @@ func (g *gateway) adminMux() *http.ServeMux {
 	debug.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("/debug/pprof/", admin.RequireToken(token, debug))
-	return mux
+	return admin.Guard(g.handler.Policy().AdminHosts, mux)
 }
 
 // overrideTable is the override table of the store that counts: the Redis
