@@ -23,7 +23,6 @@ package admin
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -82,8 +81,7 @@ type Options struct {
 }
 
 type handler struct {
-	o     Options
-	token [sha256.Size]byte
+	o Options
 }
 
 // Handler returns the admin API. Mount it at /admin/ on the admin

@@ -15,6 +15,12 @@ import (
 	"golang.org/x/net/http2"
 )
 
+// The lax upstream and the raw client need x/net/http2's connection-level
+// API (ServeConn on a hijacked connection, a ClientConn over a conn we
+// dialed), which net/http does not expose.
+//
+//lint:file-ignore SA1019 connection-level HTTP/2 API, see above.
+
 // laxH2CUpstream starts an upstream that, like some HTTP/2 servers,
 // accepts an "Upgrade: h2c" request without checking HTTP2-Settings: it
 // answers 101 and serves HTTP/2 on the connection. streams counts the

@@ -41,7 +41,7 @@ func TestQuotaResetsAtLocalMidnight(t *testing.T) {
 			t.Fatal(err)
 		}
 		midnight := time.Date(2025, 3, 1, 0, 0, 0, 0, ny)
-		off := midnight.Add(-6 * time.Second).Sub(time.Now())
+		off := time.Until(midnight.Add(-6 * time.Second))
 		body := `[[limits]]
 name = "monthly"
 algorithm = "quota"

@@ -382,9 +382,7 @@ func docColumn(t *testing.T, doc, section string) []string {
 			continue
 		}
 		cell, _, _ := strings.Cut(strings.ReplaceAll(line[3:], `\|`, "|"), "` |")
-		for _, part := range strings.Split(cell, "`, `") {
-			out = append(out, part)
-		}
+		out = append(out, strings.Split(cell, "`, `")...)
 	}
 	return out
 }

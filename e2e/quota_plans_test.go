@@ -86,7 +86,7 @@ func TestQuotaPlansAndCost(t *testing.T) {
 	stores(t, func(t *testing.T, redis string) {
 		reg := filepath.Join(t.TempDir(), "consumers.toml")
 		writeFileAtomic(t, reg, []byte(quotaPlansRegistry("free")))
-		off := time.Date(2025, 3, 15, 12, 0, 0, 0, time.UTC).Sub(time.Now())
+		off := time.Until(time.Date(2025, 3, 15, 12, 0, 0, 0, time.UTC))
 		g := startGateway(t, "calendar.toml.tmpl", gwOpts{
 			Data: map[string]any{"Redis": redis, "Body": fmt.Sprintf(quotaPlansBody, reg)},
 			Env:  []string{clockSkewEnv + "=" + off.String()}})

@@ -86,11 +86,11 @@ func TestEmptyConfigNeedsAllowEmpty(t *testing.T) {
 	if err := os.WriteFile(path, []byte("# nothing yet\n[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runGateway(t, nil, "validate", "--config", path)
+	code, _, stderr := runGateway(t, nil, "validate", "--config", path)
 	if code != 2 || !strings.Contains(stderr, "routes") || !strings.Contains(stderr, "--allow-empty") {
 		t.Errorf("validate of a config without routes: exit %d, stderr %q; want 2 naming routes and --allow-empty", code, stderr)
 	}
-	code, stdout, stderr = runGateway(t, nil, "validate", "--allow-empty", "--config", path)
+	code, stdout, stderr := runGateway(t, nil, "validate", "--allow-empty", "--config", path)
 	if code != 0 || !strings.Contains(stdout, "0 routes") {
 		t.Errorf("validate --allow-empty: exit %d, stdout %q, stderr %q; want 0 and a summary", code, stdout, stderr)
 	}

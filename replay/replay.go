@@ -314,10 +314,14 @@ type job struct {
 	r   *http.Request
 }
 
-// resetRecorder readies rec for the next request without reallocating.
+// resetRecorder readies rec for the next request without reallocating: the
+// recorder's own header map is kept and cleared, so that replaying a line
+// allocates no new one (Result would copy it).
 func resetRecorder(rec *httptest.ResponseRecorder) {
+	//lint:ignore SA1019 HeaderMap is reused on purpose, see above.
 	clear(rec.HeaderMap)
 	rec.Body.Reset()
+	//lint:ignore SA1019 HeaderMap is reused on purpose, see above.
 	*rec = httptest.ResponseRecorder{HeaderMap: rec.HeaderMap, Body: rec.Body, Code: http.StatusOK}
 }
 

@@ -66,7 +66,7 @@ func collect(t *testing.T, r *testReader) (collected, map[string]float64) {
 			if i > 0 {
 				s += ","
 			}
-			s += string(kv.Key) + "=" + kv.Value.Emit()
+			s += string(kv.Key) + "=" + kv.Value.String()
 		}
 		return s + "}"
 	}

@@ -30,7 +30,7 @@ func newTestTracing(t testing.TB) (*Tracing, *tracetest.InMemoryExporter) {
 func attrMap(kvs []attribute.KeyValue) map[attribute.Key]string {
 	m := map[attribute.Key]string{}
 	for _, kv := range kvs {
-		m[kv.Key] = kv.Value.Emit()
+		m[kv.Key] = kv.Value.String()
 	}
 	return m
 }

@@ -57,9 +57,7 @@ func loadConfigData(path string, data []byte, environ []string) (policy.Config, 
 	}
 	var unknown []error
 	checkKeys(v.AllSettings(), reflect.TypeFor[policy.Config](), "", &unknown)
-	for _, e := range unknown {
-		dp.errs = append(dp.errs, e)
-	}
+	dp.errs = append(dp.errs, unknown...)
 
 	cfg := policy.Default()
 	if n := listLen(v.Get("limits")); n > 0 {

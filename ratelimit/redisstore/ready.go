@@ -16,6 +16,8 @@ import (
 // answered but refused the decision script: a read-only replica, an ACL
 // user without EVALSHA or EVAL, a renamed command. Unlike an unreachable
 // Redis, this does not heal by waiting; the configuration is wrong.
+//
+//lint:ignore ST1005 Redis is a name; operators grep logs for these words.
 var ErrRefused = errors.New("Redis refuses the decision script")
 
 // probeLimit is what Ready decides on: a fixed window so large it never
@@ -75,6 +77,7 @@ func (s *Store) Ready(ctx context.Context) error {
 func (s *Store) probeError(err error) error {
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
+		//lint:ignore ST1005 Redis is a name; operators grep logs for these words.
 		return fmt.Errorf("Redis not reachable: %w: %w", ratelimit.ErrStore, err)
 	}
 	msg := err.Error()

@@ -147,20 +147,6 @@ func waitRedis(p *proc, addr string, timeout time.Duration) error {
 	return fmt.Errorf("%s did not answer PING on %s within %s:\n%s", p.name, addr, timeout, p.tail())
 }
 
-// redisCommand sends one inline command and returns the first reply line.
-func redisCommand(addr, command string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write([]byte(command + "\r\n")); err != nil {
-		return "", err
-	}
-	return bufio.NewReader(c).ReadString('\n')
-}
-
 func exited(p *proc) bool {
 	var ws syscall.WaitStatus
 	pid, err := syscall.Wait4(p.cmd.Process.Pid, &ws, syscall.WNOHANG, nil)

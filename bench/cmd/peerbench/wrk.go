@@ -90,7 +90,7 @@ func parseWrk(out string) (wrkResult, error) {
 		case f[0] == "Requests/sec:" && len(f) == 2:
 			v, err := strconv.ParseFloat(f[1], 64)
 			if err != nil {
-				return r, fmt.Errorf("Requests/sec %q", f[1])
+				return r, fmt.Errorf("wrk's Requests/sec %q", f[1])
 			}
 			r.rps, haveRPS = v, true
 		case f[0] == "50%" && len(f) == 2:
