@@ -114,3 +114,17 @@ func TestByKeyRemembersOnlyKnownKeys(t *testing.T) {
 		t.Errorf("%d keys remembered, want the 100 registered ones", n)
 	}
 }
+
+// TestValidEnvName: the one rule for settings that name an environment
+// variable, by hand-picked cases.
+func TestValidEnvName(t *testing.T) {
+	for s, want := range map[string]bool{
+		"TOKEN": true, "api_keys_2": true, "_X": true, "A1": true,
+		"": false, "1A": false, "A-B": false, "A B": false, "A=B": false,
+		"Ä": false, "A.B": false, "$A": false, "A\x00": false,
+	} {
+		if got := ValidEnvName(s); got != want {
+			t.Errorf("ValidEnvName(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -12,7 +12,7 @@ import (
 // name. An unset or empty variable is a problem: a consumer silently
 // without keys would answer 401 to all its clients.
 func envKeys(name string, getenv func(string) string) ([]string, error) {
-	if !validEnvName(name) {
+	if !ValidEnvName(name) {
 		return nil, fmt.Errorf("invalid environment variable name %q", name)
 	}
 	var out []string
@@ -54,8 +54,10 @@ func fileKeys(path string, readFile func(string) ([]byte, error)) ([]string, err
 	return out, nil
 }
 
-// validEnvName reports whether s can name an environment variable.
-func validEnvName(s string) bool {
+// ValidEnvName reports whether s is a portable environment variable name
+// (letters, digits and '_', not starting with a digit): the one rule for
+// every setting that names a variable, here and in the gateway's config.
+func ValidEnvName(s string) bool {
 	if s == "" || '0' <= s[0] && s[0] <= '9' {
 		return false
 	}

@@ -1,46 +1,45 @@
 package keys
 
 import (
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// parseIPModel is ParseIP as the standard library alone would write it:
-// the oracle of the hand-rolled trimming and port check.
+// parseIPModel is ParseIP written independently: a bracketed host runs to
+// the last ']' and is IPv6, an unbracketed one is split from its port by
+// net.SplitHostPort (which refuses a bare IPv6 address, then read whole),
+// a port is a decimal number that fits 16 bits, and the address is
+// netip.ParseAddr's. It is the oracle of the hand-rolled trimming and
+// port check.
 func parseIPModel(s string) (netip.Addr, bool) {
 	s = strings.Trim(s, " \t\"")
-	if s == "" {
-		return netip.Addr{}, false
+	host, port, hasPort := s, "", false
+	if strings.HasPrefix(s, "[") {
+		end := strings.LastIndexByte(s, ']')
+		if end < 0 {
+			return netip.Addr{}, false
+		}
+		host, port = s[1:end], s[end+1:]
+		if port != "" {
+			if port[0] != ':' {
+				return netip.Addr{}, false
+			}
+			port, hasPort = port[1:], true
+		}
+	} else if h, p, err := net.SplitHostPort(s); err == nil {
+		host, port, hasPort = h, p, true
 	}
-	var a netip.Addr
-	switch {
-	case s[0] == '[':
-		if ap, err := netip.ParseAddrPort(s); err == nil {
-			a = ap.Addr()
-			break
-		}
-		if s[len(s)-1] != ']' {
+	if hasPort {
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 			return netip.Addr{}, false
 		}
-		b, err := netip.ParseAddr(s[1 : len(s)-1])
-		if err != nil || !b.Is6() {
-			return netip.Addr{}, false
-		}
-		a = b
-	case strings.Count(s, ":") == 1:
-		ap, err := netip.ParseAddrPort(s)
-		if err != nil {
-			return netip.Addr{}, false
-		}
-		a = ap.Addr()
-	default:
-		b, err := netip.ParseAddr(s)
-		if err != nil {
-			return netip.Addr{}, false
-		}
-		a = b
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil || strings.HasPrefix(s, "[") && !a.Is6() {
+		return netip.Addr{}, false
 	}
 	return a.WithZone("").Unmap(), true
 }

@@ -25,17 +25,3 @@ func validName(s string, dot bool) bool {
 func validHeaderName(s string) bool { return keys.IsToken(s) }
 
 func canonicalHeader(s string) string { return textproto.CanonicalMIMEHeaderKey(s) }
-
-// validEnvName reports whether s is a portable environment variable name.
-func validEnvName(s string) bool {
-	if s == "" || '0' <= s[0] && s[0] <= '9' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
-}

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"strings"
+
+	"github.com/tollgate/gateway/consumers"
 )
 
 // secretSource is where one secret comes from: the environment variable a
@@ -33,7 +35,7 @@ func (s secretSource) check(e *problems) {
 	if s.env != "" && s.file != "" {
 		e.add(s.field("_file"), "set only one of %s and %s", s.key+"_env", s.key+"_file")
 	}
-	if s.env != "" && !validEnvName(s.env) {
+	if s.env != "" && !consumers.ValidEnvName(s.env) {
 		e.add(s.field("_env"), "invalid environment variable name %q", s.env)
 	}
 	if s.file != "" && strings.TrimSpace(s.file) == "" {
