@@ -853,3 +853,22 @@ func TestHelmNotes(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmNetworkPolicyNoEmptySelector: Prometheus's pod labels emptied
+// (a default key set to null) would make a selector of every pod in the
+// namespace; the render fails instead.
+func TestHelmNetworkPolicyNoEmptySelector(t *testing.T) {
+	out := helmFails(t, append([]string{"template", "tg", chart}, sets(`networkPolicy.prometheus.podLabels.app\.kubernetes\.io/name=null`)...)...)
+	if !strings.Contains(out, "networkPolicy.prometheus.podLabels is empty") {
+		t.Errorf("helm template fails with\n%s\nwant the empty podLabels problem", out)
+	}
+	// Without Prometheus and extra peers the admin port has no rule: closed.
+	r := renderArgs(t, "no admin peers", sets("networkPolicy.prometheus.enabled=false")...)
+	v := readValues(t, "")
+	off := false
+	v.NetworkPolicy.Prometheus.Enabled = &off
+	checkNetworkPolicy(t, r, v)
+	if n := len(r.networkPolicy.Spec.Ingress); n != 1 {
+		t.Errorf("%d ingress rules, want the public port's alone", n)
+	}
+}
