@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -64,16 +66,19 @@ func moduleDir(t *testing.T) string {
 
 var (
 	promMetric   = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}`)
-	promMatcher  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
+	promMatcher  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*")`)
 	promGrouping = regexp.MustCompile(`\b(?:by|without)\s*\(([^)]*)\)`)
 )
 
-// TestGrafanaDashboardMetrics: every metric and label the shipped Grafana
-// dashboard queries is one the gateway exports. A gateway on Redis gets
-// traffic that makes every family appear (allowed, limited and near-limit
-// decisions, an upstream exchange, a client-IP fallback, a reload, a store
-// timeout), then /metrics is scraped and each expression's metric names
-// and label names are looked up in it; the dashboard must also cover the
+// TestGrafanaDashboardMetrics: every metric, label and label value the
+// shipped Grafana dashboard queries is one the gateway exports. A gateway
+// on Redis gets traffic that makes every family appear (allowed, limited
+// and near-limit decisions, an upstream exchange, a client-IP fallback, a
+// successful and a failed reload, a store timeout), then /metrics is
+// scraped and each expression's metric names and label names are looked
+// up in it, and each label matcher's value is matched against the values
+// the label takes (checkMatcher: a negative matcher whose value never
+// occurs is a no-op, and an error too); the dashboard must also cover the
 // figures operators look at first.
 func TestGrafanaDashboardMetrics(t *testing.T) {
 	t.Parallel()
@@ -101,6 +106,12 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 	if r := adminDo(t, g, "POST", "/admin/reload", ""); r.Status != 200 {
 		t.Fatalf("reload: %s", r)
 	}
+	// A failed reload (the old configuration stays), so that the reload
+	// panels' matchers are checked against both results.
+	g.rewrite(t, map[string]any{"Body": strings.Replace(body, "3/hour", "3/fortnight", 1)})
+	if r := adminDo(t, g, "POST", "/admin/reload", ""); r.Status != 422 {
+		t.Fatalf("reload of an invalid file: %s, want 422", r)
+	}
 	rs.Pause()
 	r := get(t, c, g.url("/limited"), map[string]string{"X-API-Key": "other"})
 	rs.Resume()
@@ -109,16 +120,21 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 	}
 
 	m := scrape(t, g, "")
-	labels := map[string]map[string]bool{} // metric → its label names
+	// metric → label name → the values it takes in the scrape.
+	labels := map[string]map[string]map[string]bool{}
 	for series := range m {
-		name, rest, _ := strings.Cut(series, "{")
-		if labels[name] == nil {
-			labels[name] = map[string]bool{}
+		name, ls, err := parseSeries(series)
+		if err != nil {
+			t.Fatalf("/metrics: %v", err)
 		}
-		for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
-			if k, _, ok := strings.Cut(kv, "="); ok {
-				labels[name][k] = true
+		if labels[name] == nil {
+			labels[name] = map[string]map[string]bool{}
+		}
+		for k, v := range ls {
+			if labels[name][k] == nil {
+				labels[name][k] = map[string]bool{}
 			}
+			labels[name][k][v] = true
 		}
 	}
 	// Labels Prometheus adds at scrape time.
@@ -136,9 +152,21 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 				t.Errorf("the dashboard queries %s, which the gateway does not export (expression %q)", name, expr)
 				continue
 			}
+			if rest := strings.Trim(promMatcher.ReplaceAllString(mm[2], ""), ", \t\n"); rest != "" {
+				t.Errorf("%s: selector {%s} holds %q, which this test cannot read (expression %q)", name, mm[2], rest, expr)
+			}
 			for _, lm := range promMatcher.FindAllStringSubmatch(mm[2], -1) {
-				if !ls[lm[1]] && !scrapeLabels[lm[1]] {
-					t.Errorf("%s has no label %s (expression %q)", name, lm[1], expr)
+				label, op := lm[1], lm[2]
+				if scrapeLabels[label] {
+					continue
+				}
+				values, ok := ls[label]
+				if !ok {
+					t.Errorf("%s has no label %s (expression %q)", name, label, expr)
+					continue
+				}
+				if err := checkMatcher(op, lm[3], values); err != nil {
+					t.Errorf("%s{%s%s%s}: %v (expression %q)", name, label, op, lm[3], err, expr)
 				}
 			}
 		}
@@ -150,7 +178,7 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 				l = strings.TrimSpace(l)
 				found := scrapeLabels[l]
 				for _, n := range names {
-					found = found || labels[n][l]
+					found = found || labels[n][l] != nil
 				}
 				if !found {
 					t.Errorf("expression %q groups by %s, a label none of %v has", expr, l, names)
@@ -168,6 +196,134 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 	} {
 		if !used[want] {
 			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+}
+
+// checkMatcher checks one label matcher of a dashboard query against the
+// values the label takes in a scrape of a gateway that went through every
+// case the dashboard shows. Each kind of matcher must match one of them:
+// an equality or regex that matches none selects nothing (a panel that
+// stays empty), and a negative matcher (!=, !~) whose value never occurs
+// excludes nothing (a panel that counts what it meant to leave out). A
+// value naming a Grafana variable ($var) is chosen by the viewer and is
+// not checked.
+func checkMatcher(op, quoted string, values map[string]bool) error {
+	want, err := strconv.Unquote(quoted)
+	if err != nil {
+		return fmt.Errorf("value %s is no string: %v", quoted, err)
+	}
+	if strings.Contains(want, "$") {
+		return nil
+	}
+	match := func(v string) bool { return v == want }
+	if op == "=~" || op == "!~" {
+		// PromQL anchors a regex matcher at both ends.
+		re, err := regexp.Compile("^(?:" + want + ")$")
+		if err != nil {
+			return fmt.Errorf("invalid regex: %v", err)
+		}
+		match = re.MatchString
+	}
+	for v := range values {
+		if match(v) {
+			return nil
+		}
+	}
+	seen := make([]string, 0, len(values))
+	for v := range values {
+		seen = append(seen, strconv.Quote(v))
+	}
+	sort.Strings(seen)
+	what := "selects no series"
+	if op == "!=" || op == "!~" {
+		what = "excludes no series (the matcher is a no-op)"
+	}
+	return fmt.Errorf("%q matches none of the exported values [%s]: it %s", want, strings.Join(seen, " "), what)
+}
+
+// parseSeries splits a series of the text exposition, as scrape keys it
+// (`name{k="v",...}`), into its name and labels, undoing the exposition's
+// escapes (\\, \" and \n) in the values.
+func parseSeries(series string) (string, map[string]string, error) {
+	name, rest, ok := strings.Cut(series, "{")
+	ls := map[string]string{}
+	if !ok {
+		return name, ls, nil
+	}
+	rest = strings.TrimSuffix(rest, "}")
+	for rest != "" {
+		k, after, ok := strings.Cut(rest, "=\"")
+		if !ok {
+			return "", nil, fmt.Errorf("series %q: label without a quoted value", series)
+		}
+		var v strings.Builder
+		i := 0
+		for ; i < len(after) && after[i] != '"'; i++ {
+			if after[i] == '\\' && i+1 < len(after) {
+				i++
+				if after[i] == 'n' {
+					v.WriteByte('\n')
+					continue
+				}
+			}
+			v.WriteByte(after[i])
+		}
+		if i == len(after) {
+			return "", nil, fmt.Errorf("series %q: unterminated label value", series)
+		}
+		ls[k] = v.String()
+		rest = strings.TrimPrefix(after[i+1:], ",")
+	}
+	return name, ls, nil
+}
+
+// TestCheckMatcher: the matcher check itself, on a label whose exported
+// values are "success" and "failure".
+func TestCheckMatcher(t *testing.T) {
+	values := map[string]bool{"success": true, "failure": true}
+	for _, c := range []struct {
+		op, value string
+		ok        bool
+	}{
+		{"=", `"failure"`, true},
+		{"=", `"ok"`, false},  // selects nothing
+		{"!=", `"ok"`, false}, // excludes nothing
+		{"!=", `"success"`, true},
+		{"=~", `"fail.*"`, true},
+		{"=~", `"fail"`, false}, // anchored: a prefix is no match
+		{"!~", `"succ.*|fail.*"`, true},
+		{"!~", `"error|ok"`, false},
+		{"=~", `"("`, false}, // an invalid regex
+		{"=", `"$result"`, true},
+		{"=", `failure`, false}, // unquoted
+	} {
+		err := checkMatcher(c.op, c.value, values)
+		if (err == nil) != c.ok {
+			t.Errorf("%s%s: error %v, want ok %v", c.op, c.value, err, c.ok)
+		}
+	}
+}
+
+// TestParseSeries: series keys of the text exposition, escapes included.
+func TestParseSeries(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		name string
+		want map[string]string
+	}{
+		{`up`, "up", map[string]string{}},
+		{`a{b="c"}`, "a", map[string]string{"b": "c"}},
+		{`a{b="x,y=\"z\"",c="1\\2\n"}`, "a", map[string]string{"b": `x,y="z"`, "c": "1\\2\n"}},
+	} {
+		name, ls, err := parseSeries(c.in)
+		if err != nil || name != c.name || fmt.Sprint(ls) != fmt.Sprint(c.want) {
+			t.Errorf("parseSeries(%q) = %q, %v, %v; want %q, %v", c.in, name, ls, err, c.name, c.want)
+		}
+	}
+	for _, bad := range []string{`a{b}`, `a{b="c}`} {
+		if _, _, err := parseSeries(bad); err == nil {
+			t.Errorf("parseSeries(%q): no error", bad)
 		}
 	}
 }

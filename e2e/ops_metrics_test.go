@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +99,67 @@ func TestOpsMetricsCount(t *testing.T) {
 		if strings.Contains(k, "shadow-client") || strings.Contains(k, "127.0.0.1") {
 			t.Errorf("series %s carries a client identity", k)
 		}
+	}
+}
+
+// TestOpsRuntimeMetrics: /metrics carries the Go runtime's and the
+// process's metrics under the names Prometheus users know, with plausible
+// values, behind the same admin token as the gateway's own metrics.
+func TestOpsRuntimeMetrics(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	const token = "runtime-metrics-token"
+	before := time.Now()
+	g := startGateway(t, "ops.toml.tmpl", gwOpts{
+		Data: opsData(t, up, "TokenEnv", "OPS_ADMIN_TOKEN"),
+		Env:  []string{"OPS_ADMIN_TOKEN=" + token},
+	})
+	if r := adminDo(t, g, "GET", "/metrics", ""); r.Status != http.StatusUnauthorized || strings.Contains(string(r.Body), "go_") {
+		t.Fatalf("GET /metrics without the token: %s, want 401 and no metrics", r)
+	}
+	m := scrape(t, g, token)
+
+	positive := []string{
+		"go_goroutines", // at least main and the listeners' goroutines
+		"go_threads",
+		"go_memstats_alloc_bytes",
+		"go_memstats_heap_inuse_bytes",
+		"go_memstats_sys_bytes",
+		"go_sched_gomaxprocs_threads",
+		"process_resident_memory_bytes",
+		"process_virtual_memory_bytes",
+		"process_open_fds", // the listeners at least
+		"process_max_fds",
+	}
+	for _, name := range positive {
+		if v, ok := m[name]; !ok || v <= 0 {
+			t.Errorf("%s = %v (present %v), want > 0", name, v, ok)
+		}
+	}
+	if v, ok := m["process_cpu_seconds_total"]; !ok || v < 0 {
+		t.Errorf("process_cpu_seconds_total = %v (present %v), want >= 0", v, ok)
+	}
+	if v := m["process_open_fds"]; v > m["process_max_fds"] {
+		t.Errorf("process_open_fds %v above process_max_fds %v", v, m["process_max_fds"])
+	}
+	if rss, vsz := m["process_resident_memory_bytes"], m["process_virtual_memory_bytes"]; rss > vsz {
+		t.Errorf("resident memory %v above virtual memory %v", rss, vsz)
+	}
+	// The gateway started after this test read the clock and before the
+	// scrape; /proc gives the start to the clock tick and boot time to the
+	// second, hence the second of slack before.
+	start := m["process_start_time_seconds"]
+	if lo, hi := float64(before.Unix()-2), float64(time.Now().Unix()+1); start < lo || start > hi {
+		t.Errorf("process_start_time_seconds %v outside [%v, %v]", start, lo, hi)
+	}
+	if len(m.family("go_info", `version="go`)) != 1 {
+		t.Errorf("no go_info with the Go version:%s", m.family("go_info"))
+	}
+	if len(m.family("go_gc_duration_seconds", `quantile="`)) == 0 {
+		t.Errorf("no go_gc_duration_seconds summary:%s", m.family("go_gc_duration_seconds"))
+	}
+	// The gateway's own metrics are still there, from the same registry.
+	if len(m.family("target_info")) != 1 {
+		t.Errorf("target_info missing beside the runtime metrics")
 	}
 }

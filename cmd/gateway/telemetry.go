@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -31,7 +32,7 @@ const meterName = "github.com/tollgate/gateway"
 
 // otelSetup is the process's OpenTelemetry SDK: a meter provider exported
 // in Prometheus text format on the admin listener's /metrics (from a
-// private registry) and, when the standard OTEL_EXPORTER_OTLP_* variables
+// private registry, beside the Go runtime's and the process's metrics) and, when the standard OTEL_EXPORTER_OTLP_* variables
 // say so, over OTLP/HTTP; and, only when an OTLP traces endpoint is
 // configured, a tracer provider sampling as OTEL_TRACES_SAMPLER says.
 type otelSetup struct {
@@ -86,6 +87,15 @@ func setupTelemetry(ctx context.Context, environ []string, log *slog.Logger) (*o
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
+	// The Go runtime's and the process's figures under the names every
+	// Prometheus user's dashboards and alerts know (go_goroutines,
+	// go_memstats_*, process_resident_memory_bytes, process_open_fds, ...),
+	// from client_golang, already the exposition's library. They are read
+	// at each scrape, in /metrics only: OTLP gets the gateway's own metrics.
+	// The Go collector reads runtime/metrics, which does not stop the
+	// world; the process collector reads a few files under /proc/self.
+	o.registry.MustRegister(collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	o.metricsHandler = promhttp.HandlerFor(o.registry, promhttp.HandlerOpts{})
 	mopts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(prom)}
 

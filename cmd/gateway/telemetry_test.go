@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/telemetry"
@@ -196,5 +200,35 @@ func TestTracingFromEnv(t *testing.T) {
 		sctx, cancel := context.WithTimeout(ctx, time.Second)
 		_ = o.Shutdown(sctx) // the exporters point at a closed port; a failed flush is expected
 		cancel()
+	}
+}
+
+// BenchmarkRuntimeCollectors is what the Go runtime's and the process's
+// metrics add to a scrape of /metrics: one gathering of the collectors and
+// their text exposition, each alone and both.
+func BenchmarkRuntimeCollectors(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		cs   []prometheus.Collector
+	}{
+		{"go", []prometheus.Collector{collectors.NewGoCollector()}},
+		{"process", []prometheus.Collector{collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}},
+		{"both", []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(c.cs...)
+			h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+			req := httptest.NewRequest("GET", "/metrics", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != 200 {
+					b.Fatalf("status %d", w.Code)
+				}
+				b.SetBytes(int64(w.Body.Len()))
+			}
+		})
 	}
 }

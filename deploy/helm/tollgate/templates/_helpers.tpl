@@ -48,3 +48,42 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- include "tollgate.fullname" . -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The Secret holding the admin API's bearer token: the one named by
+adminToken.existingSecret, or the one the chart makes. */}}
+{{- define "tollgate.adminTokenSecret" -}}
+{{- .Values.adminToken.existingSecret | default (printf "%s-admin-token" (include "tollgate.fullname" .)) -}}
+{{- end -}}
+
+{{/* The key of that Secret holding the token. */}}
+{{- define "tollgate.adminTokenKey" -}}
+{{- if .Values.adminToken.existingSecret -}}
+{{- required "adminToken.existingSecretKey: name the key of adminToken.existingSecret that holds the token" .Values.adminToken.existingSecretKey -}}
+{{- else -}}
+token
+{{- end -}}
+{{- end -}}
+
+{{/* Where the pod reads the admin token: admin.token_file. */}}
+{{- define "tollgate.adminTokenFile" -}}
+/etc/tollgate/admin-token/token
+{{- end -}}
+
+{{/* The fewest replicas the gateway runs with: autoscaling.minReplicas
+under the HorizontalPodAutoscaler, replicaCount otherwise. */}}
+{{- define "tollgate.minReplicas" -}}
+{{- if .Values.autoscaling.enabled -}}
+{{- .Values.autoscaling.minReplicas | int -}}
+{{- else -}}
+{{- .Values.replicaCount | int -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A label map as k=v,k=v, sorted. */}}
+{{- define "tollgate.labelList" -}}
+{{- $out := list -}}
+{{- range $k, $v := . -}}
+{{- $out = append $out (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $out -}}
+{{- end -}}
