@@ -425,7 +425,9 @@ type LimitConfig struct {
 	// "delay" (required then). Default "".
 	MaxDelay string `mapstructure:"max_delay" json:"max_delay"`
 	// MaxWaiting bounds the requests waiting on this limit in one gateway,
-	// with on_limit = "delay"; past it a request is rejected. Default 1024.
+	// with on_limit = "delay"; past it a request is rejected. One counter
+	// key may hold at most max(1, max_waiting / 8) of them, unless the key
+	// is the same for every client (by empty or only route). Default 1024.
 	MaxWaiting int `mapstructure:"max_waiting" json:"max_waiting"`
 	// Sync is "exact" (every hit decided by the store) or "batched" (each
 	// gateway admits from leases of the budget taken from the store; a

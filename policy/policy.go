@@ -204,6 +204,12 @@ type Limit struct {
 	// MaxWaiting bounds the requests waiting on a delay limit
 	// (Limit.MaxDelay > 0) in this gateway.
 	MaxWaiting int
+	// WaitShare bounds the requests of one counter key among them: a
+	// key's fair share of the waiting room, so that a few keys (which a
+	// client may invent) cannot fill it for everyone. It is MaxWaiting
+	// when the key is the same for every client (by = [] or only
+	// route), where there is no one to share with.
+	WaitShare int
 
 	exemptKeys      map[[32]byte]struct{}
 	exemptConsumers map[string]struct{}
