@@ -489,6 +489,13 @@ type RouteConfig struct {
 	// body (a stream silent longer is cut off); "0s" or empty, the
 	// default, means none.
 	IdleTimeout string `mapstructure:"idle_timeout" json:"idle_timeout"`
+	// Upgrades lists the protocols a client may switch the connection to
+	// through this route ("websocket"): an Upgrade request naming only
+	// listed protocols is forwarded, and an upgraded connection is then a
+	// tunnel counted as one request. Any other Upgrade is removed before
+	// forwarding, so the upstream answers an ordinary request. Default
+	// none.
+	Upgrades []string `mapstructure:"upgrades" json:"upgrades"`
 	// Limits names the route's own limits, applied after gateway.limits.
 	// Default none.
 	Limits []string `mapstructure:"limits" json:"limits"`

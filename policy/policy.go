@@ -292,6 +292,10 @@ type Route struct {
 	// body; 0 (the default) means none. Upgraded connections are not
 	// bound.
 	IdleTimeout time.Duration
+	// Upgrades are the protocols a client may upgrade to on this route,
+	// lower case, each a name ("websocket": any version) or name/version;
+	// empty (the default) forwards no Upgrade. See AllowsUpgrade.
+	Upgrades []string
 	// Respond, when not nil, is the route's own answer (no upstream).
 	Respond *Respond
 	// Limits are gateway.limits then the route's own, duplicates removed.
