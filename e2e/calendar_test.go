@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -180,4 +182,67 @@ limits = ["login"]
 			t.Errorf("after the penalty: %s", r)
 		}
 	})
+}
+
+// TestPenaltySharedMissingWarning: a penalty on a limit keyed by a part a
+// client may leave out (api_key), with on_missing = "shared", boxes every
+// keyless client together: four keyless requests past 3/15m put every
+// keyless client, from any address, in the box. `gateway validate` and
+// startup warn about it with the limit's field path, naming penalty and
+// on_missing; with on_missing = "ip" neither warns.
+func TestPenaltySharedMissingWarning(t *testing.T) {
+	t.Parallel()
+	const body = `[[limits]]
+name = "login"
+algorithm = "fixed_window"
+rates = ["3/15m"]
+penalty = "15m"
+by = ["api_key"]
+%s
+[[routes]]
+name = "l"
+path_prefix = "/login"
+respond = { status = 200, body = "ok" }
+limits = ["login"]
+`
+	const warning = `limits[0].penalty ("login"): with on_missing = "shared", every request without a value for key part api_key shares one counter`
+	for _, tc := range []struct {
+		onMissing string
+		warn      bool
+	}{
+		{"", true}, // shared is the default
+		{`on_missing = "shared"`, true},
+		{`on_missing = "ip"`, false},
+	} {
+		cfg := filepath.Join(t.TempDir(), "gateway.toml")
+		if err := os.WriteFile(cfg, []byte(strings.Replace(body, "%s", tc.onMissing, 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := runGateway(t, nil, "validate", "--config", cfg)
+		if code != 0 {
+			t.Fatalf("%s: validate exited %d:\n%s%s", tc.onMissing, code, stdout, stderr)
+		}
+		if got := strings.Contains(stderr, "warning: "+warning); got != tc.warn {
+			t.Errorf("%q: validate warned %v, want %v:\n%s", tc.onMissing, got, tc.warn, stderr)
+		}
+	}
+	g := startGateway(t, "calendar.toml.tmpl", gwOpts{Data: map[string]any{"Redis": "",
+		"Body": strings.Replace(body, "%s", "", 1)}})
+	if !strings.Contains(g.output(), `"level":"WARN","msg":"`+strings.ReplaceAll(warning, `"`, `\"`)) {
+		t.Errorf("startup logged no penalty warning:\n%s", g.output())
+	}
+	// What the warning is about: three keyless logins from one address
+	// fill the shared counter, the fourth starts the penalty, and a
+	// keyless client from another address is in the box with it.
+	a, b := newClient(t, "127.0.0.1"), newClient(t, "127.0.0.2")
+	for i := range 3 {
+		if r := get(t, a, g.url("/login"), nil); r.Status != 200 {
+			t.Fatalf("keyless login %d: %s", i+1, r)
+		}
+	}
+	get(t, a, g.url("/login"), nil).problem(t, 429)
+	get(t, b, g.url("/login"), nil).problem(t, 429)
+	if r := get(t, b, g.url("/login"), map[string]string{"X-API-Key": "k"}); r.Status != 200 {
+		t.Errorf("a client with a key: %s", r)
+	}
 }

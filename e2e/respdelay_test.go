@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -417,4 +418,99 @@ func TestResponseCountReload(t *testing.T) {
 		}
 	}
 	check429Body(t, get(t, c, g.url("/login"), right), "login-failures")
+}
+
+// TestDelayFairShare: a few keys cannot take a delay limit's waiting room
+// from everyone. Against a slot every 2 s per API key, max_waiting = 24
+// (a share of 3 per key): three keys each send ten requests that would
+// wait; only three of each wait, the other seven get 429 at once. A
+// fourth key's burst is then still delayed (200 after its wait), not
+// refused because the room is full. Before the shares, the three keys
+// held all 24 places and the fourth key's second request got 429 at once.
+func TestDelayFairShare(t *testing.T) {
+	respDelayOnStores(t, "token_bucket", func(t *testing.T, g *gw, _ *respUpstream) {
+		c := newClient(t, "")
+		key := func(k string) map[string]string { return map[string]string{"X-API-Key": k} }
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		defer func() { cancel(); wg.Wait() }() // the waiters still waiting hang up
+		type outcome struct {
+			key    string
+			status int
+		}
+		outcomes := make(chan outcome, 64)
+		for _, k := range []string{"a", "b", "c"} {
+			if r := get(t, c, g.url("/fair"), key(k)); r.Status != 200 {
+				t.Fatalf("key %s, first request: %s", k, r)
+			}
+			for range 10 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					req, _ := http.NewRequestWithContext(ctx, "GET", g.url("/fair"), nil)
+					req.Header.Set("X-API-Key", k)
+					resp, err := c.Do(req)
+					if err != nil {
+						return // hung up at the end of the test, still waiting
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					outcomes <- outcome{k, resp.StatusCode}
+				}()
+			}
+		}
+		// Wait until the room is full for one of them at least (before the
+		// shares: 30 would wait in a room of 24, so 6 were refused) or
+		// every key holds its share (7 refused per key). No slot comes
+		// for 2 s, so nobody leaves the room meanwhile.
+		refused, served := map[string]int{}, map[string]int{}
+		tally := func(o outcome) {
+			switch o.status {
+			case http.StatusTooManyRequests:
+				refused[o.key]++
+			case http.StatusOK: // its slot came
+				served[o.key]++
+			default:
+				t.Errorf("key %s: a would-be waiter got %d", o.key, o.status)
+			}
+		}
+		guard := time.After(60 * time.Second)
+		for n := 0; n < 6; {
+			select {
+			case o := <-outcomes:
+				tally(o)
+				if o.status == http.StatusTooManyRequests {
+					n++
+				}
+			case <-guard:
+				t.Fatalf("after 60s only %d of the three keys' 30 would-be waiters were refused (%v)", n, refused)
+			}
+		}
+		// The fourth key: its first request empties its bucket, its second
+		// waits for the slot 2 s on.
+		if r := get(t, c, g.url("/fair"), key("d")); r.Status != 200 {
+			t.Fatalf("key d, first request: %s", r)
+		}
+		if r := get(t, c, g.url("/fair"), key("d")); r.Status != 200 {
+			t.Fatalf("key d's burst was refused while three keys held the waiting room: %s", r)
+		}
+		// Every would-be waiter of the three keys is answered: refused at
+		// once, or served when its slot came (a slot every 2 s). Each key
+		// had seven refused and three waiting when all ten arrived before
+		// its first slot; one arriving later may take a place a served
+		// waiter left, so at least five are refused.
+		for n := refused["a"] + refused["b"] + refused["c"] + served["a"] + served["b"] + served["c"]; n < 30; n++ {
+			select {
+			case o := <-outcomes:
+				tally(o)
+			case <-guard:
+				t.Fatalf("after 60s: refused %v, served %v; want all 30 answered", refused, served)
+			}
+		}
+		for _, k := range []string{"a", "b", "c"} {
+			if refused[k] < 5 || refused[k]+served[k] != 10 {
+				t.Errorf("key %s: %d of 10 would-be waiters refused, %d served; want at least 5 refused (a share of 3 of 24 waits)", k, refused[k], served[k])
+			}
+		}
+	})
 }

@@ -104,6 +104,7 @@ name = "stream"
 path_prefix = "/stream"
 upstream = %q
 timeout = %q
+upgrades = ["websocket"]
 `, su.URL, streamTimeout.String())
 	return startGateway(t, "ops.toml.tmpl", gwOpts{Data: opsData(t, up, "Extra", extra)})
 }

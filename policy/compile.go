@@ -138,6 +138,7 @@ func build(c *Config) (*Policy, []error) {
 		p.Limits = append(p.Limits, l)
 	}
 	p.Warnings = append(p.Warnings, quotaWarnings(p)...)
+	p.Warnings = append(p.Warnings, penaltyWarnings(p)...)
 	global := resolveLimits(c.Gateway.Limits, p.byName, "gateway.limits", &e)
 
 	for i := range c.Routes {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/gateway/keys"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -77,6 +78,31 @@ func quotaWarnings(p *Policy) []string {
 	for i, l := range p.Limits {
 		if l.Limit != nil && l.Algorithm == ratelimit.Quota {
 			w = append(w, fmt.Sprintf("limits[%d] (%q): a quota on the memory store is lost when the gateway restarts and may be evicted when store.memory.max_keys or max_bytes is reached (quota states are evicted last); use store.backend = \"redis\" for quotas that must last", i, l.Name))
+		}
+	}
+	return w
+}
+
+// penaltyWarnings names the limits with a penalty whose key has a part a
+// client may leave out (api_key, user, mtls, header:) with on_missing =
+// "shared": every request without it shares the key "-", so a few
+// keyless requests that the limit denies put every keyless client, from
+// any address, in the penalty box. on_missing = "ip" or "reject" avoids
+// it.
+func penaltyWarnings(p *Policy) []string {
+	var w []string
+	for i, l := range p.Limits {
+		if l.Limit == nil || l.Limit.Penalty <= 0 || l.OnMissing != OnMissingShared {
+			continue
+		}
+		for _, part := range l.By {
+			switch part.Kind {
+			case keys.PartAPIKey, keys.PartUser, keys.PartMTLS, keys.PartHeader:
+			default:
+				continue
+			}
+			w = append(w, fmt.Sprintf("limits[%d].penalty (%q): with on_missing = \"shared\", every request without a value for key part %s shares one counter (\"-\"), so a few such requests that the limit denies put every client without one, from any address, in the penalty box; set on_missing = \"ip\" (counted and boxed per address) or \"reject\"", i, l.Name, part))
+			break
 		}
 	}
 	return w

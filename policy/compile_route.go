@@ -92,6 +92,7 @@ func buildRoute(c *RouteConfig, path string, e *problems) *Route {
 			ContentTypeHeader:   []string{r.ContentType},
 			ContentLengthHeader: []string{strconv.Itoa(len(r.Body))}}
 	}
+	rt.Upgrades = buildUpgrades(c.Upgrades, rt, path+".upgrades", e)
 	rt.Timeout = duration(c.Timeout, path+".timeout", true, e)
 	if c.IdleTimeout != "" {
 		rt.IdleTimeout = duration(c.IdleTimeout, path+".idle_timeout", false, e)

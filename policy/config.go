@@ -436,7 +436,9 @@ type LimitConfig struct {
 	// "delay" (required then). Default "".
 	MaxDelay string `mapstructure:"max_delay" json:"max_delay"`
 	// MaxWaiting bounds the requests waiting on this limit in one gateway,
-	// with on_limit = "delay"; past it a request is rejected. Default 1024.
+	// with on_limit = "delay"; past it a request is rejected. One counter
+	// key may hold at most max(1, max_waiting / 8) of them, unless the key
+	// is the same for every client (by empty or only route). Default 1024.
 	MaxWaiting int `mapstructure:"max_waiting" json:"max_waiting"`
 	// Sync is "exact" (every hit decided by the store) or "batched" (each
 	// gateway admits from leases of the budget taken from the store; a
@@ -498,6 +500,13 @@ type RouteConfig struct {
 	// body (a stream silent longer is cut off); "0s" or empty, the
 	// default, means none.
 	IdleTimeout string `mapstructure:"idle_timeout" json:"idle_timeout"`
+	// Upgrades lists the protocols a client may switch the connection to
+	// through this route ("websocket"): an Upgrade request naming only
+	// listed protocols is forwarded, and an upgraded connection is then a
+	// tunnel counted as one request. Any other Upgrade is removed before
+	// forwarding, so the upstream answers an ordinary request. Default
+	// none.
+	Upgrades []string `mapstructure:"upgrades" json:"upgrades"`
 	// Limits names the route's own limits, applied after gateway.limits.
 	// Default none.
 	Limits []string `mapstructure:"limits" json:"limits"`

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tollgate/gateway/keys"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -92,6 +93,22 @@ func parseStatuses(vals []string, path string, e *problems) []StatusRange {
 	return out
 }
 
+// WaitShareDivisor divides a delay limit's max_waiting into the share
+// one counter key may hold: max(1, max_waiting / 8).
+const WaitShareDivisor = 8
+
+// waitShare returns the waiters one key of a delay limit keyed by by may
+// hold: all of maxWaiting when every client has the same key (nothing
+// but route in by), else max(1, maxWaiting / WaitShareDivisor).
+func waitShare(maxWaiting int, by []keys.Part) int {
+	for _, p := range by {
+		if p.Kind != keys.PartRoute {
+			return max(1, maxWaiting/WaitShareDivisor)
+		}
+	}
+	return maxWaiting
+}
+
 // compileResponse compiles count, count_statuses, cost_response_header,
 // on_limit, max_delay and max_waiting of c into l.
 func compileResponse(l *Limit, c *LimitConfig, path string, e *problems) {
@@ -149,6 +166,7 @@ func compileResponse(l *Limit, c *LimitConfig, path string, e *problems) {
 			e.add(path+".max_waiting", "must be in 1..1048576, got %d", c.MaxWaiting)
 		}
 		l.MaxWaiting = c.MaxWaiting
+		l.WaitShare = waitShare(c.MaxWaiting, l.By)
 	default:
 		e.add(path+".on_limit", "unknown value %q (want reject or delay)", c.OnLimit)
 	}

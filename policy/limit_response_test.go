@@ -119,3 +119,38 @@ func TestResponseCostHostile(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitShare: a delay limit's key may hold max(1, max_waiting / 8) of
+// its waiting room, unless every client has the same key. The oracle is
+// written out per row, not computed.
+func TestWaitShare(t *testing.T) {
+	for _, tc := range []struct {
+		by         []string
+		maxWaiting int
+		want       int
+	}{
+		{[]string{"client"}, 1024, 128},
+		{[]string{"client"}, 24, 3},
+		{[]string{"client"}, 15, 1},
+		{[]string{"client"}, 7, 1},
+		{[]string{"client"}, 1, 1},
+		{[]string{"api_key"}, 16, 2},
+		{[]string{"header:X-Tenant"}, 16, 2},
+		{[]string{"method"}, 16, 2},      // a client may send any method a route allows
+		{[]string{"route", "ip"}, 16, 2}, // ip varies by client
+		{[]string{}, 16, 16},             // one key for every client
+		{[]string{"route"}, 16, 16},      // one key per route, none a client can make
+	} {
+		c := base()
+		c.Limits[1].Algorithm, c.Limits[1].Rates, c.Limits[1].OnLimit, c.Limits[1].MaxDelay = "token_bucket", []string{"10/s"}, "delay", "1s"
+		c.Limits[1].By, c.Limits[1].MaxWaiting = tc.by, tc.maxWaiting
+		p, err := Compile(c, noEnv, os.ReadFile)
+		if err != nil {
+			t.Fatalf("by %v: %v", tc.by, err)
+		}
+		l := p.Limit("search")
+		if l == nil || l.WaitShare != tc.want {
+			t.Errorf("by %v, max_waiting %d: WaitShare %+v, want %d", tc.by, tc.maxWaiting, l, tc.want)
+		}
+	}
+}

@@ -208,6 +208,12 @@ type Limit struct {
 	// MaxWaiting bounds the requests waiting on a delay limit
 	// (Limit.MaxDelay > 0) in this gateway.
 	MaxWaiting int
+	// WaitShare bounds the requests of one counter key among them: a
+	// key's fair share of the waiting room, so that a few keys (which a
+	// client may invent) cannot fill it for everyone. It is MaxWaiting
+	// when the key is the same for every client (by = [] or only
+	// route), where there is no one to share with.
+	WaitShare int
 
 	exemptKeys      map[[32]byte]struct{}
 	exemptConsumers map[string]struct{}
@@ -290,6 +296,10 @@ type Route struct {
 	// body; 0 (the default) means none. Upgraded connections are not
 	// bound.
 	IdleTimeout time.Duration
+	// Upgrades are the protocols a client may upgrade to on this route,
+	// lower case, each a name ("websocket": any version) or name/version;
+	// empty (the default) forwards no Upgrade. See AllowsUpgrade.
+	Upgrades []string
 	// Respond, when not nil, is the route's own answer (no upstream).
 	Respond *Respond
 	// Limits are gateway.limits then the route's own, duplicates removed.

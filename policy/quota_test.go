@@ -124,3 +124,50 @@ func TestQuotaCompiles(t *testing.T) {
 		t.Error("a quota's ID does not change with its zone")
 	}
 }
+
+// TestPenaltySharedMissingWarns: a penalty on a limit whose key has a
+// part a client may leave out, with on_missing = "shared", is warned
+// about with the limit's field path (every keyless client shares one
+// counter, so a few keyless denials box them all); the other rows are
+// not.
+func TestPenaltySharedMissingWarns(t *testing.T) {
+	for _, tc := range []struct {
+		by        []string
+		onMissing string
+		penalty   string
+		warn      bool
+	}{
+		{[]string{"api_key"}, "shared", "15m", true},
+		{[]string{"user"}, "", "15m", true}, // shared is the default
+		{[]string{"header:X-Tenant"}, "shared", "1h", true},
+		{[]string{"route", "api_key"}, "shared", "15m", true},
+		{[]string{"api_key"}, "ip", "15m", false},
+		{[]string{"api_key"}, "reject", "15m", false},
+		{[]string{"api_key"}, "shared", "", false},
+		{[]string{"ip"}, "shared", "15m", false},
+		{[]string{"client"}, "shared", "15m", false}, // a client always has an identity (its address at least)
+		{[]string{}, "shared", "15m", false},         // one counter by design
+	} {
+		c := base()
+		c.Limits[1].By, c.Limits[1].OnMissing, c.Limits[1].Penalty = tc.by, tc.onMissing, tc.penalty
+		p, err := Compile(c, noEnv, os.ReadFile)
+		if err != nil {
+			t.Fatalf("by %v: %v", tc.by, err)
+		}
+		var got []string
+		for _, w := range p.Warnings {
+			if strings.Contains(w, "penalty") {
+				got = append(got, w)
+			}
+		}
+		if !tc.warn {
+			if len(got) > 0 {
+				t.Errorf("by %v, on_missing %q, penalty %q: unexpected warning %q", tc.by, tc.onMissing, tc.penalty, got)
+			}
+			continue
+		}
+		if len(got) != 1 || !strings.HasPrefix(got[0], `limits[1].penalty ("search"): with on_missing = "shared"`) || !strings.Contains(got[0], "penalty box") {
+			t.Errorf("by %v, on_missing %q: warnings %q; want one naming limits[1].penalty and on_missing", tc.by, tc.onMissing, p.Warnings)
+		}
+	}
+}

@@ -103,4 +103,30 @@ func BenchmarkHandler(b *testing.B) {
 	b.Run("respond-allow-1key", func(b *testing.B) { inProcess(b, mk("1000000000/second"), 1) })
 	b.Run("respond-allow-10000keys", func(b *testing.B) { inProcess(b, mk("1000000000/second"), 10000) })
 	b.Run("respond-deny-hotkey", func(b *testing.B) { inProcess(b, mk("1/hour"), 1) })
+
+	// A delay limit that admits at once: the waiting room is only looked
+	// at, never entered.
+	delay := func() *proxy.Handler {
+		c := policy.Default()
+		l := policy.DefaultLimit()
+		l.Name, l.Algorithm, l.Rates = "api", "token_bucket", []string{"1000000000/second"}
+		l.By, l.OnLimit, l.MaxDelay = []string{"api_key"}, "delay", "1s"
+		c.Limits = []policy.LimitConfig{l}
+		c.Gateway.Limits = []string{"api"}
+		demo := policy.DefaultRoute()
+		demo.Name, demo.PathPrefix = "demo", "/demo"
+		demo.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
+		c.Routes = []policy.RouteConfig{demo}
+		p, err := policy.Compile(c, func(string) string { return "" }, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return h
+	}
+	b.Run("respond-delay-allow-1key", func(b *testing.B) { inProcess(b, delay(), 1) })
+	b.Run("respond-delay-allow-10000keys", func(b *testing.B) { inProcess(b, delay(), 10000) })
 }

@@ -47,13 +47,16 @@ type ownedHeaders struct {
 	// consumer and plan are the headers the gateway names the consumer
 	// and plan in, "" when not forwarded.
 	consumer, plan string
+	// route is the route whose upgrades an Upgrade request may ask for;
+	// nil allows none.
+	route *policy.Route
 }
 
-// newOwnedHeaders returns the owned headers of a route whose identity
-// reads the user from userHeader and that forwards the consumer and plan
-// in the named headers ("" for none).
-func newOwnedHeaders(userHeader, consumer, plan string) *ownedHeaders {
-	o := &ownedHeaders{user: userHeader, consumer: consumer, plan: plan}
+// newOwnedHeaders returns the owned headers of route rt (nil: a route
+// allowing no upgrade) whose identity reads the user from userHeader and
+// that forwards the consumer and plan in the named headers ("" for none).
+func newOwnedHeaders(rt *policy.Route, userHeader, consumer, plan string) *ownedHeaders {
+	o := &ownedHeaders{user: userHeader, consumer: consumer, plan: plan, route: rt}
 	names := append(append([]string{"Upgrade", userHeader, consumer, plan}, gatewayOwned...), forwardingHeaders...)
 	for _, n := range names {
 		if n == "" {
@@ -72,25 +75,31 @@ func newOwnedHeaders(userHeader, consumer, plan string) *ownedHeaders {
 // gateway-owned ones and their respellings, the user header unless the
 // peer is trusted (its respellings always), the respelled forwarding
 // headers (ReverseProxy itself drops the canonical ones), the consumer and
-// plan headers in any spelling, and a client's request to switch to
-// cleartext HTTP/2 ("Upgrade: h2c", with its Connection header).
-// Forwarded, an upstream accepting it would answer 101 and ReverseProxy
-// would tunnel the connection: every HTTP/2 stream the client then sent
-// would reach the upstream on any path, past every route and limit (h2c
-// smuggling). HTTP/2 is hop by hop; the gateway's clients get it from its
-// own listener, and the request goes on as the ordinary HTTP/1.1 request
-// it also is. Other upgrades (WebSocket) are forwarded.
+// plan headers in any spelling, and a request to switch protocols that
+// the route does not allow (Route.AllowsUpgrade), with its Connection
+// header.
+//
+// An upgrade the upstream accepts (101) turns the connection into a
+// tunnel that the gateway counted as one request: whatever the client
+// sends on it afterwards passes no route and no limit. So only the
+// protocols a route lists in upgrades are offered to the upstream; any
+// other Upgrade, and one that lists any protocol not allowed, goes, and
+// the request goes on as the ordinary HTTP/1.1 request it also is (an
+// upstream answering 101 to it anyway gets a 502: ReverseProxy refuses a
+// switch that was not requested). h2c is never allowed ("Upgrade: h2c"
+// smuggling: every HTTP/2 stream on the tunnel would reach the upstream
+// on any path).
 // One range over the map replaces a delete per owned name: the map is a
 // request's handful of headers, and most are passed over on their length.
 func (o *ownedHeaders) strip(h http.Header, peerTrusted bool) {
-	h2c := false
+	refused := false
 	for name := range h {
 		if len(name) < 64 && o.lengths&(1<<len(name)) == 0 {
 			continue
 		}
 		switch {
 		case name == "Upgrade":
-			h2c = wantsH2C(h[name])
+			refused = o.route == nil || !o.route.AllowsUpgrade(h[name])
 		case dashedAny(name, gatewayOwned),
 			// A trusted peer's copy in the configured spelling is kept;
 			// every other spelling goes, whatever the peer.
@@ -101,7 +110,7 @@ func (o *ownedHeaders) strip(h http.Header, peerTrusted bool) {
 			delete(h, name)
 		}
 	}
-	if h2c {
+	if refused {
 		delete(h, "Upgrade")
 		delete(h, "Connection")
 	}
@@ -145,23 +154,11 @@ func dashedEqual(name, owned string) bool {
 	return true
 }
 
-// wantsH2C reports whether Upgrade values name h2c, however spelled.
-func wantsH2C(upgrade []string) bool {
-	for _, v := range upgrade {
-		for tok := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "h2c") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // reverseProxy builds the ReverseProxy of one route.
 func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.ReverseProxy {
 	target := rt.Upstream
 	identity := p.Identity
-	owned := newOwnedHeaders(identity.UserHeader(), p.Consumers.ForwardConsumer, p.Consumers.ForwardPlan)
+	owned := newOwnedHeaders(rt, identity.UserHeader(), p.Consumers.ForwardConsumer, p.Consumers.ForwardPlan)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			peerTrusted := identity.PeerTrusted(pr.In)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tollgate/gateway/policy"
 )
 
 // TestOwnedHeadersCanonical: the Rewrite deletes the owned headers, and
@@ -20,38 +22,64 @@ func TestOwnedHeadersCanonical(t *testing.T) {
 	}
 }
 
-// TestDropH2CUpgrade: a request to switch to h2c, however spelled, loses
-// its Upgrade and Connection headers before it is forwarded (a tunnel to
-// an upstream speaking HTTP/2 would bypass every route and limit); other
-// upgrades are kept.
-func TestDropH2CUpgrade(t *testing.T) {
+// TestStripUpgrade: an Upgrade request keeps its Upgrade and Connection
+// headers only when every protocol it names is one the route lists in
+// upgrades (any case; a listed name allows every version of it); anything
+// else, h2c however spelled above all, loses both before it is forwarded,
+// so the upstream answers an ordinary request and no tunnel opens. The
+// outcome is written out per row.
+func TestStripUpgrade(t *testing.T) {
+	none := &policy.Route{Name: "plain"}
+	ws := &policy.Route{Name: "ws", Upgrades: []string{"websocket"}}
+	spdy := &policy.Route{Name: "spdy", Upgrades: []string{"websocket", "spdy/3.1"}}
 	for _, tc := range []struct {
+		route   *policy.Route
 		upgrade []string
-		dropped bool
+		kept    bool
 	}{
-		{[]string{"h2c"}, true},
-		{[]string{"H2C"}, true},
-		{[]string{" h2c "}, true},
-		{[]string{"websocket, h2c"}, true},
-		{[]string{"websocket", "h2c"}, true},
-		{[]string{"websocket"}, false},
-		{[]string{"h2c-14"}, false},
-		{[]string{"h2"}, false},
-		{nil, false},
+		{none, []string{"websocket"}, false},
+		{none, []string{"WebSocket"}, false},
+		{nil, []string{"websocket"}, false},
+		{none, []string{"h2c"}, false},
+		{ws, []string{"websocket"}, true},
+		{ws, []string{"WebSocket"}, true},
+		{ws, []string{" WEBSOCKET "}, true},
+		{ws, []string{"websocket/13"}, true},
+		{ws, []string{"websocket,"}, true},
+		{ws, []string{"foo, websocket"}, false},
+		{ws, []string{"websocket, foo"}, false},
+		{ws, []string{"websocket", "foo"}, false},
+		{ws, []string{"websocket, h2c"}, false},
+		{ws, []string{"h2c"}, false},
+		{ws, []string{"H2C"}, false},
+		{ws, []string{" h2c "}, false},
+		{ws, []string{"h2"}, false},
+		{ws, []string{"websocketx"}, false},
+		{ws, []string{"web"}, false},
+		{ws, []string{""}, false},
+		{ws, []string{" , "}, false},
+		{spdy, []string{"SPDY/3.1"}, true},
+		{spdy, []string{"spdy/3"}, false},
+		{spdy, []string{"spdy"}, false},
+		{spdy, []string{"websocket, spdy/3.1"}, true},
 	} {
-		h := http.Header{"Connection": {"Upgrade"}}
-		if tc.upgrade != nil {
-			h["Upgrade"] = tc.upgrade
-		}
-		newOwnedHeaders("", "", "").strip(h, false)
+		h := http.Header{"Connection": {"Upgrade"}, "Upgrade": tc.upgrade}
+		newOwnedHeaders(tc.route, "", "", "").strip(h, false)
 		_, up := h["Upgrade"]
 		_, conn := h["Connection"]
-		if tc.dropped && (up || conn) {
-			t.Errorf("Upgrade %q: kept %v", tc.upgrade, h)
+		name := "nil"
+		if tc.route != nil {
+			name = tc.route.Name
 		}
-		if !tc.dropped && (!conn || up != (tc.upgrade != nil)) {
-			t.Errorf("Upgrade %q: dropped, %v left", tc.upgrade, h)
+		if up != tc.kept || conn != tc.kept {
+			t.Errorf("route %s, Upgrade %q: Upgrade kept %v, Connection kept %v; want both %v", name, tc.upgrade, up, conn, tc.kept)
 		}
+	}
+	// No Upgrade: Connection is ReverseProxy's business, not strip's.
+	h := http.Header{"Connection": {"keep-alive"}}
+	newOwnedHeaders(ws, "", "", "").strip(h, false)
+	if _, ok := h["Connection"]; !ok {
+		t.Error("a request without Upgrade lost its Connection header")
 	}
 }
 
@@ -111,7 +139,7 @@ func TestStripOwned(t *testing.T) {
 		if consumer == "" {
 			consumer = "X-Consumer"
 		}
-		newOwnedHeaders(tc.user, consumer, "X-Plan").strip(h, tc.peerTrusted)
+		newOwnedHeaders(nil, tc.user, consumer, "X-Plan").strip(h, tc.peerTrusted)
 		if _, ok := h[tc.header]; ok == tc.dropped {
 			t.Errorf("%s: %q kept %v, want dropped %v", tc.name, tc.header, ok, tc.dropped)
 		}
@@ -174,7 +202,7 @@ func TestStripOwnedMatchesModel(t *testing.T) {
 			want[name] = !drop
 		}
 		before := maps.Clone(h)
-		newOwnedHeaders(user, "X-Consumer", "X_plan").strip(h, trusted)
+		newOwnedHeaders(nil, user, "X-Consumer", "X_plan").strip(h, trusted)
 		for name := range before {
 			if _, kept := h[name]; kept != want[name] && name != "Upgrade" && name != "Connection" {
 				t.Fatalf("case %d (user %q, trusted %v): %q kept %v, want %v", i, user, trusted, name, kept, want[name])

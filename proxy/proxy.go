@@ -87,7 +87,7 @@ type Handler struct {
 	snap           atomic.Pointer[snapshot]
 	pool           sync.Pool // *request
 	// waiting counts the requests waiting for delay slots, per limit.
-	waiting waiters
+	waiting rooms
 	// cand is the configuration decided beside the live one, if any.
 	cand    candidateSlot
 	buffers bufferPool
