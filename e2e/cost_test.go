@@ -35,22 +35,29 @@ func TestCostLogLimitBoundedByMemory(t *testing.T) {
 }
 
 // TestCostHugeOnLog: on the largest log a configuration may take
-// (4,000,000/day), requests of a million units, of the whole capacity and
-// of 2^52 units answer at once with exact decisions, and the state stays a
-// few bytes per request: in Redis the key's MEMORY USAGE (a log that split
-// a cost into 65,536-unit runs held 512 bytes of entries after these four
-// requests), in the gateway its resident memory.
+// (4,000,000/day on the memory store, 1,000/day on Redis, which decodes a
+// log whole on every call), requests of a quarter of the capacity, of the
+// whole capacity and of 2^52 units answer at once with exact decisions,
+// and the state stays a few bytes per request: in Redis the key's MEMORY
+// USAGE (a log that split a cost into 65,536-unit runs held 512 bytes of
+// entries after four million-unit requests), in the gateway its resident
+// memory.
 func TestCostHugeOnLog(t *testing.T) {
 	t.Parallel()
 	for _, backend := range []string{"memory", "redis"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			data := map[string]any{"Rate": "4000000/day", "Redis": ""}
+			capacity := int64(4_000_000)
 			var rs *redistest.Server
 			if backend == "redis" {
+				capacity = 1000 // policy.MaxRedisLogUnits
 				rs = redistest.Standalone(t)
+			}
+			data := map[string]any{"Rate": strconv.FormatInt(capacity, 10) + "/day", "Redis": ""}
+			if rs != nil {
 				data["Redis"], data["Prefix"] = rs.Addr, "huge:"
 			}
+			quarter := strconv.FormatInt(capacity/4, 10)
 			g := startGateway(t, "costlog.toml.tmpl", gwOpts{Data: data})
 			c := newClient(t, "")
 			c.Timeout = 10 * time.Second // a request that spends seconds fails here
@@ -59,17 +66,17 @@ func TestCostHugeOnLog(t *testing.T) {
 				t.Helper()
 				return get(t, c, g.url("/big"), map[string]string{"X-Cost": cost})
 			}
-			for i, rem := range []int64{3_000_000, 2_000_000, 1_000_000, 0} {
-				r := send("1000000")
+			for i, rem := range []int64{3 * capacity / 4, capacity / 2, capacity / 4, 0} {
+				r := send(quarter)
 				if r.Status != 200 {
-					t.Fatalf("request %d of a million units: %s", i+1, r)
+					t.Fatalf("request %d of %s units: %s", i+1, quarter, r)
 				}
 				if got := r.Header.Get("RateLimit"); !strings.HasPrefix(got, `"big";r=`+strconv.FormatInt(rem, 10)+";") {
 					t.Fatalf("request %d: RateLimit %q, want remaining %d", i+1, got, rem)
 				}
 				time.Sleep(2 * time.Millisecond) // distinct ticks: one entry each
 			}
-			for _, cost := range []string{"1", "4000000", "4503599627370496", "9007199254740992"} {
+			for _, cost := range []string{"1", strconv.FormatInt(capacity, 10), "4503599627370496", "9007199254740992"} {
 				r := send(cost)
 				check429Body(t, r, "big")
 			}
@@ -91,10 +98,11 @@ func TestCostHugeOnLog(t *testing.T) {
 				key := ks[0]
 				v, err = rs.Do("MEMORY", "USAGE", key)
 				n, _ := v.(int64)
-				// 4 entries of 15 bytes behind a 7-byte base and a 4-byte
-				// length (71 bytes), plus Redis's own overhead for a
-				// string key (200 in all with Redis 7); 64 runs of 8 bytes
-				// would be more than 600.
+				// 4 entries of 8 bytes (15 from a cost of 65,535 on)
+				// behind a 7-byte base and a 4-byte length, plus Redis's
+				// own overhead for a string key (about 200 in all with
+				// Redis 7); a log split into 65,536-unit runs would hold
+				// more than 600.
 				if err != nil || n <= 0 || n > 320 {
 					t.Fatalf("MEMORY USAGE %s = %v, %v; want at most 320 bytes for 4 entries", key, v, err)
 				}

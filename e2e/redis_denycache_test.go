@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -42,6 +43,37 @@ func TestRedisDenyCacheForgetsOnReload(t *testing.T) {
 	}
 	if r := get(t, c, g.url("/d"), key); r.Status != 200 {
 		t.Fatalf("first request after switching the limit to shadow: %s, want 200", r)
+	}
+}
+
+// TestRedisDenyCacheForgetsOnLoosen: a client exhausted on Redis under
+// 2/hour, then the limit loosened to 10/hour by SIGHUP: the very next
+// request passes. Loosening keeps the limit's ID (and its counters), so
+// only two things keep the old denial from answering: the gateway purges
+// its deny cache on reload, and the cache's key holds the limit's numbers.
+// The shadow switch above changes the ID and cannot tell either apart;
+// this test fails only when both are gone, and each has a test of its own
+// (redisstore's TestDenyCacheKeyHoldsTheNumbers, cmd/gateway's
+// TestApplyPurgesDenials).
+func TestRedisDenyCacheForgetsOnLoosen(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Standalone(t)
+	g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: redisData(rs.Addr, nil, "deny", "500ms", denyBody("enforce"))})
+	c := newClient(t, "")
+	key := map[string]string{"X-API-Key": "loosen-client"}
+	for i, want := range []int{200, 200, 429, 429} {
+		if r := get(t, c, g.url("/d"), key); r.Status != want {
+			t.Fatalf("request %d: %s, want %d", i, r, want)
+		}
+	}
+	before := readyz(t, g).LastReload.At
+	g.rewrite(t, map[string]any{"Body": strings.Replace(denyBody("enforce"), `"2/hour"`, `"10/hour"`, 1)})
+	g.signal(t, syscall.SIGHUP)
+	if rd := waitReload(t, g, before); !rd.LastReload.OK {
+		t.Fatalf("reload failed: %+v", rd.LastReload)
+	}
+	if r := get(t, c, g.url("/d"), key); r.Status != 200 {
+		t.Fatalf("first request after loosening 2/hour to 10/hour: %s, want 200", r)
 	}
 }
 

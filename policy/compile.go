@@ -117,6 +117,14 @@ func build(c *Config) (*Policy, []error) {
 	for i := range c.Limits {
 		path := fmt.Sprintf("limits[%d]", i)
 		l := buildLimit(&c.Limits[i], path, &e)
+		if p.Store.Backend == BackendRedis {
+			l.redisLog = true
+			if l.ID != "" {
+				if msg := l.checkRedisLog(l.Limit); msg != "" {
+					e.add(path+".rates", "%s", msg)
+				}
+			}
+		}
 		buildPlanRates(l, &c.Limits[i], p.Plans, path, &e)
 		if !p.Consumers.Enabled() {
 			if len(c.Limits[i].Exempt.Consumers) > 0 {

@@ -120,6 +120,10 @@ func variantOf(l *Limit, rs []ratelimit.Rate, field string, e *problems) *rateli
 		e.add(field, "%v", err)
 		return nil
 	}
+	if msg := l.checkRedisLog(v); msg != "" {
+		e.add(field, "%s", msg)
+		return nil
+	}
 	for i, r := range v.Rates {
 		if capacity := v.Capacity(i); l.Cost > capacity {
 			// v's windows are in l's order (WithRates): name the

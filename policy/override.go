@@ -111,6 +111,9 @@ func (l *Limit) OverrideLimit(n OverrideNumbers) (*ratelimit.Limit, []FieldError
 		}
 		return nil, []FieldError{{field, err.Error()}}
 	}
+	if msg := l.checkRedisLog(v); msg != "" {
+		return nil, []FieldError{{"rates", msg}}
+	}
 	// As for the limit itself: a capacity below the static cost would deny
 	// every request.
 	for i := range v.Windows() {

@@ -222,6 +222,10 @@ type Limit struct {
 	// rates of their own. See For.
 	plans  []*ratelimit.Limit
 	custom map[*keys.Consumer]*ratelimit.Limit
+	// redisLog is set when the store is Redis: every definition of the
+	// limit (its own, plans', consumers', overrides') is held to
+	// MaxRedisLogUnits (checkRedisLog).
+	redisLog bool
 }
 
 // OnMissing is a limit's on_missing setting.

@@ -2,35 +2,17 @@ package proxy
 
 import (
 	"net/http"
-	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/gateway/internal/logthrottle"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// logEvery is the least time between two log lines about one thing (one
-// shadow limit, the store's failures): a line per request would flood the
-// log under exactly the load that causes it.
-const logEvery = time.Second
-
-// logThrottle lets one log line through per logEvery and counts the ones it
-// held back. It is safe for concurrent use; the zero value is ready.
-type logThrottle struct {
-	last       atomic.Int64 // unix nanoseconds of the last line
-	suppressed atomic.Int64 // events not logged since
-}
-
-// allow reports whether a line may be written at now and, if so, how many
-// events were held back since the last line.
-func (t *logThrottle) allow(now time.Time) (suppressed int64, ok bool) {
-	last := t.last.Load()
-	if now.UnixNano()-last < int64(logEvery) || !t.last.CompareAndSwap(last, now.UnixNano()) {
-		t.suppressed.Add(1)
-		return 0, false
-	}
-	return t.suppressed.Swap(0), true
-}
+// logThrottle lets one log line through per logthrottle.Every (a second)
+// about one thing (one shadow limit, the store's failures): a line per
+// request would flood the log under exactly the load that causes it.
+type logThrottle = logthrottle.Throttle
 
 // logShadow logs what shadow limits would have denied: at most one line a
 // second per limit at info, counting the denials in between (the access
@@ -45,7 +27,7 @@ func (h *Handler) logShadow(snap *snapshot, hits []ratelimit.Hit, ds []ratelimit
 		if t == nil {
 			continue
 		}
-		if n, ok := t.allow(now); ok {
+		if n, ok := t.Allow(now); ok {
 			h.log.Info("shadow limit would deny", "limit", hits[i].Limit.Name,
 				"retry_after", ds[i].RetryAfter.String(), "also_denied_since_last_line", n)
 		}
@@ -57,7 +39,7 @@ func (h *Handler) logShadow(snap *snapshot, hits []ratelimit.Hit, ds []ratelimit
 // or a request a client knows makes it reset, must not write a line per
 // request (the access log and the upstream_error outcome count each one).
 func (h *Handler) logUpstreamError(r *http.Request, err error) {
-	if n, ok := h.upstreamErrLog.allow(h.now()); ok {
+	if n, ok := h.upstreamErrLog.Allow(h.now()); ok {
 		h.log.Warn("upstream error", "url", r.URL.Redacted(), "err", err, "also_failed_since_last_line", n)
 	}
 }
@@ -66,7 +48,7 @@ func (h *Handler) logUpstreamError(r *http.Request, err error) {
 // number of failures since the last line: an outage must show in the log
 // without a line per request.
 func (h *Handler) logStoreError(err error, onError policy.OnError, now time.Time) {
-	if n, ok := h.storeErrLog.allow(now); ok {
+	if n, ok := h.storeErrLog.Allow(now); ok {
 		h.log.Warn("rate-limit store failed; store.on_error decides", "on_error", onError.String(), "err", err,
 			"also_failed_since_last_line", n)
 	}

@@ -37,9 +37,17 @@ func main() {
 	flag.BoolVar(&keepDumps, "keep", false, "with -callgrind: keep the dumps for callgrind_annotate")
 	workers := flag.Int("workers", 8, "with -peers: goroutines per contender")
 	dur := flag.Duration("d", 3*time.Second, "with -peers: duration per contender")
+	logSize := flag.Bool("logsize", false, "measure Redis's time per decision on sliding_window_log keys of growing length")
 	flag.Parse()
 	peerWorkers, peerDur = *workers, *dur
 	redis.SetLogger(quiet{})
+	if *logSize {
+		if err := runLogSizeServer(*n); err != nil {
+			fmt.Fprintln(os.Stderr, "redispeers:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *micro {
 		if err := runMicroServer(*n); err != nil {
 			fmt.Fprintln(os.Stderr, "redispeers:", err)
@@ -129,6 +137,23 @@ func run(cost, callgrind bool, n int, peers bool) error {
 		rows = append(rows, floors...)
 		printPeers(os.Stdout, rows, ceiling, depth)
 	}
+	return nil
+}
+
+// runLogSizeServer runs runLogSize against its own redis-server, n
+// decisions per length and outcome (3 from 100,000 entries on: they take
+// seconds each).
+func runLogSizeServer(n int) error {
+	srv, err := startRedis(false)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	rows, err := runLogSize(context.Background(), srv, n)
+	if err != nil {
+		return err
+	}
+	printLogSize(os.Stdout, rows)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/tollgate/gateway/internal/logthrottle"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit/hybrid"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -22,6 +24,9 @@ import (
 // store that cannot is an error naming the cause; otherwise the gateway
 // starts degraded (store.on_error decides until Redis does).
 func (g *gateway) openRedis(p *policy.Policy, mem *memstore.Store) error {
+	// Before the first client exists: go-redis logs from its pool's
+	// background dials as soon as there is one.
+	redis.SetLogger(&redisLog{log: g.log})
 	client, err := newRedisClient(p.Store.Redis, p.Store.Timeout)
 	if err != nil {
 		return fmt.Errorf("store.redis: %w", err)
@@ -59,6 +64,36 @@ func (g *gateway) openRedis(p *policy.Policy, mem *memstore.Store) error {
 	}
 	g.rr.monitor.CheckEviction(ctx)
 	return nil
+}
+
+// redisLog carries the go-redis library's own messages (a failed dial of
+// its pool, a dropped connection) into the gateway's log, which is JSON by
+// default: left to itself the library writes plain-text lines to standard
+// error, several a second while Redis is down, breaking every consumer
+// that parses the log as JSON lines. Each message becomes a warning with
+// source "go-redis" and the library's text as detail, at most one a second
+// (logthrottle), counting the ones held back; the store's own failures are
+// logged, and counted in metrics, by the gateway anyway.
+//
+// go-redis's logger is one for the whole process (redis.SetLogger): the
+// latest gateway opened logs them all, which in a process is one.
+type redisLog struct {
+	log *slog.Logger
+	t   logthrottle.Throttle
+}
+
+// Printf implements go-redis's internal.Logging.
+func (l *redisLog) Printf(ctx context.Context, format string, v ...any) {
+	n, ok := l.t.Allow(time.Now())
+	if !ok {
+		return
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	detail := strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: ")
+	l.log.Log(ctx, slog.LevelWarn, "redis client", "source", "go-redis", "detail", detail,
+		"suppressed_since_last_line", n)
 }
 
 // redisRuntime is what the gateway runs beside the Redis store: the client

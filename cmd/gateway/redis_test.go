@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,4 +103,34 @@ func typeName(c redis.UniversalClient) string {
 		return "*redis.ClusterClient"
 	}
 	return "other"
+}
+
+// TestRedisLogIsStructuredAndThrottled: go-redis's messages, however many
+// at once, become one JSON warning with the library's text as detail
+// (without its "redis: " prefix); the next one a second later counts the
+// ones held back.
+func TestRedisLogIsStructuredAndThrottled(t *testing.T) {
+	var buf bytes.Buffer
+	l := &redisLog{log: slog.New(slog.NewJSONHandler(&buf, nil))}
+	for i := range 100 {
+		l.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %v", 5, i)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("%d lines for 100 messages at once, want 1:\n%s", len(lines), buf.String())
+	}
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil {
+		t.Fatalf("not JSON: %v: %q", err, lines[0])
+	}
+	want := map[string]any{"level": "WARN", "msg": "redis client", "source": "go-redis",
+		"detail": "connection pool: failed to dial after 5 attempts: 0", "suppressed_since_last_line": float64(0)}
+	for k, v := range want {
+		if rec[k] != v {
+			t.Errorf("%s = %v, want %v (%s)", k, rec[k], v, lines[0])
+		}
+	}
+	// A nil context (a library path passing none) is not a panic.
+	var none context.Context
+	(&redisLog{log: slog.New(slog.NewJSONHandler(&buf, nil))}).Printf(none, "%s", "x")
 }

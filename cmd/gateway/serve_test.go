@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/ratelimit"
 )
 
 func TestMonotonicClockIgnoresNothingButAdvances(t *testing.T) {
@@ -123,5 +126,68 @@ respond = { status = 200, body = "ok" }
 	}
 	if after := openFiles(); after > before {
 		t.Errorf("open files went from %d to %d over 5 failed starts: something newGateway opened was not released", before, after)
+	}
+}
+
+// purgeCounter is a store that counts PurgeDenials, the call by which
+// the gateway tells a store with a deny cache that the policy changed.
+type purgeCounter struct {
+	ratelimit.Store
+	purges int
+}
+
+func (p *purgeCounter) PurgeDenials() { p.purges++ }
+
+// TestApplyPurgesDenials: making a new policy live (a reload, or a
+// promoted candidate) purges the store's cached denials, whether or not a
+// limit's ID changed: a limit loosened from 2/hour to 10/hour keeps its ID,
+// and a denial cached under 2/hour must not keep answering.
+func TestApplyPurgesDenials(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gateway.toml")
+	write := func(rate string) *policy.Policy {
+		t.Helper()
+		cfg := fmt.Sprintf(`
+[server]
+listen = "127.0.0.1:0"
+admin_listen = ""
+[[limits]]
+name = "d"
+rates = [%q]
+algorithm = "fixed_window"
+by = ["client"]
+[[routes]]
+name = "demo"
+path_prefix = "/"
+respond = { status = 200, body = "ok" }
+limits = ["d"]
+`, rate)
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p, err := loadPolicy(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	g, err := newGateway(write("2/hour"), path, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := &purgeCounter{Store: g.store}
+	g.store = pc
+	defer func() {
+		g.store = pc.Store // closed once, as the gateway opened it
+		g.publicLn.Close()
+		g.shutdown()
+	}()
+	g.reloadMu.Lock()
+	err = g.apply(write("10/hour"), path)
+	g.reloadMu.Unlock()
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if pc.purges != 1 {
+		t.Errorf("apply purged the store's cached denials %d times, want 1", pc.purges)
 	}
 }

@@ -61,7 +61,7 @@ var rules = map[string]rule{
 	// decoding happens in cmd/gateway).
 	"policy": {allow: []string{"keys", "headers", "ratelimit", "consumers"}},
 	// The request path.
-	"proxy": {allow: []string{"policy", "keys", "headers", "ratelimit"}},
+	"proxy": {allow: []string{"policy", "keys", "headers", "ratelimit", "internal/logthrottle"}},
 	// Stores.
 	// The algorithms' window states and the engine that applies them to a
 	// key's windows: only stores and the exact-log referee see them.
@@ -128,6 +128,9 @@ var rules = map[string]rule{
 	"internal/redistest": {allow: []string{"internal/childproc"}},
 	// Test support: child processes that die with the test binary.
 	"internal/childproc": {},
+	// Throttled log lines (the request path's and the Redis client's):
+	// standard library only.
+	"internal/logthrottle": {},
 	// The collector's minimum heap: standard library only.
 	"internal/gcpace": {},
 	// Test support: the upstream tests and benchmarks put behind the gateway.

@@ -161,3 +161,40 @@ func TestDenyCacheHostile(t *testing.T) {
 		})
 	}
 }
+
+// TestDenyCacheKeyHoldsTheNumbers: a limit loosened from 2 to 10 per hour
+// keeps its ID (and its counters), and with no PurgeDenials between, the
+// next decision under the loosened limit asks Redis, which admits: the
+// denial cached under 2/hour must not answer for 10/hour. Only the limit's
+// numbers in the cache key tell the two apart.
+func TestDenyCacheKeyHoldsTheNumbers(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, newClient(t, standard.Addr), redisstore.Options{DenyCacheTTL: time.Minute})
+	tight := finished(t, ratelimit.Limit{Name: "n", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(2, time.Hour)}})
+	loose := finished(t, ratelimit.Limit{Name: "n", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(10, time.Hour)}})
+	if tight.ID != loose.ID {
+		t.Fatalf("the loosened limit has ID %q, the tight one %q: the test needs one ID", loose.ID, tight.ID)
+	}
+	t0 := time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
+	decide := func(l *ratelimit.Limit, at time.Duration) (bool, bool) {
+		t.Helper()
+		cached := s.Stats().DenyCacheHits
+		ok, err := s.Decide(ctx, t0.Add(at), []ratelimit.Hit{{Limit: l, Key: "c", Cost: 1}}, make([]ratelimit.Decision, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok, s.Stats().DenyCacheHits > cached
+	}
+	for i, want := range []bool{true, true, false} {
+		if ok, _ := decide(tight, time.Duration(i)*time.Millisecond); ok != want {
+			t.Fatalf("request %d under 2/hour: allowed=%v, want %v", i, ok, want)
+		}
+	}
+	// The denial is cached: the same hit set is answered locally.
+	if ok, cached := decide(tight, 10*time.Millisecond); ok || !cached {
+		t.Fatalf("request 3 under 2/hour: allowed=%v from the cache=%v, want a cached denial", ok, cached)
+	}
+	if ok, cached := decide(loose, 20*time.Millisecond); !ok || cached {
+		t.Fatalf("first request under 10/hour (same ID, no purge): allowed=%v from the cache=%v, want admitted by Redis", ok, cached)
+	}
+}
