@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/tollgate/gateway/ratelimit"
@@ -30,12 +29,12 @@ var tooManyPrefix = func() string {
 // writes, without building the problem's strings: the usual denial (a
 // limit that a wait will admit) allocates nothing here. Rate-limit headers
 // already set on w are kept.
-func WriteTooManyRequests(w http.ResponseWriter, hits []ratelimit.Hit, ds []ratelimit.Decision) {
+func (wr *Writer) WriteTooManyRequests(w http.ResponseWriter, hits []ratelimit.Hit, ds []ratelimit.Decision) {
 	i := Pick(hits, ds)
 	if i < 0 || ds[i].Allowed || ds[i].Never {
 		p := TooManyRequests(hits, ds)
 		if p.RetryAfter > 0 {
-			w.Header()["Retry-After"] = IntValue(p.RetryAfter)
+			w.Header()["Retry-After"] = wr.IntValue(p.RetryAfter)
 		}
 		WriteProblem(w, p)
 		return
@@ -47,8 +46,8 @@ func WriteTooManyRequests(w http.ResponseWriter, hits []ratelimit.Hit, ds []rate
 		// One limit: the body depends on the limit and the wait alone,
 		// and a denied client that keeps asking gets the same one until
 		// the wait moves by a second.
-		if c := lastTooMany.Load(); c != nil && c.l == l && c.retry == retry {
-			writeTooMany(w, retry, c.length, c.body)
+		if c := wr.lastTooMany.Load(); c != nil && c.l == l && c.retry == retry {
+			wr.writeTooMany(w, retry, c.length, c.body)
 			return
 		}
 	}
@@ -96,11 +95,11 @@ func WriteTooManyRequests(w http.ResponseWriter, hits []ratelimit.Hit, ds []rate
 	b = append(b, `],"retry_after":`...)
 	b = append(strconv.AppendInt(b, retry, 10), '}', '\n')
 
-	length := IntValue(int64(len(b)))
+	length := wr.IntValue(int64(len(b)))
 	if n == 1 {
-		lastTooMany.Store(&tooManyBody{l: l, retry: retry, body: slices.Clone(b), length: length})
+		wr.lastTooMany.Store(&tooManyBody{l: l, retry: retry, body: slices.Clone(b), length: length})
 	}
-	writeTooMany(w, retry, length, b)
+	wr.writeTooMany(w, retry, length, b)
 	if cap(b) <= 4096 {
 		*bp = b
 		bodyPool.Put(bp)
@@ -108,9 +107,9 @@ func WriteTooManyRequests(w http.ResponseWriter, hits []ratelimit.Hit, ds []rate
 }
 
 // writeTooMany writes a 429 of body, whose Content-Length value is length.
-func writeTooMany(w http.ResponseWriter, retry int64, length []string, body []byte) {
+func (wr *Writer) writeTooMany(w http.ResponseWriter, retry int64, length []string, body []byte) {
 	h := w.Header()
-	h["Retry-After"] = IntValue(retry)
+	h["Retry-After"] = wr.IntValue(retry)
 	h["Content-Type"] = problemContentType
 	h["Cache-Control"] = noStore
 	h["X-Content-Type-Options"] = noSniff
@@ -127,12 +126,6 @@ type tooManyBody struct {
 	body   []byte
 	length []string
 }
-
-// lastTooMany holds the body of the last one-limit denial written: a hot
-// denied client is answered it again without building it. A miss costs
-// one copy of the body (clients denied by different limits in turn); the
-// limit it names stays reachable until the next miss replaces it.
-var lastTooMany atomic.Pointer[tooManyBody]
 
 // seenBefore reports whether an enforced denying hit before j has the
 // same limit name as hit j (TooManyRequests names each limit once).

@@ -31,12 +31,13 @@ func TestWriteTooManyRequestsMatches(t *testing.T) {
 	names := []string{"per-client", "api.v2:search_1", "del\x7f", `q"uote`, `back\slash`, "<html>&", "tab\tnl\n", "é-ünï", "\u2028sep", "bad\xffutf8", ""}
 	algs := []ratelimit.Algorithm{ratelimit.SlidingWindowCounter, ratelimit.Concurrency, ratelimit.GCRA}
 	rng := rand.New(rand.NewPCG(1, 2))
+	var wr Writer
 	check := func(hits []ratelimit.Hit, ds []ratelimit.Decision) {
 		t.Helper()
 		a, b := httptest.NewRecorder(), httptest.NewRecorder()
 		a.Header()["Ratelimit"] = []string{"kept"}
 		b.Header()["Ratelimit"] = []string{"kept"}
-		WriteTooManyRequests(a, hits, ds)
+		wr.WriteTooManyRequests(a, hits, ds)
 		oldDeny(b, hits, ds)
 		if a.Code != b.Code || !reflect.DeepEqual(a.Header(), b.Header()) || a.Body.String() != b.Body.String() {
 			t.Fatalf("hits %+v decisions %+v:\nfast %d %v %q\nwant %d %v %q", hits, ds,
@@ -82,13 +83,14 @@ func TestWriteTooManyRequestsReuse(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	reused := 0
+	var wr Writer
 	for range 5000 {
 		hits := []ratelimit.Hit{{Limit: limits[rng.IntN(len(limits))]}}
 		ds := []ratelimit.Decision{{Limit: 1, RetryAfter: time.Duration(1+rng.IntN(3)) * time.Second}}
-		before := lastTooMany.Load()
+		before := wr.lastTooMany.Load()
 		a, b := httptest.NewRecorder(), httptest.NewRecorder()
-		WriteTooManyRequests(a, hits, ds)
-		if lastTooMany.Load() == before {
+		wr.WriteTooManyRequests(a, hits, ds)
+		if wr.lastTooMany.Load() == before {
 			reused++
 		}
 		oldDeny(b, hits, ds)
@@ -115,8 +117,9 @@ func TestWriteTooManyRequestsAllocs(t *testing.T) {
 	hits := []ratelimit.Hit{{Limit: &ratelimit.Limit{Name: "per-client"}}}
 	ds := []ratelimit.Decision{{Limit: 1, RetryAfter: 7199 * time.Second}}
 	w := &discard{h: http.Header{}}
-	WriteTooManyRequests(w, hits, ds)
-	if n := testing.AllocsPerRun(100, func() { WriteTooManyRequests(w, hits, ds) }); n != 0 {
+	var wr Writer
+	wr.WriteTooManyRequests(w, hits, ds)
+	if n := testing.AllocsPerRun(100, func() { wr.WriteTooManyRequests(w, hits, ds) }); n != 0 {
 		t.Errorf("%v allocations per denial, want 0", n)
 	}
 }
@@ -132,7 +135,7 @@ func BenchmarkDeny(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		f    func(http.ResponseWriter, []ratelimit.Hit, []ratelimit.Decision)
-	}{{"problem", oldDeny}, {"writer", WriteTooManyRequests}} {
+	}{{"problem", oldDeny}, {"writer", new(Writer).WriteTooManyRequests}} {
 		b.Run(c.name, func(b *testing.B) {
 			w := &discard{h: http.Header{}}
 			b.ReportAllocs()
@@ -151,6 +154,7 @@ func TestSetDeniedReuse(t *testing.T) {
 		limit(t, "b", ratelimit.GCRA, "5/second", "100/minute")}
 	styleSets := []Styles{{IETF}, {IETF, Legacy, X}, {X}, {Legacy}}
 	now := time.Unix(1700000000, 0)
+	var wr Writer
 	for i := range 5000 {
 		l := limits[rng.IntN(len(limits))]
 		hits := []ratelimit.Hit{{Limit: l}}
@@ -161,10 +165,9 @@ func TestSetDeniedReuse(t *testing.T) {
 		policy := []string{"", PolicyValue([]*ratelimit.Limit{l})}[rng.IntN(2)]
 		at := now.Add(time.Duration(rng.IntN(2)) * time.Second)
 		got := http.Header{}
-		Set(got, styles, policy, hits, ds, at)
-		lastDenied.Store(nil)
+		wr.Set(got, styles, policy, hits, ds, at)
 		want := http.Header{}
-		Set(want, styles, policy, hits, ds, at)
+		new(Writer).Set(want, styles, policy, hits, ds, at) // built, nothing kept
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("step %d: %v, want %v", i, got, want)
 		}
@@ -177,8 +180,8 @@ func TestSetDeniedReuse(t *testing.T) {
 	hits := []ratelimit.Hit{{Limit: limits[0]}}
 	ds := []ratelimit.Decision{{Limit: 1, RetryAfter: time.Hour, Reset: time.Hour}}
 	h := http.Header{}
-	Set(h, Styles{IETF}, "p", hits, ds, now)
-	if n := testing.AllocsPerRun(100, func() { Set(h, Styles{IETF}, "p", hits, ds, now) }); n != 0 {
+	wr.Set(h, Styles{IETF}, "p", hits, ds, now)
+	if n := testing.AllocsPerRun(100, func() { wr.Set(h, Styles{IETF}, "p", hits, ds, now) }); n != 0 {
 		t.Errorf("a repeated denial: %v allocations, want 0", n)
 	}
 }
@@ -226,14 +229,14 @@ func TestDenialReuseConcurrent(t *testing.T) {
 			c.hits = append(c.hits, ratelimit.Hit{Limit: shadow})
 			c.ds = append(c.ds, ratelimit.Decision{Limit: 1, RetryAfter: time.Hour})
 		}
-		lastDenied.Store(nil)
 		c.header = http.Header{}
-		Set(c.header, c.styles, c.policy, c.hits, c.ds, c.at)
+		new(Writer).Set(c.header, c.styles, c.policy, c.hits, c.ds, c.at) // built, nothing kept
 		c.tooManyReference = httptest.NewRecorder()
 		oldDeny(c.tooManyReference, c.hits, c.ds)
 		cases = append(cases, c)
 	}
 	var wg sync.WaitGroup
+	var wr Writer // shared by every goroutine, as a handler's is
 	errs := make(chan string, 16)
 	for g := range 16 {
 		wg.Add(1)
@@ -243,13 +246,13 @@ func TestDenialReuseConcurrent(t *testing.T) {
 			for range 2000 {
 				c := cases[rng.IntN(len(cases))]
 				h := http.Header{}
-				Set(h, c.styles, c.policy, c.hits, c.ds, c.at)
+				wr.Set(h, c.styles, c.policy, c.hits, c.ds, c.at)
 				if !reflect.DeepEqual(h, c.header) {
 					errs <- fmt.Sprintf("headers %v, want %v", h, c.header)
 					return
 				}
 				w := httptest.NewRecorder()
-				WriteTooManyRequests(w, c.hits, c.ds)
+				wr.WriteTooManyRequests(w, c.hits, c.ds)
 				ref := c.tooManyReference
 				if w.Code != ref.Code || !reflect.DeepEqual(w.Header(), ref.Header()) || w.Body.String() != ref.Body.String() {
 					errs <- fmt.Sprintf("429 %d %v %q, want %d %v %q", w.Code, w.Header(), w.Body, ref.Code, ref.Header(), ref.Body)

@@ -19,8 +19,9 @@ func Example() {
 
 	hits := []ratelimit.Hit{{Limit: perClient, Key: "k", Cost: 1}}
 	ds := []ratelimit.Decision{{Allowed: true, Counted: true, Window: 1, Limit: 600, Remaining: 42, Reset: 16500 * time.Millisecond}}
+	var answers headers.Writer // one per handler
 	h := http.Header{}
-	headers.Set(h, headers.Styles{headers.IETF, headers.Legacy}, policy, hits, ds, time.Unix(0, 0))
+	answers.Set(h, headers.Styles{headers.IETF, headers.Legacy}, policy, hits, ds, time.Unix(0, 0))
 	for _, k := range []string{"RateLimit-Policy", "RateLimit", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
 		fmt.Printf("%s: %s\n", k, h.Get(k))
 	}

@@ -12,7 +12,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/gateway/ratelimit"
@@ -243,7 +242,7 @@ func fraction(d *ratelimit.Decision) float64 {
 // becomes available, and with no reset at all (t, RateLimit-Reset and
 // X-RateLimit-Reset left out) when nothing is used, so nothing comes back.
 // Retry-After itself is left to the caller.
-func Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds []ratelimit.Decision, now time.Time) {
+func (wr *Writer) Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds []ratelimit.Decision, now time.Time) {
 	if len(styles) == 0 {
 		return
 	}
@@ -274,7 +273,7 @@ func Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds [
 		if key.styles&(1<<X) != 0 && !noReset {
 			key.xReset = unixCeil(now.Add(reset))
 		}
-		if e := lastDenied.Load(); e != nil && e.key == key {
+		if e := wr.lastDenied.Load(); e != nil && e.key == key {
 			for k := 0; k < e.n; k++ {
 				h[e.names[k]] = e.vals[k : k+1 : k+1]
 			}
@@ -349,7 +348,7 @@ func Set(h http.Header, styles Styles, policy string, hits []ratelimit.Hit, ds [
 		h[names[k]] = vals[k : k+1 : k+1]
 	}
 	if !d.Allowed {
-		lastDenied.Store(&setValues{key: key, n: n, names: names, vals: vals})
+		wr.lastDenied.Store(&setValues{key: key, n: n, names: names, vals: vals})
 	}
 }
 
@@ -383,9 +382,6 @@ func styleMask(ss Styles) uint8 {
 	}
 	return m
 }
-
-// lastDenied holds the values of the last denial Set wrote.
-var lastDenied atomic.Pointer[setValues]
 
 // ceilSeconds is d in whole seconds, rounded up, never negative.
 func ceilSeconds(d time.Duration) int64 {

@@ -217,7 +217,7 @@ func TestSet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{}
-			Set(h, tt.styles, policy, hits, tt.ds, t0)
+			new(Writer).Set(h, tt.styles, policy, hits, tt.ds, t0)
 			if !reflect.DeepEqual(h, tt.want) {
 				t.Errorf("Set wrote\n %v\nwant\n %v", h, tt.want)
 			}
@@ -229,7 +229,7 @@ func TestSetOnlyShadow(t *testing.T) {
 	shadow := limit(t, "tighter", ratelimit.FixedWindow, "5/minute")
 	shadow.Shadow = true
 	h := http.Header{}
-	Set(h, Styles{IETF, Legacy, X}, "", []ratelimit.Hit{{Limit: shadow, Cost: 1}}, []ratelimit.Decision{{Allowed: false, Limit: 5}}, t0)
+	new(Writer).Set(h, Styles{IETF, Legacy, X}, "", []ratelimit.Hit{{Limit: shadow, Cost: 1}}, []ratelimit.Decision{{Allowed: false, Limit: 5}}, t0)
 	if len(h) != 0 {
 		t.Errorf("shadow-only decisions wrote headers: %v", h)
 	}
@@ -351,10 +351,11 @@ func BenchmarkSet(b *testing.B) {
 	}{{"ietf", Styles{IETF}, ds}, {"all", Styles{IETF, Legacy, X}, ds}, {"ietf-denied", Styles{IETF}, denied}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
+			var wr Writer
 			b.RunParallel(func(pb *testing.PB) {
 				h := make(http.Header, 8)
 				for pb.Next() {
-					Set(h, bc.styles, policy, hits, bc.ds, t0)
+					wr.Set(h, bc.styles, policy, hits, bc.ds, t0)
 				}
 			})
 		})
@@ -376,6 +377,17 @@ func TestIntValue(t *testing.T) {
 	}
 	if v := IntValue(1 << 40); len(v) != 1 || v[0] != "1099511627776" {
 		t.Errorf("IntValue(1<<40) = %q", v)
+	}
+	// A Writer keeps the last value beyond the table: asked in turn for
+	// values beyond it, each answer is its own spelling, and an append to
+	// a kept value does not reach the next answer.
+	var wr Writer
+	for _, n := range []int64{1 << 40, 1 << 40, 7200, 7200, 7201, 1 << 40, -7, 4095, 4096} {
+		v := wr.IntValue(n)
+		if len(v) != 1 || cap(v) != 1 || v[0] != fmt.Sprint(n) {
+			t.Fatalf("Writer.IntValue(%d) = %q (cap %d)", n, v, cap(v))
+		}
+		_ = append(v, "x")
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/tollgate/gateway/ratelimit"
@@ -102,24 +101,29 @@ func IntValue(n int64) []string {
 	if n >= 0 && n < int64(len(intValues)) {
 		return intValues[n : n+1 : n+1]
 	}
-	// Larger values (a Retry-After of an hourly limit) repeat from one
-	// request to the next: the last one is kept and shared too.
-	if last := lastInt.Load(); last != nil && last.n == n {
+	return []string{strconv.FormatInt(n, 10)}
+}
+
+// IntValue is the package's IntValue, keeping the last value built beyond
+// the table: larger values (a Retry-After of an hourly limit) repeat from
+// one request to the next.
+func (wr *Writer) IntValue(n int64) []string {
+	if n >= 0 && n < int64(len(intValues)) {
+		return intValues[n : n+1 : n+1]
+	}
+	if last := wr.lastInt.Load(); last != nil && last.n == n {
 		return last.v[:1:1]
 	}
 	v := &intValue{n: n, v: []string{strconv.FormatInt(n, 10)}}
-	lastInt.Store(v)
+	wr.lastInt.Store(v)
 	return v.v[:1:1]
 }
 
-// intValue is one header value IntValue built beyond the table.
+// intValue is one header value Writer.IntValue built beyond the table.
 type intValue struct {
 	n int64
 	v []string
 }
-
-// lastInt is the last value IntValue built beyond the table.
-var lastInt atomic.Pointer[intValue]
 
 // appendProblem appends p as JSON, byte for byte what encoding/json's
 // Marshal writes for it, without reflection.

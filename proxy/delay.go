@@ -191,7 +191,7 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, p *policy.Policy,
 			h.cancelReservations(q, p)
 			ev.Outcome = OutcomeLimited
 			secs := int64((d + time.Second - 1) / time.Second)
-			w.Header()["Retry-After"] = headers.IntValue(secs)
+			w.Header()["Retry-After"] = h.answers.IntValue(secs)
 			headers.WriteProblem(w, headers.Problem{
 				Status:     http.StatusTooManyRequests,
 				Title:      "Too Many Requests",

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -91,6 +92,9 @@ type Handler struct {
 	// cand is the configuration decided beside the live one, if any.
 	cand    candidateSlot
 	buffers bufferPool
+	// answers writes the rate-limit headers and 429s, keeping the last
+	// denial's values for a client that keeps asking.
+	answers headers.Writer
 }
 
 // snapshot is one compiled policy with its reverse proxies.

@@ -330,7 +330,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot,
 	if q.varied {
 		pol = variedPolicy(q.hits, now)
 	}
-	headers.Set(w.Header(), p.Headers, pol, q.hits, q.ds, now)
+	h.answers.Set(w.Header(), p.Headers, pol, q.hits, q.ds, now)
 	h.logShadow(snap, q.hits, q.ds, now)
 	if allowed {
 		return true
@@ -339,13 +339,13 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot,
 	if isGRPC(r) {
 		pb := headers.TooManyRequests(q.hits, q.ds)
 		if pb.RetryAfter > 0 {
-			w.Header()["Retry-After"] = headers.IntValue(pb.RetryAfter)
+			w.Header()["Retry-After"] = h.answers.IntValue(pb.RetryAfter)
 		}
 		writeGRPCLimited(w, pb, q.hits, q.ds)
 		return false
 	}
 	// The same Retry-After and problem body, built without strings.
-	headers.WriteTooManyRequests(w, q.hits, q.ds)
+	h.answers.WriteTooManyRequests(w, q.hits, q.ds)
 	return false
 }
 
