@@ -31,6 +31,15 @@ const MaxLimit = int64(1) << 53
 // arithmetic in ticks never overflows even when multiplied by small factors.
 const MaxWindow = 366 * 24 * time.Hour
 
+// MaxWait is the longest wait a Decision reports (RetryAfter, Reset): a
+// hundred of the longest windows, about a century. A hit that no wait up
+// to it would admit is denied with RetryAfter MaxWait, so every search for
+// the next admitting instant stops there: only a bucket whose refill takes
+// longer (a burst above a hundred times its rate's limit) or a corrupted
+// state can need more, and neither then holds a lock while it searches.
+// In ticks it is below 2^53, so the Redis scripts' doubles hold it exactly.
+const MaxWait = 100 * MaxWindow
+
 // Algorithm names one rate-limiting algorithm. The zero value is invalid.
 type Algorithm uint8
 
@@ -334,13 +343,14 @@ type Decision struct {
 	// Remaining is how many units that window has left after this decision.
 	Remaining int64
 	// Reset is how long until Remaining next increases if nothing else
-	// happens (0 when the window is full). Never longer than RetryAfter
-	// for a denied hit.
+	// happens (0 when the window is full), at most MaxWait. Never longer
+	// than RetryAfter for a denied hit.
 	Reset time.Duration
 	// RetryAfter is, for a denied hit, the earliest wait after which the
 	// same request (same cost) would be allowed by this limit if nothing
-	// else happened. 0 when allowed, when unknown (Concurrency), or when
-	// Never is set.
+	// else happened, at most MaxWait (a hit no wait up to MaxWait admits
+	// reports MaxWait). 0 when allowed, when unknown (Concurrency), or
+	// when Never is set.
 	RetryAfter time.Duration
 	// Never is set when the cost exceeds the capacity: no wait helps.
 	Never bool
