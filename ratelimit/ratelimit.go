@@ -173,6 +173,9 @@ type Limit struct {
 	// penaltyBox is the limit that holds the penalty of this one's keys
 	// (see PenaltyBox); set by Finish when Penalty is positive.
 	penaltyBox *Limit
+	// isBox marks a limit that is another one's penalty box (see
+	// IsPenaltyBox).
+	isBox bool
 }
 
 // Finish validates l and computes its ID. It must be called once after the
