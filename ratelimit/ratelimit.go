@@ -116,7 +116,11 @@ type Limit struct {
 	Name string
 	// Algorithm decides how the windows are counted.
 	Algorithm Algorithm
-	// Rates are the windows, all enforced. Empty for Concurrency.
+	// Rates are the windows, all enforced. Empty for Concurrency. Finish
+	// sorts them into their canonical order, shortest window first (by
+	// count among equal windows), so that the order a configuration lists
+	// them in changes neither ID nor the state's layout: window i of a
+	// state, Decision.Window and Usage all index the sorted rates.
 	Rates []Rate
 	// Burst is the bucket capacity for TokenBucket and GCRA; 0 means the
 	// rate's limit. Only valid with a single rate.
@@ -159,8 +163,9 @@ type Limit struct {
 	// exact and batched keeps its counters.
 	Batch *Batch
 	// ID identifies the limit's counters: its name, algorithm, mode,
-	// Scope and the shape of its state (the window lengths and, for
-	// SlidingWindowCounter, the precision), but not its counts, burst or
+	// Scope and the shape of its state (the window lengths, in canonical
+	// order, and, for SlidingWindowCounter, the precision), but not the
+	// order rates are listed in, nor its counts, burst or
 	// max_in_flight. A reload that changes only those keeps the ID, so
 	// the usage counted so far carries over and is judged by the new
 	// numbers, instead of every client starting from zero. Two limits
@@ -184,6 +189,7 @@ func (l *Limit) Finish() error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
+	sortRates(l.Rates)
 	l.params = l.params[:0]
 	for i := range l.Windows() {
 		l.params = append(l.params, l.Params(i))
