@@ -89,12 +89,12 @@ func TestCounterKeyConsumer(t *testing.T) {
 		name, limit string
 		clients     []string
 		q           url.Values
-		used, max   int64 // max: the first window's limit
+		used, max   int64 // max: the first window's limit (the shortest: rates are sorted)
 	}{
 		{"by consumer, plan rates", "per-consumer", acme, nil, 3, 70},
 		{"by consumer, own rates", "per-consumer", []string{"consumer:carol", "carol-key"}, nil, 1, 50},
-		{"quota, plan rates", "quota", acme, nil, 3, 5000},
-		{"quota, no plan", "quota", []string{"consumer:carol"}, nil, 1, 1000},
+		{"quota, plan rates", "quota", acme, nil, 3, 500},
+		{"quota, no plan", "quota", []string{"consumer:carol"}, nil, 1, 100},
 		{"by client", "per-client", acme, nil, 3, 100},
 		{"by consumer and route", "by-route", acme, url.Values{"route": {"demo"}}, 3, 100},
 		{"by consumer and method", "by-method", acme, url.Values{"method": {"POST"}}, 1, 100},

@@ -124,6 +124,8 @@ func TestQuotaPlansAndCost(t *testing.T) {
 			}
 		}
 		const march, day = 31 * 86400, 86400
+		// The limit lists the month first; every view shows a limit's
+		// windows in canonical order, shortest first.
 		// A cost within the limit's 10/day but above free's 4/day: 429,
 		// counted nowhere.
 		if r := send("acme-1", 5, 429); r.Header.Get("Retry-After") != "" {
@@ -136,14 +138,14 @@ func TestQuotaPlansAndCost(t *testing.T) {
 		send("acme-2", 1, 200)
 		send("acme-1", 1, 429)
 		quota("acme-2", "free",
-			quotaWindow{"40/month", "month", march, 40, 4, 36},
-			quotaWindow{"4/day", "day", day, 4, 4, 0})
+			quotaWindow{"4/day", "day", day, 4, 4, 0},
+			quotaWindow{"40/month", "month", march, 40, 4, 36})
 		// carol's own numbers beat her plan's.
 		send("carol-1", 7, 200)
 		send("carol-1", 1, 429)
 		quota("carol-1", "free",
-			quotaWindow{"1000/month", "month", march, 1000, 7, 993},
-			quotaWindow{"7/day", "day", day, 7, 7, 0})
+			quotaWindow{"7/day", "day", day, 7, 7, 0},
+			quotaWindow{"1000/month", "month", march, 1000, 7, 993})
 
 		// acme moves to pro: pro's numbers at once, the 4 used kept.
 		writeFileAtomic(t, reg, []byte(quotaPlansRegistry("pro")))
@@ -151,16 +153,16 @@ func TestQuotaPlansAndCost(t *testing.T) {
 			t.Fatalf("POST /admin/reload: %s", r)
 		}
 		quota("acme-1", "pro",
-			quotaWindow{"400/month", "month", march, 400, 4, 396},
-			quotaWindow{"20/day", "day", day, 20, 4, 16})
+			quotaWindow{"20/day", "day", day, 20, 4, 16},
+			quotaWindow{"400/month", "month", march, 400, 4, 396})
 		r = send("acme-2", 16, 200)
 		if p := r.Header.Get("RateLimit-Policy"); !strings.Contains(p, `"q.day";q=20;w=86400`) {
 			t.Errorf("acme on pro: RateLimit-Policy %q, want pro's 20/day", p)
 		}
 		send("acme-1", 1, 429)
 		quota("acme-1", "pro",
-			quotaWindow{"400/month", "month", march, 400, 20, 380},
-			quotaWindow{"20/day", "day", day, 20, 20, 0})
+			quotaWindow{"20/day", "day", day, 20, 20, 0},
+			quotaWindow{"400/month", "month", march, 400, 20, 380})
 		// The admin API names the consumer, reads pro's numbers, and
 		// DELETE gives both keys the day (and the month) back.
 		// It reads at the gateway's clock (here March 15), as the
@@ -172,7 +174,7 @@ func TestQuotaPlansAndCost(t *testing.T) {
 		if err := json.Unmarshal(u.Body, &au); err != nil || u.Status != 200 {
 			t.Fatalf("GET /admin/limits key=consumer:acme: %s (%v)", u, err)
 		}
-		if want := []quotaWindow{{"400/month", "month", march, 400, 20, 380}, {"20/day", "day", day, 20, 20, 0}}; fmt.Sprint(au.Windows) != fmt.Sprint(want) {
+		if want := []quotaWindow{{"20/day", "day", day, 20, 20, 0}, {"400/month", "month", march, 400, 20, 380}}; fmt.Sprint(au.Windows) != fmt.Sprint(want) {
 			t.Errorf("GET /admin/limits key=consumer:acme: windows\n%+v\nwant\n%+v", au.Windows, want)
 		}
 		if r := adminDo(t, g, "DELETE", "/admin/limits?limit=q&key=consumer:acme", ""); r.Status != 200 {

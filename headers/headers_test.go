@@ -52,13 +52,15 @@ func TestItemName(t *testing.T) {
 		window int
 		want   string
 	}{
+		// Finish sorts the rates, shortest window first, whatever order
+		// they were listed in.
 		{one, 0, "per-client"},
 		{multi, 0, "per-client.1s"},
-		{multi, 1, "per-client.1m"},
-		{multi, 2, "per-client.90s"},
-		{multi, 3, "per-client.1h"},
-		{multi, 4, "per-client.1d"},
-		{multi, 5, "per-client.1500ms"},
+		{multi, 1, "per-client.1500ms"},
+		{multi, 2, "per-client.1m"},
+		{multi, 3, "per-client.90s"},
+		{multi, 4, "per-client.1h"},
+		{multi, 5, "per-client.1d"},
 		{multi, 9, "per-client"},
 	}
 	for _, tt := range tests {

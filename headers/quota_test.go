@@ -10,7 +10,9 @@ import (
 
 // TestPolicyValueAtQuota: a quota's RateLimit-Policy window is its
 // current period's length in its zone, hand-computed: a 23-hour DST day,
-// a leap February, a 31-day month; other limits keep their window.
+// a leap February, a 31-day month; other limits keep their window. The
+// quota's periods are listed month first; the header, like every view of
+// a limit's windows, shows them in canonical order, the day first.
 func TestPolicyValueAtQuota(t *testing.T) {
 	ny, err := time.LoadLocation("America/New_York")
 	if err != nil {
@@ -29,10 +31,10 @@ func TestPolicyValueAtQuota(t *testing.T) {
 		at   time.Time
 		want string
 	}{
-		{time.Date(2024, 3, 10, 12, 0, 0, 0, ny), `"monthly.month";q=100000;w=2674800, "monthly.day";q=5000;w=82800, "f";q=10;w=1`},
-		{time.Date(2024, 2, 10, 12, 0, 0, 0, ny), `"monthly.month";q=100000;w=2505600, "monthly.day";q=5000;w=86400, "f";q=10;w=1`},
-		{time.Date(2024, 11, 3, 12, 0, 0, 0, ny), `"monthly.month";q=100000;w=2595600, "monthly.day";q=5000;w=90000, "f";q=10;w=1`},
-		{time.Time{}, `"monthly.month";q=100000;w=2678400, "monthly.day";q=5000;w=86400, "f";q=10;w=1`},
+		{time.Date(2024, 3, 10, 12, 0, 0, 0, ny), `"monthly.day";q=5000;w=82800, "monthly.month";q=100000;w=2674800, "f";q=10;w=1`},
+		{time.Date(2024, 2, 10, 12, 0, 0, 0, ny), `"monthly.day";q=5000;w=86400, "monthly.month";q=100000;w=2505600, "f";q=10;w=1`},
+		{time.Date(2024, 11, 3, 12, 0, 0, 0, ny), `"monthly.day";q=5000;w=90000, "monthly.month";q=100000;w=2595600, "f";q=10;w=1`},
+		{time.Time{}, `"monthly.day";q=5000;w=86400, "monthly.month";q=100000;w=2678400, "f";q=10;w=1`},
 	} {
 		if got := headers.PolicyValueAt(limits, tc.at); got != tc.want {
 			t.Errorf("PolicyValueAt(%s) =\n %s\nwant\n %s", tc.at, got, tc.want)

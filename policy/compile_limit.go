@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tollgate/gateway/keys"
 	"github.com/tollgate/gateway/ratelimit"
@@ -24,6 +25,9 @@ func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
 		e.add(path+".algorithm", "%v", err)
 	}
 	rl.Algorithm = alg
+	// spelled maps each window to its rate as written, for messages: Finish
+	// sorts the rates (see ratelimit.Limit.Rates).
+	spelled := make(map[time.Duration]string, len(c.Rates))
 	for i, s := range c.Rates {
 		r, err := ratelimit.ParseRate(s)
 		if err != nil {
@@ -40,6 +44,7 @@ func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
 			}
 		}
 		rl.Rates = append(rl.Rates, r)
+		spelled[r.Window] = s
 	}
 	switch c.Mode {
 	case "enforce":
@@ -134,9 +139,9 @@ func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
 		}
 		return l
 	}
-	for i := range rl.Rates {
+	for i, r := range rl.Rates {
 		if capacity := rl.Capacity(i); c.Cost > capacity {
-			e.add(path+".cost", "%d exceeds capacity %d of rate %q, so every request would be denied", c.Cost, capacity, c.Rates[i])
+			e.add(path+".cost", "%d exceeds capacity %d of rate %q, so every request would be denied", c.Cost, capacity, spelled[r.Window])
 		}
 	}
 	return l

@@ -126,7 +126,7 @@ func variantOf(l *Limit, rs []ratelimit.Rate, field string, e *problems) *rateli
 	}
 	for i, r := range v.Rates {
 		if capacity := v.Capacity(i); l.Cost > capacity {
-			// v's windows are in l's order (WithRates): name the
+			// v's windows are sorted (Finish), not as listed: name the
 			// rate where the configuration lists it.
 			at := slices.IndexFunc(rs, func(c ratelimit.Rate) bool { return c.Window == r.Window })
 			e.add(fmt.Sprintf("%s[%d]", field, at), "cost %d exceeds capacity %d, so every request would be denied", l.Cost, capacity)

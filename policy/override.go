@@ -120,7 +120,7 @@ func (l *Limit) OverrideLimit(n OverrideNumbers) (*ratelimit.Limit, []FieldError
 		if c := v.Capacity(i); l.Cost > c {
 			at := i
 			if i < len(v.Rates) {
-				// v's windows are in l's order (WithNumbers): name the
+				// v's windows are sorted (Finish), not as listed: name the
 				// rate where the override lists it.
 				at = slices.IndexFunc(rates, func(r ratelimit.Rate) bool { return r.Window == v.Rates[i].Window })
 			}

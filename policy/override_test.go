@@ -66,8 +66,8 @@ func TestCompileOverrides(t *testing.T) {
 }
 
 // TestOverrideRateOrder: an override listing the limit's windows in
-// another order counts in the limit's counters (its windows in the
-// limit's order), and a problem with one of its rates (or a plan's) names
+// another order counts in the limit's counters (its windows sorted, as
+// the limit's are), and a problem with one of its rates (or a plan's) names
 // the rate where it is listed.
 func TestOverrideRateOrder(t *testing.T) {
 	c := base()

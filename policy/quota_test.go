@@ -89,8 +89,9 @@ func TestQuotaCompiles(t *testing.T) {
 	if q.Algorithm != ratelimit.Quota || q.Location.String() != "America/New_York" || q.MonthStartsOn != 15 {
 		t.Errorf("quota compiled to %s in %v from day %d", q.Algorithm, q.Location, q.MonthStartsOn)
 	}
-	if q.PeriodOf(0) != ratelimit.PeriodMonth || q.PeriodOf(1) != ratelimit.PeriodDay {
-		t.Errorf("periods %s, %s; want month, day", q.PeriodOf(0), q.PeriodOf(1))
+	// Listed month first; compiled in canonical order, the day first.
+	if q.PeriodOf(0) != ratelimit.PeriodDay || q.PeriodOf(1) != ratelimit.PeriodMonth {
+		t.Errorf("periods %s, %s; want day, month", q.PeriodOf(0), q.PeriodOf(1))
 	}
 	if p.Limits[1].Penalty != 15*time.Minute || p.Limits[1].PenaltyBox() == nil {
 		t.Errorf("penalty compiled to %s", p.Limits[1].Penalty)

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -69,7 +70,7 @@ var ErrTooManyOverrides = errors.New("too many overrides")
 // so far, as a reload that changes a limit's numbers does.
 func (l *Limit) WithNumbers(rates []Rate, burst, maxInFlight int64) (*Limit, error) {
 	v := *l
-	v.Rates, v.Burst, v.MaxInFlight = alignRates(l.Rates, rates), burst, maxInFlight
+	v.Rates, v.Burst, v.MaxInFlight = slices.Clone(rates), burst, maxInFlight // Finish sorts the clone
 	v.params, v.ID = nil, ""
 	if err := v.Finish(); err != nil {
 		return nil, err

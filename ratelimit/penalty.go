@@ -35,7 +35,7 @@ const PenaltySuffix = "~penalty"
 // full every request of the key is denied by l; so it is exactly "denied
 // until the penalty ends", with the elastic window's math on every store.
 func newPenaltyBox(l *Limit) *Limit {
-	b := &Limit{Name: l.Name, Algorithm: FixedWindowElastic, Rates: []Rate{{Limit: 1, Window: l.Penalty}}}
+	b := &Limit{Name: l.Name, Algorithm: FixedWindowElastic, Rates: []Rate{{Limit: 1, Window: l.Penalty}}, isBox: true}
 	b.params = []Params{b.Params(0)}
 	b.ID = l.ID + PenaltySuffix
 	return b
@@ -46,3 +46,8 @@ func newPenaltyBox(l *Limit) *Limit {
 // l: a hit of l on a key whose box is full is denied with RetryAfter the
 // time left in the box; a hit l denies fills the box.
 func (l *Limit) PenaltyBox() *Limit { return l.penaltyBox }
+
+// IsPenaltyBox reports whether l is another limit's penalty box (made by
+// Finish, returned by PenaltyBox), so that a store can keep its states
+// apart from ordinary counters: a box forgotten lets a client out early.
+func (l *Limit) IsPenaltyBox() bool { return l.isBox }

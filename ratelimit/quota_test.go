@@ -26,12 +26,13 @@ func TestQuotaVariant(t *testing.T) {
 		t.Errorf("variant ID %q box %v; want the limit's %q and its box", v.ID, v.PenaltyBox(), l.ID)
 	}
 	at := time.Date(2024, 3, 20, 12, 0, 0, 0, ny)
-	s, e, _ := v.PeriodAt(0, at)
+	// Listed month first, kept day first (Finish sorts the rates).
+	s, e, _ := v.PeriodAt(1, at)
 	if want := time.Date(2024, 3, 15, 0, 0, 0, 0, ny); !s.Equal(want) || !e.Equal(time.Date(2024, 4, 15, 0, 0, 0, 0, ny)) {
 		t.Errorf("variant's month: [%s, %s), want from %s to April 15", s, e, want)
 	}
-	if v.PeriodOf(1) != PeriodDay || v.Params(0).Limit != 5000 {
-		t.Errorf("variant: period %s, limit %d", v.PeriodOf(1), v.Params(0).Limit)
+	if v.PeriodOf(0) != PeriodDay || v.Params(1).Limit != 5000 {
+		t.Errorf("variant: period %s, limit %d", v.PeriodOf(0), v.Params(1).Limit)
 	}
 	if _, err := l.WithNumbers([]Rate{{Limit: 5, Window: time.Hour}}, 0, 0); err == nil {
 		t.Error("a quota variant per hour was accepted")

@@ -31,6 +31,15 @@ const MaxLimit = int64(1) << 53
 // arithmetic in ticks never overflows even when multiplied by small factors.
 const MaxWindow = 366 * 24 * time.Hour
 
+// MaxWait is the longest wait a Decision reports (RetryAfter, Reset): a
+// hundred of the longest windows, about a century. A hit that no wait up
+// to it would admit is denied with RetryAfter MaxWait, so every search for
+// the next admitting instant stops there: only a bucket whose refill takes
+// longer (a burst above a hundred times its rate's limit) or a corrupted
+// state can need more, and neither then holds a lock while it searches.
+// In ticks it is below 2^53, so the Redis scripts' doubles hold it exactly.
+const MaxWait = 100 * MaxWindow
+
 // Algorithm names one rate-limiting algorithm. The zero value is invalid.
 type Algorithm uint8
 
@@ -107,7 +116,11 @@ type Limit struct {
 	Name string
 	// Algorithm decides how the windows are counted.
 	Algorithm Algorithm
-	// Rates are the windows, all enforced. Empty for Concurrency.
+	// Rates are the windows, all enforced. Empty for Concurrency. Finish
+	// sorts them into their canonical order, shortest window first (by
+	// count among equal windows), so that the order a configuration lists
+	// them in changes neither ID nor the state's layout: window i of a
+	// state, Decision.Window and Usage all index the sorted rates.
 	Rates []Rate
 	// Burst is the bucket capacity for TokenBucket and GCRA; 0 means the
 	// rate's limit. Only valid with a single rate.
@@ -150,8 +163,9 @@ type Limit struct {
 	// exact and batched keeps its counters.
 	Batch *Batch
 	// ID identifies the limit's counters: its name, algorithm, mode,
-	// Scope and the shape of its state (the window lengths and, for
-	// SlidingWindowCounter, the precision), but not its counts, burst or
+	// Scope and the shape of its state (the window lengths, in canonical
+	// order, and, for SlidingWindowCounter, the precision), but not the
+	// order rates are listed in, nor its counts, burst or
 	// max_in_flight. A reload that changes only those keeps the ID, so
 	// the usage counted so far carries over and is judged by the new
 	// numbers, instead of every client starting from zero. Two limits
@@ -164,6 +178,9 @@ type Limit struct {
 	// penaltyBox is the limit that holds the penalty of this one's keys
 	// (see PenaltyBox); set by Finish when Penalty is positive.
 	penaltyBox *Limit
+	// isBox marks a limit that is another one's penalty box (see
+	// IsPenaltyBox).
+	isBox bool
 }
 
 // Finish validates l and computes its ID. It must be called once after the
@@ -172,6 +189,7 @@ func (l *Limit) Finish() error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
+	sortRates(l.Rates)
 	l.params = l.params[:0]
 	for i := range l.Windows() {
 		l.params = append(l.params, l.Params(i))
@@ -334,13 +352,14 @@ type Decision struct {
 	// Remaining is how many units that window has left after this decision.
 	Remaining int64
 	// Reset is how long until Remaining next increases if nothing else
-	// happens (0 when the window is full). Never longer than RetryAfter
-	// for a denied hit.
+	// happens (0 when the window is full), at most MaxWait. Never longer
+	// than RetryAfter for a denied hit.
 	Reset time.Duration
 	// RetryAfter is, for a denied hit, the earliest wait after which the
 	// same request (same cost) would be allowed by this limit if nothing
-	// else happened. 0 when allowed, when unknown (Concurrency), or when
-	// Never is set.
+	// else happened, at most MaxWait (a hit no wait up to MaxWait admits
+	// reports MaxWait). 0 when allowed, when unknown (Concurrency), or
+	// when Never is set.
 	RetryAfter time.Duration
 	// Never is set when the cost exceeds the capacity: no wait helps.
 	Never bool

@@ -9,11 +9,13 @@ import (
 // counts by rates instead of l.Rates: the variant of a limit that a plan
 // or a consumer of its own gets. Everything else is l's, so when the
 // windows are l's the variant has l's ID and shares its counters: a
-// client whose rates change (a new plan) keeps what it has used.
+// client whose rates change (a new plan) keeps what it has used. Finish
+// sorts the variant's rates as it sorted l's, so the order rates lists
+// them in does not matter.
 func (l *Limit) WithRates(rates []Rate) (*Limit, error) {
 	v := *l
-	v.Rates = alignRates(l.Rates, rates)
-	v.params = nil // Finish fills its own; l's are shared by l's requests
+	v.Rates = slices.Clone(rates) // Finish sorts them: the caller's stay as they are
+	v.params = nil                // Finish fills its own; l's are shared by l's requests
 	v.ID = ""
 	if err := v.Finish(); err != nil {
 		return nil, err
@@ -21,25 +23,17 @@ func (l *Limit) WithRates(rates []Rate) (*Limit, error) {
 	return &v, nil
 }
 
-// alignRates returns a copy of rates in a canonical order: those whose
-// window base has, in base's order, then the others by window length.
-// The ID and the stored state follow the windows' order, so without this
-// a plan or override listing the same windows in another order ("20/day",
-// "400/month" against "100/month", "10/day") would count in other
-// counters, and a client moved onto it would start afresh.
-func alignRates(base, rates []Rate) []Rate {
-	out := slices.Clone(rates)
-	pos := func(r Rate) int {
-		if i := slices.IndexFunc(base, func(b Rate) bool { return b.Window == r.Window }); i >= 0 {
-			return i
-		}
-		return len(base)
-	}
-	slices.SortStableFunc(out, func(a, b Rate) int {
-		if c := cmp.Compare(pos(a), pos(b)); c != 0 {
+// sortRates puts rates in their canonical order: by window, then by
+// count. A limit's ID and the layout of its state follow the order of its
+// windows, so without it a configuration that lists the same rates in
+// another order ("100/month", "2/minute" against "2/minute", "100/month")
+// would count in other counters, and a reload that only tidied the list
+// would give every client a fresh quota.
+func sortRates(rates []Rate) {
+	slices.SortStableFunc(rates, func(a, b Rate) int {
+		if c := cmp.Compare(a.Window, b.Window); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Window, b.Window)
+		return cmp.Compare(a.Limit, b.Limit)
 	})
-	return out
 }

@@ -37,7 +37,8 @@ func TestWithRates(t *testing.T) {
 
 // TestVariantRateOrder: a variant (plan, consumer, override) listing the
 // base's windows in another order is the same counter as the base, its
-// windows in the base's order, so that a client moved between them keeps
+// windows in canonical order (shortest first) like the base's, whatever
+// order either lists them in, so that a client moved between them keeps
 // its usage (before, the order was part of the ID: listing a plan's
 // "20/day" before "400/month" gave its clients fresh quotas); variants
 // with the same windows as each other but not the base agree too.
@@ -51,14 +52,14 @@ func TestVariantRateOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rev.ID != base.ID || rev.Rates[0] != (Rate{Limit: 400, Window: monthWindow}) || rev.Rates[1] != (Rate{Limit: 20, Window: dayWindow}) {
-		t.Errorf("plan listing day before month: ID %q rates %v; want the base's ID %q, month first", rev.ID, rev.Rates, base.ID)
+	if rev.ID != base.ID || rev.Rates[0] != (Rate{Limit: 20, Window: dayWindow}) || rev.Rates[1] != (Rate{Limit: 400, Window: monthWindow}) {
+		t.Errorf("plan listing day before month: ID %q rates %v; want the base's ID %q, day first", rev.ID, rev.Rates, base.ID)
 	}
 	ov, err := base.WithNumbers([]Rate{{Limit: 30, Window: dayWindow}, {Limit: 900, Window: monthWindow}}, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ov.ID != base.ID || ov.Rates[0].Window != monthWindow {
+	if ov.ID != base.ID || ov.Rates[0].Window != dayWindow {
 		t.Errorf("override listing day before month: ID %q rates %v; want the base's ID %q", ov.ID, ov.Rates, base.ID)
 	}
 	week := Rate{Limit: 50, Window: weekWindow}
@@ -73,7 +74,11 @@ func TestVariantRateOrder(t *testing.T) {
 	if a.ID != b.ID || a.ID == base.ID {
 		t.Errorf("two variants with week and day: IDs %q and %q (base %q), want equal to each other only", a.ID, b.ID, base.ID)
 	}
-	if base.Rates[0] != month || base.Rates[1] != day {
-		t.Errorf("base changed: %v", base.Rates)
+	if base.Rates[0] != day || base.Rates[1] != month {
+		t.Errorf("base's rates %v, want day first (Finish sorts them) and unchanged by its variants", base.Rates)
+	}
+	plan := []Rate{month, day}
+	if _, err := base.WithRates(plan); err != nil || plan[0] != month {
+		t.Errorf("WithRates sorted its argument: %v, %v", plan, err)
 	}
 }

@@ -6,7 +6,9 @@
 //
 // Memory is bounded by Options.MaxKeys and Options.MaxBytes: when a shard
 // holds more keys, or more bytes, than its share, its least recently used
-// keys are evicted (an under-count for each, reported by Evictions). Bytes
+// keys are evicted (an under-count for each, reported by Evictions):
+// ordinary counters first, then penalty boxes (at most a quarter of a
+// shard), then quota states (see evict). Bytes
 // are accounted per key (entry, key, state and what the state points to,
 // such as a log's ring), so keys whose state is large cannot take more
 // memory than the bound however few they are. A held concurrency slot is
@@ -38,6 +40,12 @@ const DefaultMaxKeys = 1_000_000
 // DefaultShards is the shard count used when Options.Shards is 0.
 const DefaultShards = 64
 
+// minShardKeys is the fewest keys a shard is made to hold: room for a
+// penalty box (a quarter of the shard, see maxBoxes) beside ordinary
+// counters, so that a flood of fresh keys always finds an ordinary
+// counter to evict before a box.
+const minShardKeys = 4
+
 // Options configure a Store.
 type Options struct {
 	// MaxKeys bounds the number of (limit, key) states held across all
@@ -45,7 +53,8 @@ type Options struct {
 	// Default DefaultMaxKeys.
 	MaxKeys int
 	// Shards is the number of independently locked shards, rounded up to a
-	// power of two and down to at most MaxKeys. Default DefaultShards.
+	// power of two and down until every shard holds at least minShardKeys
+	// of MaxKeys (one shard below that). Default DefaultShards.
 	Shards int
 	// MaxBytes bounds the bytes accounted to the keys held across all
 	// shards (each shard holds at most its share; a single key larger than
@@ -90,7 +99,7 @@ func New(o Options) *Store {
 		n = DefaultShards
 	}
 	n = 1 << bits.Len(uint(n-1)) // round up to a power of two
-	for n > maxKeys {
+	for n > 1 && n*minShardKeys > maxKeys {
 		n /= 2
 	}
 	maxBytes := o.MaxBytes
@@ -160,7 +169,7 @@ func (sh *shard) commitReplace(st state, old int32) state {
 // counts and commits, so no state in use is pending.
 func (sh *shard) fit(now int64) {
 	t := &sh.t
-	keep := [2]int32{t.head, t.qhead}
+	keep := [3]int32{t.head, t.bhead, t.qhead}
 	for t.bytes > sh.maxBytes && t.n > 1 {
 		if !sh.evict(now, keep) {
 			return
@@ -190,7 +199,7 @@ const reclaimGrace = int64(time.Minute / ratelimit.Tick)
 // evicting the least recently used state if the shard is still full.
 func (sh *shard) commitNew(st state, l *ratelimit.Limit, hit string, h uint32, now int64) {
 	t := &sh.t
-	for _, tail := range [2]*int32{&t.tail, &t.qtail} {
+	for _, tail := range [3]*int32{&t.tail, &t.btail, &t.qtail} {
 		for range 2 {
 			// Written as a subtraction from now: expiries may be ±MaxInt64.
 			if *tail == none || now-reclaimGrace < t.expiry(*tail) {
@@ -199,8 +208,13 @@ func (sh *shard) commitNew(st state, l *ratelimit.Limit, hit string, h uint32, n
 			t.remove(*tail)
 		}
 	}
+	if l.IsPenaltyBox() && t.nboxes >= sh.maxBoxes() {
+		// Boxes past their share make room among themselves: a flood
+		// of boxed keys cannot push out the ordinary counters.
+		sh.evictFrom(now, noKeep, &t.btail)
+	}
 	if t.n >= sh.max {
-		sh.evict(now, [2]int32{none, none})
+		sh.evict(now, noKeep)
 	}
 	i := st.idx
 	if st.k == kBox {
@@ -213,6 +227,15 @@ func (sh *shard) commitNew(st state, l *ratelimit.Limit, hit string, h uint32, n
 	t.link(i)
 }
 
+// noKeep is evict's keep when no state must stay.
+var noKeep = [3]int32{none, none, none}
+
+// maxBoxes is the most penalty boxes the shard holds: a quarter of its
+// keys (at least one). A new box past it evicts the least recently used
+// box, so however many keys a flood gets boxed, three quarters of the
+// shard stay for the other states.
+func (sh *shard) maxBoxes() int { return max(1, sh.max/4) }
+
 // evict removes the least recently used state that is neither in keep nor
 // a held concurrency slot, and reports whether there was one: evicting a
 // held slot would forget units that are in flight, and the next requests
@@ -221,31 +244,42 @@ func (sh *shard) commitNew(st state, l *ratelimit.Limit, hit string, h uint32, n
 // again. When every state of the shard is a held slot nothing is evicted
 // and the shard grows past its bounds: held slots are bounded by the
 // requests in flight, not by what clients send, so a shard holds at most
-// max(its key bound, held slots + 1) states. Quota states live in a list
-// of their own and are evicted only when the main list has nothing to
-// evict: a forgotten quota gives its key a new period (up to a month's
-// worth of units), a forgotten rate window a few seconds' worth.
-func (sh *shard) evict(now int64, keep [2]int32) bool {
+// max(its key bound, held slots + 1) states. Penalty boxes and quota
+// states live in lists of their own and are evicted only when the main
+// list has nothing to evict, boxes first: a forgotten quota gives its key
+// a new period (up to a month's worth of units), a forgotten box lets its
+// client out early (still limited by the limit itself), a forgotten rate
+// window gives a few seconds' worth.
+func (sh *shard) evict(now int64, keep [3]int32) bool {
 	t := &sh.t
-	for _, tail := range [2]*int32{&t.tail, &t.qtail} {
-		for range t.n {
-			i := *tail
-			if i == none {
-				break
-			}
-			if l := t.at(i).lim; i == keep[0] || i == keep[1] || l.Algorithm == ratelimit.Concurrency && t.expiry(i) == math.MaxInt64 {
-				if head, _ := t.ends(i); *head == i {
-					break // the list holds nothing else
-				}
-				t.touch(i)
-				continue
-			}
-			if now < t.expiry(i) {
-				sh.evictions.Add(1)
-			}
-			t.remove(i)
+	for _, tail := range [3]*int32{&t.tail, &t.btail, &t.qtail} {
+		if sh.evictFrom(now, keep, tail) {
 			return true
 		}
+	}
+	return false
+}
+
+// evictFrom is evict on the one list whose tail is tail.
+func (sh *shard) evictFrom(now int64, keep [3]int32, tail *int32) bool {
+	t := &sh.t
+	for range t.n {
+		i := *tail
+		if i == none {
+			break
+		}
+		if l := t.at(i).lim; i == keep[0] || i == keep[1] || i == keep[2] || l.Algorithm == ratelimit.Concurrency && t.expiry(i) == math.MaxInt64 {
+			if head, _ := t.ends(i); *head == i {
+				break // the list holds nothing else
+			}
+			t.touch(i)
+			continue
+		}
+		if now < t.expiry(i) {
+			sh.evictions.Add(1)
+		}
+		t.remove(i)
+		return true
 	}
 	return false
 }

@@ -147,3 +147,91 @@ func TestPenaltyTakeCounts(t *testing.T) {
 		t.Errorf("take in the box: %v %+v; want counted (the request was forwarded)", ok, out[0])
 	}
 }
+
+// TestPenaltyBoxSurvivesFlood: with the store full, a flood of fresh keys
+// (on the boxed limit itself and on another) evicts ordinary counters,
+// never a penalty box nor a quota: the boxed client stays boxed. A flood
+// of boxed keys is held to a quarter of the store (a new box past it
+// evicts the least recently used box), so it evicts neither the quotas
+// nor more than that share of the room the other states have.
+func TestPenaltyBoxSurvivesFlood(t *testing.T) {
+	ctx := context.Background()
+	const maxKeys = 32
+	s := memstore.New(memstore.Options{MaxKeys: maxKeys, Shards: 1})
+	login := finishedLimit(t, ratelimit.Limit{Name: "login", Algorithm: ratelimit.FixedWindow, Penalty: time.Hour,
+		Rates: []ratelimit.Rate{{Limit: 2, Window: time.Minute}}})
+	other := finishedLimit(t, ratelimit.Limit{Name: "other", Algorithm: ratelimit.FixedWindow,
+		Rates: []ratelimit.Rate{{Limit: 100, Window: time.Minute}}})
+	q := finishedLimit(t, ratelimit.Limit{Name: "q", Algorithm: ratelimit.Quota,
+		Rates: []ratelimit.Rate{{Limit: 100, Window: ratelimit.MonthWindow}}})
+	t0 := time.Date(2024, 5, 10, 12, 0, 0, 0, time.UTC)
+	out := make([]ratelimit.Decision, 1)
+	decide := func(l *ratelimit.Limit, key string, at time.Time, cost int64) ratelimit.Decision {
+		t.Helper()
+		if _, err := s.Decide(ctx, at, []ratelimit.Hit{{Limit: l, Key: key, Cost: cost}}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	boxed := func(key string, at time.Time) bool {
+		u, err := s.Usage(ctx, at, login.PenaltyBox(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u[0].Used == 1
+	}
+	for range 3 {
+		decide(login, "abuser", t0, 1)
+	}
+	if !out[0].Penalty {
+		t.Fatalf("third request: %+v, want the penalty starting", out[0])
+	}
+	decide(q, "customer", t0, 7)
+
+	// Fresh keys, far more than the store holds, on the boxed limit and
+	// on another: each counts one request.
+	at := t0.Add(time.Second)
+	for i := range 1000 {
+		decide(login, fmt.Sprint("flood-", i), at, 1)
+		decide(other, fmt.Sprint("flood-", i), at, 1)
+	}
+	if n := s.Len(); n > maxKeys {
+		t.Errorf("store holds %d keys, bound %d", n, maxKeys)
+	}
+	if d := decide(login, "abuser", at, 1); d.Allowed || !d.Penalty || d.RetryAfter != time.Hour-time.Second {
+		t.Fatalf("the boxed client after a flood of fresh keys: %+v, want still in the box (RetryAfter 59m59s)", d)
+	}
+	u, err := s.Usage(ctx, at, q, "customer")
+	if err != nil || u[0].Used != 7 {
+		t.Fatalf("quota after the flood: %+v, %v; want used 7", u, err)
+	}
+
+	// A flood of boxed keys: each gets boxed (three requests).
+	at = t0.Add(2 * time.Second)
+	for i := range 200 {
+		for range 3 {
+			decide(login, fmt.Sprint("boxed-", i), at, 1)
+		}
+		if !out[0].Penalty {
+			t.Fatalf("boxed-%d: %+v, want boxed", i, out[0])
+		}
+	}
+	held := 0
+	for i := range 200 {
+		if boxed(fmt.Sprint("boxed-", i), at) {
+			held++
+		}
+	}
+	if held == 0 || held > maxKeys/4 {
+		t.Errorf("%d boxes of the flood held, want 1..%d (a quarter of the store)", held, maxKeys/4)
+	}
+	if !boxed("boxed-199", at) {
+		t.Errorf("the newest box was evicted")
+	}
+	if n := s.Len(); n > maxKeys {
+		t.Errorf("store holds %d keys, bound %d", n, maxKeys)
+	}
+	if u, err := s.Usage(ctx, at, q, "customer"); err != nil || u[0].Used != 7 {
+		t.Fatalf("quota after a flood of boxed keys: %+v, %v; want used 7", u, err)
+	}
+}

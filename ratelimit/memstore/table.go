@@ -39,11 +39,15 @@ type table struct {
 	free  int32 // head of the free list
 	head  int32 // most recently used
 	tail  int32 // least recently used
-	// qhead and qtail are the ends of a second list, of quota states:
-	// they are evicted only when no other state can be (see evict), since
-	// a quota forgotten gives its key a whole new period.
+	// bhead and btail are the ends of a second list, of penalty boxes,
+	// and qhead and qtail of a third, of quota states: they are evicted
+	// only when no ordinary state can be (see evict), since a box
+	// forgotten lets its client out early and a quota forgotten gives its
+	// key a whole new period; boxes go before quotas.
+	bhead, btail int32
 	qhead, qtail int32
-	n            int   // entries linked into the index and the list
+	n            int   // entries linked into the index and the lists
+	nboxes       int   // penalty boxes among them
 	bytes        int64 // the sizes of the linked entries
 	boxes        []cell
 	freeBoxes    []int32
@@ -53,7 +57,7 @@ type table struct {
 }
 
 func newTable() table {
-	return table{free: none, head: none, tail: none, qhead: none, qtail: none}
+	return table{free: none, head: none, tail: none, bhead: none, btail: none, qhead: none, qtail: none}
 }
 
 func (t *table) at(i int32) *entry {
@@ -124,6 +128,9 @@ func (t *table) link(i int32) {
 	}
 	t.insertSlot(t.at(i).hash, i)
 	t.n++
+	if t.at(i).lim.IsPenaltyBox() {
+		t.nboxes++
+	}
 	t.bytes += int64(t.at(i).size)
 	t.pushFront(i)
 }
@@ -173,16 +180,24 @@ func (t *table) unlink(i int32) {
 	}
 	t.slots[s] = 0
 	t.n--
+	if t.at(i).lim.IsPenaltyBox() {
+		t.nboxes--
+	}
 	t.bytes -= int64(t.at(i).size)
 	t.detach(i)
 }
 
 // ends returns the head and tail of the list entry i belongs in: the
-// quota list for a quota state, the main list for any other. (A limit's
-// algorithm is part of its ID, so an entry never changes lists.)
+// quota list for a quota state, the box list for a penalty box, the main
+// list for any other. (A limit's algorithm is part of its ID, and a box's
+// ID is its limit's with a suffix no other ID has, so an entry never
+// changes lists.)
 func (t *table) ends(i int32) (head, tail *int32) {
-	if t.at(i).lim.Algorithm == ratelimit.Quota {
+	switch l := t.at(i).lim; {
+	case l.Algorithm == ratelimit.Quota:
 		return &t.qhead, &t.qtail
+	case l.IsPenaltyBox():
+		return &t.bhead, &t.btail
 	}
 	return &t.head, &t.tail
 }

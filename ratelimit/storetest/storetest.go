@@ -84,6 +84,7 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("TokenBucket", func(t *testing.T) { s.bucket(t, ratelimit.TokenBucket) })
 	t.Run("GCRA", func(t *testing.T) { s.bucket(t, ratelimit.GCRA) })
 	t.Run("Burst", s.burst)
+	t.Run("WaitBeyondMaxWait", s.waitBeyondMaxWait)
 	t.Run("Concurrency", s.concurrency)
 	t.Run("ShadowConcurrency", s.shadowConcurrency)
 	t.Run("ConcurrencyResetMidFlight", s.concurrencyResetMidFlight)
@@ -397,6 +398,38 @@ func (s *suite) burst(t *testing.T) {
 				{At: ms(1000), Cost: 4, Want: never(0, ms(1000))},
 				{At: ms(5000), Cost: 1, Want: ok(2, ms(1000))},
 			})
+		})
+	}
+}
+
+// waitBeyondMaxWait: a bucket of burst 200 refilled at one unit per 366
+// days, emptied at once, needs 200 of those windows less a second to
+// admit a cost of 200 again a second later, past ratelimit.MaxWait (100
+// windows): the denial comes back at once with RetryAfter MaxWait, on
+// every store alike; a cost of 100 (100 windows less the second gone) is
+// still exact, and 101 is MaxWait too. (The probes of run cannot check a
+// capped wait: nothing admits at it. Every instant stays below 2^53
+// ticks, where GCRA's doubles are exact.)
+func (s *suite) waitBeyondMaxWait(t *testing.T) {
+	for _, a := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.GCRA} {
+		t.Run(a.String(), func(t *testing.T) {
+			st := s.store(t)
+			l := limit(t, "b", a, "1/366d")
+			l.Burst = 200
+			finish(t, l)
+			key := s.key(t, "k")
+			w := ratelimit.MaxWindow
+			hit := func(cost int64) []ratelimit.Hit { return []ratelimit.Hit{{Limit: l, Key: key, Cost: cost}} }
+			decideAll(t, st, 0, t0, hit(200), true, []ratelimit.Decision{withLimit(200, ok(0, w))})
+			now := t0.Add(time.Second)
+			for i, c := range []struct {
+				cost  int64
+				retry time.Duration
+			}{{200, ratelimit.MaxWait}, {101, ratelimit.MaxWait}, {100, 100*w - time.Second}} {
+				decideAll(t, st, 1+i, now, hit(c.cost), false, []ratelimit.Decision{withLimit(200, deny(0, w-time.Second, c.retry))})
+			}
+			blocker := s.blocker(t)
+			checkWait(t, st, now, hit(100)[0], blocker, 100*w-time.Second, "cost 100 RetryAfter")
 		})
 	}
 }

@@ -232,21 +232,31 @@ func smallest(lo, hi, guess int64, ok func(int64) bool) int64 {
 	return bisect(lo, hi, ok)
 }
 
-// smallestFrom is smallest with no upper bound: ok must hold for some
-// d ≥ lo. It gallops up from the guess (doubling the step) when ok(guess)
-// fails.
-func smallestFrom(lo, guess int64, ok func(int64) bool) int64 {
-	guess = max(guess, lo)
+// maxWait is ratelimit.MaxWait in ticks: where every search for the next
+// admitting instant stops.
+const maxWait = int64(ratelimit.MaxWait / ratelimit.Tick)
+
+// smallestFrom returns the smallest d in [lo, hi] with ok(d), given that
+// ok is monotone, searching from a guess like smallest but without
+// knowing that ok(hi) holds: it gallops up from the guess (doubling the
+// step, never past hi) when ok(guess) fails, and returns hi and false
+// when ok(hi) fails too. The bound is what makes it end: a state that
+// never admits (a corrupted one, whose ok is always false) costs
+// O(log hi) probes instead of a loop that outlives int64.
+func smallestFrom(lo, hi, guess int64, ok func(int64) bool) (int64, bool) {
+	guess = clamp(guess, lo, hi)
 	if ok(guess) {
-		return smallest(lo, guess, guess, ok)
+		return smallest(lo, guess, guess, ok), true
 	}
 	lo = guess + 1
-	for step := int64(1); ; step *= 2 {
-		if ok(lo + step - 1) {
-			return bisect(lo, lo+step-1, ok)
+	for step := int64(1); lo <= hi; step *= 2 {
+		probe := min(lo+step-1, hi) // lo, step ≤ hi ≤ MaxInt64/4: no overflow
+		if ok(probe) {
+			return bisect(lo, probe, ok), true
 		}
-		lo += step
+		lo = probe + 1
 	}
+	return hi, false
 }
 
 // bisect returns the smallest d in [lo, hi] with ok(d), given that ok is

@@ -8,12 +8,21 @@ import (
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// oracleFirst returns the smallest d ≥ lo with ok(d) by a plain doubling
-// search then bisection, independent of any guess.
+// oracleLimit is where the oracle stops looking: the longest wait a
+// decision reports, by its definition (ratelimit.MaxWait), not by the
+// engine's constant.
+const oracleLimit = int64(100 * 366 * 24 * 3600 * 1_000_000)
+
+// oracleFirst returns the smallest d in [lo, oracleLimit] with ok(d) by a
+// plain doubling search then bisection, independent of any guess, or
+// oracleLimit when there is none (as a decision reports it).
 func oracleFirst(lo int64, ok func(int64) bool) int64 {
 	hi := lo
 	for step := int64(1); !ok(hi); step *= 2 {
-		hi += step
+		if hi >= oracleLimit {
+			return oracleLimit
+		}
+		hi = min(hi+step, oracleLimit)
 	}
 	for lo < hi {
 		mid := lo + (hi-lo)/2
@@ -50,8 +59,14 @@ func TestSmallestAgreesWithOracle(t *testing.T) {
 		if got := smallest(lo, hi, guess, ok); got != b {
 			t.Fatalf("smallest(%d, %d, %d) = %d, want %d", lo, hi, guess, got, b)
 		}
-		if got := smallestFrom(lo, guess, ok); got != b {
-			t.Fatalf("smallestFrom(%d, %d) = %d, want %d", lo, guess, got, b)
+		if got, found := smallestFrom(lo, hi, guess, ok); got != b || !found {
+			t.Fatalf("smallestFrom(%d, %d, %d) = %d, %v, want %d, true", lo, hi, guess, got, found, b)
+		}
+		// Below the boundary there is nothing to find: the bound, at once.
+		if b > lo {
+			if got, found := smallestFrom(lo, b-1, guess, ok); got != b-1 || found {
+				t.Fatalf("smallestFrom(%d, %d, %d) = %d, %v, want %d, false", lo, b-1, guess, got, found, b-1)
+			}
 		}
 	}
 }

@@ -118,9 +118,10 @@ func (s *TokenBucketState) level(p *ratelimit.Params, now int64) float64 {
 	return math.Min(float64(p.Capacity), s.Tokens+float64(elapsed)*float64(p.Limit)/float64(p.Window))
 }
 
-// Allow implements State. RetryAfter is the smallest d ≥ 1 with
+// Allow implements State. RetryAfter is the smallest d in 1..MaxWait with
 // level(now+d) ≥ c, searched from (max(ts, now) − now) +
-// ceil((c − tokens) * W / L).
+// ceil((c − tokens) * W / L), or MaxWait when there is none (a refill
+// longer than MaxWait, or a corrupted bucket that never refills).
 func (s *TokenBucketState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	t := s.level(p, now)
 	c := float64(cost)
@@ -132,7 +133,8 @@ func (s *TokenBucketState) Allow(p *ratelimit.Params, now, cost int64) (bool, in
 	}
 	guess := max(s.TS-now, 0) + ceilTicks((c-t)*float64(p.Window)/float64(p.Limit))
 	ok := func(d int64) bool { return s.level(p, now+d) >= c }
-	return false, smallestFrom(1, guess, ok)
+	d, _ := smallestFrom(1, maxWait, guess, ok)
+	return false, d
 }
 
 // Take implements State.
@@ -178,8 +180,9 @@ func (s *GCRAState) allowedAt(now int64, c, t, tau float64) bool {
 	return math.Max(s.TAT-float64(now), 0)+c*t <= tau
 }
 
-// Allow implements State. RetryAfter is the smallest d ≥ 1 admitting
-// cost at now+d, searched from ceil(tat' − τ − now).
+// Allow implements State. RetryAfter is the smallest d in 1..MaxWait
+// admitting cost at now+d, searched from ceil(tat' − τ − now), or MaxWait
+// when there is none (a TAT more than MaxWait ahead, or not a number).
 func (s *GCRAState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	t, tau := gcraParams(p)
 	c := float64(cost)
@@ -193,7 +196,8 @@ func (s *GCRAState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	tat := math.Max(s.TAT, n) + c*t
 	guess := max(ceilTicks(tat-tau-n), 1)
 	ok := func(d int64) bool { return s.allowedAt(now+d, c, t, tau) }
-	return false, smallestFrom(1, guess, ok)
+	d, _ := smallestFrom(1, maxWait, guess, ok)
+	return false, d
 }
 
 // Take implements State: tat = max(tat, now) + c·T.

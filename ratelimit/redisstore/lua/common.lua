@@ -99,6 +99,11 @@
 -- hits' boxes follow the hits in KEYS (penalty.lua).
 
 local LIMIT = 2305843009213693951 -- math.MaxInt64 / 4, as ceilTicks saturates
+-- ratelimit.MaxWait in ticks: the longest wait a decision reports; the
+-- searches for the next admitting instant stop there (as Go's
+-- smallestFrom does), and a state that admits nothing by then (a refill
+-- longer than that, a corrupted state) is denied with this wait.
+local MAXWAIT = 3162240000000000
 -- Library functions, bound by the driver when a call starts: loading a
 -- Function library may read no global but redis, so no piece reads a
 -- global outside a function body. (rcall is redis.call: a global read

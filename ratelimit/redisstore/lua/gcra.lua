@@ -17,8 +17,10 @@ DEF[6] = function()
     tat = tat + cost * et
     local d = ceilticks(tat - tau - now)
     if d < 1 then d = 1 end
+    if d > MAXWAIT then d = MAXWAIT end
     local guard = 0 -- rounding can make an edge cost unreachable: stay bounded
-    while not gallowed(s, now + d, cost, et, tau) and guard < 100000 do d, guard = d + 1, guard + 1 end
+    while not gallowed(s, now + d, cost, et, tau) and guard < 100000 and d < MAXWAIT do d, guard = d + 1, guard + 1 end
+    if not gallowed(s, now + d, cost, et, tau) then return false, MAXWAIT end
     while d > 1 and gallowed(s, now + d - 1, cost, et, tau) do d = d - 1 end
     return false, d
   end

@@ -15,8 +15,10 @@ DEF[5] = function()
     if d < 0 then d = 0 end
     d = d + ceilticks((cost - t) * p[2] / p[1])
     if d < 1 then d = 1 end
+    if d > MAXWAIT then d = MAXWAIT end
     local guard = 0 -- rounding can make an edge cost unreachable: stay bounded
-    while tblevel(s, p, now + d) < cost and guard < 100000 do d, guard = d + 1, guard + 1 end
+    while tblevel(s, p, now + d) < cost and guard < 100000 and d < MAXWAIT do d, guard = d + 1, guard + 1 end
+    if tblevel(s, p, now + d) < cost then return false, MAXWAIT end
     while d > 1 and tblevel(s, p, now + d - 1) >= cost do d = d - 1 end
     return false, d
   end
