@@ -27,9 +27,9 @@ const (
 	// root: `a = 1` is 1, `[[a]]` then `b.c = [1]` is 5 (a, its element,
 	// b, c, the list's element).
 	MaxDepth = 16
-	// MaxEntries bounds the key/value pairs, table headers and array
-	// elements of one document.
-	MaxEntries = 100_000
+	// MaxEntries bounds the key/value pairs, tables (headers and the
+	// parts of dotted keys) and array elements of one document.
+	MaxEntries = 50_000
 	// MaxCompares bounds the key comparisons of go-toml's duplicate-key
 	// check, which compares each key with the siblings before it: a
 	// table of 4,000 keys takes 8 million, a few tens of milliseconds.

@@ -59,7 +59,9 @@ func (s *scanner) stop(format string, a ...any) error {
 	return &syntaxError{off: s.i, msg: fmt.Sprintf(format, a...)}
 }
 
-// at records an entry at depth d, starting at offset off.
+// at records an entry at depth d, starting at offset off. An entry is a
+// key/value pair, a table (a header, or a dotted key's part) or an array
+// element: each is a map entry or slice element for go-toml and viper.
 func (s *scanner) at(d, off int) error {
 	s.entries++
 	s.deepest = max(s.deepest, d)
@@ -206,6 +208,7 @@ func (s *scanner) table() error {
 		}
 	}
 	s.cur, s.base, s.section = n, depth, 0
+	s.entries += len(s.key) - 1 // each part may make a table
 	if err := s.at(depth, off); err != nil {
 		return err
 	}
@@ -248,6 +251,7 @@ func (s *scanner) keyValue() error {
 	}
 	s.i++
 	s.skipSpace()
+	s.entries += n - 1 // each part but the last makes a table
 	if err := s.at(level, off); err != nil {
 		return err
 	}
@@ -500,6 +504,7 @@ func (s *scanner) inlineKey() (int, error) {
 	s.i++
 	s.skipSpace()
 	level := top.level + n
+	s.entries += n - 1
 	return level, s.at(level, off)
 }
 
