@@ -68,7 +68,16 @@ func problems(err error) []string {
 // and what the rest of the file means, except checks of a value that could
 // not be decoded (its default stood in for it).
 func loadPolicy(path string, environ []string) (*policy.Policy, error) {
-	return compileFile(path, environ, os.ReadFile)
+	p, _, err := loadPolicyFiles(path, environ)
+	return p, err
+}
+
+// loadPolicyFiles is loadPolicy that also returns the files the
+// configuration named and its compile read (see fileReader).
+func loadPolicyFiles(path string, environ []string) (*policy.Policy, map[string]bool, error) {
+	var r fileReader
+	p, err := compileFile(path, environ, r.ReadFile)
+	return p, r.files(), err
 }
 
 // compileFile is loadPolicy with the reader of the files a configuration
