@@ -80,6 +80,20 @@ func loadPolicyFiles(path string, environ []string) (*policy.Policy, map[string]
 	return p, r.files(), err
 }
 
+// loadOfflinePolicy is loadPolicy for the commands that decide on a
+// memory store of their own and serve nothing (test, replay): they read
+// no admin token and no Redis password, so neither need be set where
+// they run. Every secret that changes a decision (JWT keys, consumer and
+// exempt API keys, the access log's salt) is read as serve reads it.
+func loadOfflinePolicy(path string, environ []string) (*policy.Policy, error) {
+	var r fileReader
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return compileConfig(path, data, environ, r.ReadFile, true)
+}
+
 // compileFile is loadPolicy with the reader of the files a configuration
 // names (key files) as a parameter.
 func compileFile(path string, environ []string, readFile func(string) ([]byte, error)) (*policy.Policy, error) {
@@ -94,10 +108,20 @@ func compileFile(path string, environ []string, readFile func(string) ([]byte, e
 // the admin API); path names it in problems and locates the files it
 // names.
 func compileData(path string, data []byte, environ []string, readFile func(string) ([]byte, error)) (*policy.Policy, error) {
+	return compileConfig(path, data, environ, readFile, false)
+}
+
+// compileConfig is compileData; offline drops the secrets only a serving
+// gateway uses (see loadOfflinePolicy).
+func compileConfig(path string, data []byte, environ []string, readFile func(string) ([]byte, error), offline bool) (*policy.Policy, error) {
 	cfg, err := loadConfigData(path, data, environ)
 	var dp *decodeProblems
 	if err != nil && !errors.As(err, &dp) {
 		return nil, err // unreadable, or not TOML
+	}
+	if offline {
+		cfg.Admin.TokenEnv, cfg.Admin.TokenFile = "", ""
+		cfg.Store.Redis.PasswordEnv, cfg.Store.Redis.PasswordFile = "", ""
 	}
 	if f := cfg.Consumers.File; f != "" && !filepath.IsAbs(f) {
 		// The registry sits beside the configuration that names it,
