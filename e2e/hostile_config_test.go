@@ -182,3 +182,20 @@ func procStatusKB(t *testing.T, pid int, field string) int64 {
 	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
+
+// TestValidateNotRegular: a configuration path naming a FIFO or
+// /dev/zero is refused at once (exit 2, "not a regular file"), where the
+// read used to block on the FIFO or never end.
+func TestValidateNotRegular(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "gateway.toml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, "/dev/zero"} {
+		code, stderr, _ := runBounded(t, "validate", "--config", path)
+		if code != 2 || !strings.Contains(stderr, "not a regular file") {
+			t.Errorf("validate --config %s: exit %d\n%s", path, code, stderr)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -37,7 +36,7 @@ const envPrefix = "TOLLGATE_"
 // field with a problem keeps its default), so that the caller can judge
 // the rest of the file in the same run.
 func loadConfig(path string, environ []string) (policy.Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path)
 	if err != nil {
 		return policy.Config{}, err
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -87,7 +86,7 @@ func loadPolicyFiles(path string, environ []string) (*policy.Policy, map[string]
 // exempt API keys, the access log's salt) is read as serve reads it.
 func loadOfflinePolicy(path string, environ []string) (*policy.Policy, error) {
 	var r fileReader
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +96,7 @@ func loadOfflinePolicy(path string, environ []string) (*policy.Policy, error) {
 // compileFile is loadPolicy with the reader of the files a configuration
 // names (key files) as a parameter.
 func compileFile(path string, environ []string, readFile func(string) ([]byte, error)) (*policy.Policy, error) {
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path)
 	if err != nil {
 		return nil, err
 	}
