@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/tollgate/gateway/internal/tomlbound"
 )
 
 // File is a registry file as written: every [[consumers]] entry, in order.
@@ -39,6 +41,12 @@ type Entry struct {
 	Rates map[string][]string `toml:"rates"`
 }
 
+// MaxEntries bounds the key/value pairs, tables and array elements of a
+// registry file: a million consumers with a few keys each. Its nesting
+// depth and keys per table have the bounds of every TOML file the gateway
+// reads (package internal/tomlbound).
+const MaxEntries = 5_000_000
+
 // entryKeys are the keys of an entry, for the unknown-key message.
 var entryKeys = []string{"name", "plan", "api_keys_sha256", "api_keys_env", "api_keys_file", "rates"}
 
@@ -47,11 +55,15 @@ var entryKeys = []string{"name", "plan", "api_keys_sha256", "api_keys_env", "api
 // `consumers.toml: consumers[2].plan: must be a string`.
 func Parse(name string, data []byte) (*File, error) {
 	var doc map[string]any
-	if err := toml.Unmarshal(data, &doc); err != nil {
-		var de *toml.DecodeError
-		if errors.As(err, &de) {
-			row, col := de.Position()
-			return nil, fmt.Errorf("%s:%d:%d: %s", name, row, col, de.Error())
+	err := tomlbound.Check(data, tomlbound.Limits{Entries: MaxEntries})
+	if err == nil {
+		err = toml.Unmarshal(data, &doc)
+	}
+	if err != nil {
+		var pe interface{ Position() (int, int) }
+		if errors.As(err, &pe) {
+			row, col := pe.Position()
+			return nil, fmt.Errorf("%s:%d:%d: %s", name, row, col, err.Error())
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

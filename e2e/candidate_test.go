@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -264,5 +266,89 @@ func TestCandidateAdminHostile(t *testing.T) {
 	}
 	if r := post("/admin/candidate/promote", nil, token); r.Status != 404 {
 		t.Fatalf("promote without a candidate: %d, want 404", r.Status)
+	}
+}
+
+// TestCandidateFilesOutside: a posted candidate cannot make the gateway
+// read a file outside the live configuration's directory, nor learn
+// whether one exists or its length: an outside secret that exists, one
+// that does not, /etc/shadow, a `..` escape and a symlink out of the
+// directory get the same 400 naming the setting. A FIFO inside the
+// directory is refused at once (its open used to hang the request), and
+// a secret inside is read. A candidate's access_log path is never
+// opened, even once promoted (it takes effect on restart, which reads
+// the file on disk).
+func TestCandidateFilesOutside(t *testing.T) {
+	t.Parallel()
+	const token = "cand-secret"
+	g := startGateway(t, "candidate.toml.tmpl", gwOpts{Data: map[string]any{"Redis": "", "Body": candidateBody(10)},
+		Env: []string{"TG_CAND_TOKEN=" + token}})
+	confDir := filepath.Dir(g.Config)
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "hs256")
+	if err := os.WriteFile(secret, []byte("a 25 byte secret, outside"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(confDir, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(confDir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(confDir, "hs256"), []byte("an inside secret of thirty-two bytes or more"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	post := func(path string, body string) *response {
+		t.Helper()
+		r, err := tryDo(c, "POST", g.adminURL(path), map[string]string{"Content-Type": "application/toml",
+			"Authorization": "Bearer " + token}, []byte(body))
+		if err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		return r
+	}
+	withSecret := func(file string) string {
+		return candidateBody(4) + fmt.Sprintf("\n[identity.jwt]\nhs256_secret_file = %q\n", file)
+	}
+	const want = "identity.jwt.hs256_secret_file: outside the configuration's directory"
+	var first string
+	for _, file := range []string{secret, filepath.Join(outside, "missing"), "/etc/shadow",
+		filepath.Join(confDir, "..", filepath.Base(outside), "hs256"), filepath.Join(confDir, "escape")} {
+		r := post("/admin/candidate", withSecret(file))
+		body := string(r.Body)
+		if r.Status != http.StatusBadRequest || !strings.Contains(body, want) {
+			t.Fatalf("hs256_secret_file = %q: %d %s, want 400 with %q", file, r.Status, body, want)
+		}
+		if strings.Contains(body, "25 bytes") || strings.Contains(body, "no such file") || strings.Contains(body, outside) {
+			t.Fatalf("hs256_secret_file = %q: the answer says something of the file: %s", file, body)
+		}
+		if first == "" {
+			first = body
+		} else if body != first {
+			t.Fatalf("answers differ, so they tell files apart:\n%s\n%s", first, body)
+		}
+	}
+	if r := post("/admin/candidate", withSecret(fifo)); r.Status != http.StatusBadRequest ||
+		!strings.Contains(string(r.Body), "identity.jwt.hs256_secret_file: cannot be read") {
+		t.Fatalf("a FIFO: %d %s, want 400 at once", r.Status, r.Body)
+	}
+	if r := post("/admin/candidate", withSecret(filepath.Join(confDir, "hs256"))); r.Status != http.StatusCreated {
+		t.Fatalf("a secret inside the directory: %d %s, want 201", r.Status, r.Body)
+	}
+
+	logPath := filepath.Join(outside, "written.log")
+	body := candidateBody(4) + fmt.Sprintf("\n[access_log]\npath = %q\n", logPath)
+	if r := post("/admin/candidate", body); r.Status != http.StatusCreated {
+		t.Fatalf("a candidate with an access log: %d %s", r.Status, r.Body)
+	}
+	get(t, c, g.url("/api/x"), map[string]string{"X-API-Key": "k"})
+	if r := post("/admin/candidate/promote", ""); r.Status != http.StatusOK {
+		t.Fatalf("promote: %d %s", r.Status, r.Body)
+	}
+	get(t, c, g.url("/api/x"), map[string]string{"X-API-Key": "k"})
+	if _, err := os.Stat(logPath); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the candidate's access log %s was created (%v)", logPath, err)
 	}
 }

@@ -74,3 +74,77 @@ func writeCases(t *testing.T, path, s string) {
 		t.Fatal(err)
 	}
 }
+
+// offlineConfig names every secret a serving gateway reads from the
+// environment; none is set where the offline commands run.
+const offlineConfig = `[admin]
+token_env = "TG_OFFLINE_ADMIN_TOKEN"
+
+[store]
+backend = "redis"
+
+[store.redis]
+url = "redis://127.0.0.1:1/0"
+password_env = "TG_OFFLINE_REDIS_PASSWORD"
+
+[access_log]
+salt_env = "TG_OFFLINE_SALT"
+
+[[limits]]
+name = "per-client"
+algorithm = "sliding_window_log"
+rates = ["2/minute"]
+by = ["client"]
+exempt = { api_keys_env = "TG_OFFLINE_EXEMPT" }
+
+[[routes]]
+name = "api"
+path_prefix = "/api"
+respond = { status = 200, body = "ok" }
+limits = ["per-client"]
+`
+
+// TestOfflineCommandsNeedNoServingSecrets: `gateway test` and `gateway
+// replay` decide on a memory store of their own and serve nothing, so
+// they run where the admin token and the Redis password are not set
+// (they refused to before); a secret that changes decisions, a JWT key
+// named but unset, is still required.
+func TestOfflineCommandsNeedNoServingSecrets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gateway.toml")
+	cases := filepath.Join(dir, "gateway.cases.toml")
+	logf := filepath.Join(dir, "access.jsonl")
+	for p, s := range map[string]string{
+		cfg: offlineConfig,
+		cases: `[[cases]]
+name = "two a minute"
+  [[cases.steps]]
+  at = "0s"
+  request = { path = "/api/x", headers = { "X-API-Key" = "k" }, count = 3 }
+  expect = { status = [200, 200, 429] }
+`,
+		logf: `{"time":"2026-01-01T00:00:00Z","method":"GET","path":"/api/x","status":200,"client":"k"}` + "\n",
+	} {
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, stdout, stderr := runGateway(t, nil, "test", "--config", cfg, cases); code != 0 || !strings.Contains(stdout, "PASS") {
+		t.Errorf("gateway test without serving secrets: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := runGateway(t, nil, "replay", "--config", cfg, "--log", logf); code != 0 || !strings.Contains(stdout, "replayed 1 requests") {
+		t.Errorf("gateway replay without serving secrets: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// serve and validate still require them.
+	if code, _, stderr := runGateway(t, nil, "validate", "--config", cfg); code != 2 || !strings.Contains(stderr, "admin.token_env") {
+		t.Errorf("validate without the admin token: exit %d\n%s", code, stderr)
+	}
+	jwt := offlineConfig + "\n[identity.jwt]\nhs256_secret_env = \"TG_OFFLINE_JWT\"\n"
+	if err := os.WriteFile(cfg, []byte(jwt), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runGateway(t, nil, "test", "--config", cfg, cases); code != 2 || !strings.Contains(stderr, "identity.jwt.hs256_secret_env") {
+		t.Errorf("gateway test without the JWT key it verifies tokens with: exit %d\n%s", code, stderr)
+	}
+}

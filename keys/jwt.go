@@ -110,7 +110,7 @@ func newJWTVerifier(c *JWTConfig, consumerClaim, planClaim string) (*jwtVerifier
 		return nil, errors.New("jwt: set one of hs256 secret and rs256 public key, not both")
 	case len(c.HS256Secret) > 0:
 		if len(c.HS256Secret) < 32 {
-			return nil, fmt.Errorf("jwt.hs256 secret: %d bytes, want at least 32", len(c.HS256Secret))
+			return nil, errors.New("jwt.hs256 secret: too short, want at least 32 bytes") // no length: it would say something of the secret
 		}
 		v.secret = append([]byte(nil), c.HS256Secret...)
 		v.alg = "HS256"

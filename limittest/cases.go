@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/tollgate/gateway/internal/tomlbound"
 )
 
 // Bounds of a cases file, so that a mistyped count cannot make a run
@@ -126,6 +128,14 @@ type Expect struct {
 func Parse(data []byte) (*File, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("cases file: %d bytes, more than the %d read", len(data), MaxFileBytes)
+	}
+	if err := tomlbound.Check(data, tomlbound.Limits{}); err != nil {
+		var pe interface{ Position() (int, int) }
+		if errors.As(err, &pe) {
+			row, col := pe.Position()
+			return nil, fmt.Errorf("%d:%d: %s", row, col, err.Error())
+		}
+		return nil, err
 	}
 	var f File
 	d := toml.NewDecoder(bytes.NewReader(data))

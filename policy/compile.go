@@ -149,6 +149,11 @@ func build(c *Config) (*Policy, []error) {
 	p.Warnings = append(p.Warnings, penaltyWarnings(p)...)
 	global := resolveLimits(c.Gateway.Limits, p.byName, "gateway.limits", &e)
 
+	// Earlier routes by name and by host and loose path prefix, so that
+	// the duplicate and shadow checks look at the few that can match
+	// rather than at every earlier route (quadratic in a large table).
+	byRouteName := make(map[string]int, len(c.Routes))
+	byPrefix := make(map[string][]int, len(c.Routes))
 	for i := range c.Routes {
 		path := fmt.Sprintf("routes[%d]", i)
 		rt := buildRoute(&c.Routes[i], path, &e)
@@ -161,14 +166,22 @@ func build(c *Config) (*Policy, []error) {
 		rt.RateLimitPolicy = headers.PolicyValue(rl)
 		buildPlanPolicies(rt, len(p.Plans))
 		rt.quotaPolicy = newPeriodPolicy(rl)
-		shadowed := false
-		for j, prev := range p.Routes {
-			if rt.Name != "" && prev.Name == rt.Name {
-				e.add(path+".name", "duplicate route name %q (also routes[%d])", rt.Name, j)
-			} else if !shadowed && rt.PathPrefix != "" && prev.Host == rt.Host && samePrefix(prev.PathPrefix, rt.PathPrefix) && shadows(prev.Methods, rt.Methods) {
-				e.add(path, "matches the same host, path_prefix and methods as routes[%d] (%q), so it would never be chosen", j, prev.Name)
-				shadowed = true
+		dup := -1
+		if j, ok := byRouteName[rt.Name]; ok && rt.Name != "" {
+			dup = j
+			e.add(path+".name", "duplicate route name %q (also routes[%d])", rt.Name, j)
+		} else if rt.Name != "" {
+			byRouteName[rt.Name] = i
+		}
+		if rt.PathPrefix != "" {
+			k := rt.Host + "\x00" + looseKey(rt.PathPrefix)
+			for _, j := range byPrefix[k] {
+				if prev := p.Routes[j]; j != dup && shadows(prev.Methods, rt.Methods) {
+					e.add(path, "matches the same host, path_prefix and methods as routes[%d] (%q), so it would never be chosen", j, prev.Name)
+					break
+				}
 			}
+			byPrefix[k] = append(byPrefix[k], i)
 		}
 		p.Routes = append(p.Routes, rt)
 	}

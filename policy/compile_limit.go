@@ -151,20 +151,18 @@ func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
 // repeated names.
 func resolveLimits(names []string, byName map[string]*Limit, path string, e *problems) []*Limit {
 	var out []*Limit
+	seen := make(map[*Limit]bool, len(names)) // a list of thousands is checked in linear time
 	for i, name := range names {
 		l, ok := byName[name]
 		if !ok {
 			e.add(fmt.Sprintf("%s[%d]", path, i), "unknown limit %q", name)
 			continue
 		}
-		dup := false
-		for _, prev := range out {
-			dup = dup || prev == l
-		}
-		if dup {
+		if seen[l] {
 			e.add(fmt.Sprintf("%s[%d]", path, i), "limit %q listed twice", name)
 			continue
 		}
+		seen[l] = true
 		out = append(out, l)
 	}
 	return out
@@ -173,12 +171,15 @@ func resolveLimits(names []string, byName map[string]*Limit, path string, e *pro
 // mergeLimits is global then own, without repeats.
 func mergeLimits(global, own []*Limit) []*Limit {
 	out := append(make([]*Limit, 0, len(global)+len(own)), global...)
+	if len(own) == 0 {
+		return out
+	}
+	inGlobal := make(map[*Limit]bool, len(global))
+	for _, g := range global {
+		inGlobal[g] = true
+	}
 	for _, l := range own {
-		dup := false
-		for _, g := range global {
-			dup = dup || g == l
-		}
-		if !dup {
+		if !inGlobal[l] {
 			out = append(out, l)
 		}
 	}

@@ -247,3 +247,19 @@ func BenchmarkMatch(b *testing.B) {
 		})
 	}
 }
+
+// TestLooseKeyMatchesSamePrefix: looseKey, which the route table's shadow
+// check groups by, is equal for two prefixes exactly when samePrefix
+// holds, over respellings of case, escapes, slashes, parameters and
+// Unicode folding.
+func TestLooseKeyMatchesSamePrefix(t *testing.T) {
+	prefixes := []string{"/api", "/API", "/a%70i", "/api/", "//api", "/api;x", "/api/v1", "/Api/V1/",
+		"/\u212a", "/k", "/K", "/\u017f", "/s", "/%C5%BF", "/\xff", "/\xfe", "/caf\u00e9", "/CAF\u00c9", "/a%2Fb", "/a/b"}
+	for _, a := range prefixes {
+		for _, b := range prefixes {
+			if got, want := looseKey(a) == looseKey(b), samePrefix(a, b); got != want {
+				t.Errorf("looseKey(%q) == looseKey(%q) is %v, samePrefix %v", a, b, got, want)
+			}
+		}
+	}
+}

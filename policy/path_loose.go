@@ -84,6 +84,37 @@ func looseHasPrefix(p, prefix string) bool {
 	return !ok || c == '/'
 }
 
+// looseKey returns a string equal for two prefixes exactly when
+// samePrefix holds: the loose reading's characters, each replaced by one
+// representative of its case-folding orbit (letters lower-cased), bytes
+// outside UTF-8 kept apart as 0xFF and their value.
+func looseKey(p string) string {
+	var b strings.Builder
+	r := looseReader{s: p}
+	for {
+		c, ok := r.nextRune()
+		if !ok {
+			return b.String()
+		}
+		switch {
+		case c < utf8.RuneSelf:
+			b.WriteByte(byte(c))
+		case c > unicode.MaxRune:
+			b.WriteByte(0xFF)
+			b.WriteByte(byte(c - unicode.MaxRune - 1))
+		default:
+			m := c
+			for f := unicode.SimpleFold(c); f != c; f = unicode.SimpleFold(f) {
+				m = min(m, f)
+			}
+			if 'A' <= m && m <= 'Z' {
+				m += 'a' - 'A'
+			}
+			b.WriteRune(m)
+		}
+	}
+}
+
 // foldEqual reports whether a and b are equal under Unicode simple case
 // folding (as strings.EqualFold compares).
 func foldEqual(a, b rune) bool {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/redis/go-redis/v9"
@@ -22,9 +21,16 @@ func (g *gateway) candidateManager() *candidate.Manager {
 	return candidate.NewManager(candidate.Options{
 		Handler: g.handler,
 		Compile: func(data []byte) (*policy.Policy, error) {
-			// Files the candidate names are found beside the live one.
+			// Files the candidate names are found beside the live one,
+			// and must lie there unless the live configuration names
+			// them: the caller may not read the gateway's file system.
 			path := filepath.Join(filepath.Dir(g.path), "candidate.toml")
-			p, err := compileData(path, data, g.environ, os.ReadFile, liveAdmin(g.handler.Policy()))
+			var live map[string]bool
+			if f := g.liveFiles.Load(); f != nil {
+				live = *f
+			}
+			r := fileReader{guard: newFileGuard(g.path, live)}
+			p, err := compileData(path, data, g.environ, r.ReadFile, liveAdmin(g.handler.Policy()))
 			if err == nil {
 				err = requireRoutes(p, g.allowEmpty)
 			}
@@ -63,11 +69,12 @@ func loadCandidate(path string, live *policy.Policy, environ []string, allowEmpt
 	if path == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path)
 	if err != nil {
 		return nil, err
 	}
-	p, err := compileData(path, data, environ, os.ReadFile, liveAdmin(live))
+	var r fileReader
+	p, err := compileData(path, data, environ, r.ReadFile, liveAdmin(live))
 	if err == nil {
 		err = requireRoutes(p, allowEmpty)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/viper"
 
+	"github.com/tollgate/gateway/internal/tomlbound"
 	"github.com/tollgate/gateway/policy"
 )
 
@@ -36,7 +36,7 @@ const envPrefix = "TOLLGATE_"
 // field with a problem keeps its default), so that the caller can judge
 // the rest of the file in the same run.
 func loadConfig(path string, environ []string) (policy.Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path)
 	if err != nil {
 		return policy.Config{}, err
 	}
@@ -46,6 +46,11 @@ func loadConfig(path string, environ []string) (policy.Config, error) {
 // loadConfigData is loadConfig of a file's content; path names it in
 // problems.
 func loadConfigData(path string, data []byte, environ []string) (policy.Config, error) {
+	// Bounded before viper and go-toml see it: both take time or memory
+	// out of proportion to a deeply nested or huge document.
+	if err := tomlbound.Check(data, tomlbound.Limits{}); err != nil {
+		return policy.Config{}, tomlError(path, err)
+	}
 	v := viper.New()
 	v.SetConfigType("toml")
 	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
@@ -146,10 +151,11 @@ func noFloatToInt(from, to reflect.Type, data any) (any, error) {
 
 // tomlError formats a TOML syntax error as "path:line:column: message".
 func tomlError(path string, err error) error {
-	var de *toml.DecodeError
+	// go-toml's DecodeError, or tomlbound's refusal of the document.
+	var de interface{ Position() (int, int) }
 	if errors.As(err, &de) {
 		row, col := de.Position()
-		return fmt.Errorf("%s:%d:%d: %s", path, row, col, de.Error())
+		return fmt.Errorf("%s:%d:%d: %s", path, row, col, err.Error())
 	}
 	var se *toml.StrictMissingError
 	if errors.As(err, &se) {

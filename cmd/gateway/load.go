@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -68,13 +67,45 @@ func problems(err error) []string {
 // and what the rest of the file means, except checks of a value that could
 // not be decoded (its default stood in for it).
 func loadPolicy(path string, environ []string) (*policy.Policy, error) {
-	return compileFile(path, environ, os.ReadFile)
+	p, _, err := loadPolicyFiles(path, environ)
+	return p, err
+}
+
+// loadPolicyFiles is loadPolicy that also returns the files the
+// configuration named and its compile read (see fileReader).
+func loadPolicyFiles(path string, environ []string) (*policy.Policy, map[string]bool, error) {
+	var r fileReader
+	p, err := compileFile(path, environ, r.ReadFile)
+	return p, r.files(), err
+}
+
+// loadOfflinePolicy is loadPolicy for the commands that decide on a
+// memory store of their own and serve nothing (test, replay): they read
+// no admin token and no Redis password, so neither need be set where
+// they run. Every secret that changes a decision (JWT keys, consumer and
+// exempt API keys, the access log's salt) is read as serve reads it.
+func loadOfflinePolicy(path string, environ []string) (*policy.Policy, error) {
+	var r fileReader
+	data, err := readRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	return compileData(path, data, environ, r.ReadFile, offline)
+}
+
+// offline drops from a configuration what only a serving gateway uses:
+// the admin listener and its token, and the Redis password (test and
+// replay decide on a memory store of their own).
+func offline(c *policy.Config) {
+	c.Server.AdminListen = ""
+	c.Admin.TokenEnv, c.Admin.TokenFile = "", ""
+	c.Store.Redis.PasswordEnv, c.Store.Redis.PasswordFile = "", ""
 }
 
 // compileFile is loadPolicy with the reader of the files a configuration
 // names (key files) as a parameter.
 func compileFile(path string, environ []string, readFile func(string) ([]byte, error)) (*policy.Policy, error) {
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func replayCommand(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gateway replay: --format: %v\n", err)
 		return exitInvalid
 	}
-	p, err := loadPolicy(f.config, environ)
+	p, err := loadOfflinePolicy(f.config, environ)
 	if err != nil {
 		printProblems(stderr, f.config, err)
 		return exitInvalid

@@ -52,7 +52,7 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 	for _, w := range unknownEnv(environ) {
 		log.Warn(w)
 	}
-	p, err := loadPolicy(f.config, environ)
+	p, files, err := loadPolicyFiles(f.config, environ)
 	if err == nil {
 		err = requireRoutes(p, f.allowEmpty)
 	}
@@ -74,6 +74,7 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 		log.Error("cannot start", "err", err)
 		return exitFailure
 	}
+	g.liveFiles.Store(&files)
 	g.allowEmpty = f.allowEmpty
 	if cp != nil {
 		if err := g.cand.Start(cp, *candPath); err != nil {
@@ -132,7 +133,10 @@ type gateway struct {
 	// when the GOGC environment variable decides.
 	pacer *gcpace.Pacer
 
-	reloadMu   sync.Mutex
+	reloadMu sync.Mutex
+	// liveFiles are the files the live configuration's compile read: a
+	// posted candidate may name them besides files in its directory.
+	liveFiles  atomic.Pointer[map[string]bool]
 	draining   atomic.Bool
 	lastReload atomic.Pointer[reloadResult]
 }
@@ -453,7 +457,7 @@ func (g *gateway) shutdown() {
 func (g *gateway) reload() error {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
-	p, err := loadPolicy(g.path, g.environ)
+	p, files, err := loadPolicyFiles(g.path, g.environ)
 	if err == nil {
 		err = requireRoutes(p, g.allowEmpty)
 	}
@@ -470,7 +474,11 @@ func (g *gateway) reload() error {
 		g.log.Error("reload rejected; keeping the previous configuration", "config", g.path, "problems", problems(err))
 		return err
 	}
-	return g.apply(p, g.path)
+	if err := g.apply(p, g.path); err != nil {
+		return err
+	}
+	g.liveFiles.Store(&files)
+	return nil
 }
 
 // apply makes the valid policy p live (a reload, or a promoted candidate

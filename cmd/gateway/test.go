@@ -24,7 +24,7 @@ func testCommand(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gateway test: name at least one cases file")
 		return exitInvalid
 	}
-	p, err := loadPolicy(f.config, environ)
+	p, err := loadOfflinePolicy(f.config, environ)
 	if err != nil {
 		printProblems(stderr, f.config, err)
 		return exitInvalid

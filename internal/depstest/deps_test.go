@@ -56,7 +56,7 @@ var rules = map[string]rule{
 	// The consumer registry: its own file (TOML, decoded here because it
 	// is not the configuration viper reads), compiled to a key → consumer
 	// map. No HTTP.
-	"consumers": {allow: []string{"keys", "ratelimit", "github.com/pelletier/go-toml/v2"}, stdDeny: []string{"net/...", "log/..."}},
+	"consumers": {allow: []string{"keys", "ratelimit", "internal/tomlbound", "github.com/pelletier/go-toml/v2"}, stdDeny: []string{"net/...", "log/..."}},
 	// Config model, validation, compilation, route matching (no viper:
 	// decoding happens in cmd/gateway).
 	"policy": {allow: []string{"keys", "headers", "ratelimit", "consumers"}},
@@ -118,7 +118,7 @@ var rules = map[string]rule{
 	"replay": {allow: []string{"accesslog", "accuracy", "consumers", "keys", "policy", "proxy", "ratelimit", "ratelimit/hybrid", "ratelimit/memstore", "ratelimit/window"}},
 	// `gateway test`: cases files run through the real handler on a
 	// memory store.
-	"limittest": {allow: []string{"policy", "proxy", "ratelimit/memstore", "github.com/pelletier/go-toml/v2"}},
+	"limittest": {allow: []string{"policy", "proxy", "ratelimit/memstore", "internal/tomlbound", "github.com/pelletier/go-toml/v2"}},
 	// A candidate configuration beside the live one: its record and admin
 	// endpoints (identities hashed as the access log hashes them).
 	"candidate": {allow: []string{"accesslog", "policy", "proxy", "ratelimit"}},
@@ -131,6 +131,9 @@ var rules = map[string]rule{
 	// Throttled log lines (the request path's and the Redis client's):
 	// standard library only.
 	"internal/logthrottle": {},
+	// Bounds on a TOML document's shape, checked before any decoder
+	// sees it (the configuration, consumer registry and cases files).
+	"internal/tomlbound": {allow: []string{"github.com/pelletier/go-toml/v2"}},
 	// The collector's minimum heap: standard library only.
 	"internal/gcpace": {},
 	// Test support: the upstream tests and benchmarks put behind the gateway.
