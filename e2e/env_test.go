@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,5 +44,44 @@ func TestUnknownEnvWarns(t *testing.T) {
 	}
 	if strings.Contains(out, "hunter2") {
 		t.Errorf("serve logged the variable's value:\n%s", out)
+	}
+}
+
+// TestSecretVariableNamedBySettingNotWarned: a secret held in a variable
+// that a *_env setting names may carry the TOLLGATE_ prefix (the example
+// configuration suggests token_env = "TOLLGATE_ADMIN_TOKEN"); validate and
+// serve must not call it an unknown configuration key, while a variable
+// nothing names is still warned about.
+func TestSecretVariableNamedBySettingNotWarned(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gateway.toml")
+	conf := `[server]
+listen = "127.0.0.1:0"
+admin_listen = ""
+[admin]
+token_env = "TOLLGATE_ADMIN_TOKEN"
+[access_log]
+salt_env = "TOLLGATE_LOG_SALT"
+[[routes]]
+name = "r"
+path_prefix = "/"
+respond = { status = 200 }
+`
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"TOLLGATE_ADMIN_TOKEN=s3cret-token-value", "TOLLGATE_LOG_SALT=pepper", "TOLLGATE_STORE_BAKCEND=redis"}
+	code, _, stderr := runGateway(t, env, "validate", "--config", path)
+	if code != 0 {
+		t.Fatalf("validate: exit %d, stderr %q", code, stderr)
+	}
+	for _, v := range []string{"TOLLGATE_ADMIN_TOKEN ", "TOLLGATE_LOG_SALT "} {
+		if strings.Contains(stderr, v) {
+			t.Errorf("validate warned about %s, which a setting names: %q", v, stderr)
+		}
+	}
+	if !strings.Contains(stderr, "TOLLGATE_STORE_BAKCEND names no configuration key") {
+		t.Errorf("validate did not warn about a variable nothing names: %q", stderr)
 	}
 }

@@ -266,8 +266,13 @@ func envOverrides(environ []string, dp *decodeProblems) []override {
 // set an unrelated TOLLGATE_* variable, and refusing to start over it would
 // be worse than saying so; but a typo or a guessed key
 // (TOLLGATE_STORE_REDIS_PASSWORD for password_env) must not pass in silence.
-func unknownEnv(environ []string) []string {
+// A variable in named (see envNamed) holds a secret a setting names, such
+// as token_env = "TOLLGATE_ADMIN_TOKEN", and is no typo.
+func unknownEnv(environ []string, named map[string]bool) []string {
 	known := map[string]bool{}
+	for k := range named {
+		known[k] = true
+	}
 	var names []string
 	for _, l := range envLeaves(reflect.TypeFor[policy.Config](), "") {
 		known[envName(l.key)] = true
@@ -289,6 +294,60 @@ func unknownEnv(environ []string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// envNamed returns the environment variables that the *_env settings of
+// cfg (a configuration struct, walked through its structs, pointers,
+// slices and maps) name: token_env, password_env, hs256_secret_env and the
+// rest. Nil cfg names none.
+func envNamed(cfg any) map[string]bool {
+	named := map[string]bool{}
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Pointer, reflect.Interface:
+			if !v.IsNil() {
+				walk(v.Elem())
+			}
+		case reflect.Slice, reflect.Array:
+			for i := 0; i < v.Len(); i++ {
+				walk(v.Index(i))
+			}
+		case reflect.Map:
+			for it := v.MapRange(); it.Next(); {
+				walk(it.Value())
+			}
+		case reflect.Struct:
+			t := v.Type()
+			for i := 0; i < t.NumField(); i++ {
+				f := t.Field(i)
+				if !f.IsExported() {
+					continue
+				}
+				tag, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+				if f.Type.Kind() == reflect.String && strings.HasSuffix(tag, "_env") {
+					if s := v.Field(i).String(); s != "" {
+						named[s] = true
+					}
+					continue
+				}
+				walk(v.Field(i))
+			}
+		}
+	}
+	if cfg != nil {
+		walk(reflect.ValueOf(cfg))
+	}
+	return named
+}
+
+// policyEnvNamed is envNamed of p's configuration; none for a nil p (a
+// configuration that did not load).
+func policyEnvNamed(p *policy.Policy) map[string]bool {
+	if p == nil {
+		return nil
+	}
+	return envNamed(&p.Config)
 }
 
 // closestEnv returns the known variable name probably meant by k: within

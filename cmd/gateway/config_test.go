@@ -287,7 +287,7 @@ func TestUnknownEnvHostile(t *testing.T) {
 		{"a very long name", []string{"TOLLGATE_" + strings.Repeat("A", 10000) + "=1"}, []string{"names no configuration key"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := unknownEnv(tc.environ)
+			got := unknownEnv(tc.environ, nil)
 			if len(got) != len(tc.want) {
 				t.Fatalf("unknownEnv(%q) = %q, want %d warnings", tc.environ, got, len(tc.want))
 			}

@@ -49,10 +49,10 @@ func serveCommand(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gateway:", err)
 		return exitInvalid
 	}
-	for _, w := range unknownEnv(environ) {
+	p, files, err := loadPolicyFiles(f.config, environ)
+	for _, w := range unknownEnv(environ, policyEnvNamed(p)) {
 		log.Warn(w)
 	}
-	p, files, err := loadPolicyFiles(f.config, environ)
 	if err == nil {
 		err = requireRoutes(p, f.allowEmpty)
 	}

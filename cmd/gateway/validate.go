@@ -18,10 +18,10 @@ func validateCommand(args, environ []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
 	}
-	for _, w := range unknownEnv(environ) {
+	p, err := loadPolicy(f.config, environ)
+	for _, w := range unknownEnv(environ, policyEnvNamed(p)) {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
-	p, err := loadPolicy(f.config, environ)
 	if err == nil {
 		err = requireRoutes(p, f.allowEmpty)
 	}
