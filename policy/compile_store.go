@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
 )
 
 // MinLeaseTTL and MaxLeaseTTL bound store.redis.lease_ttl: a holder renews
@@ -44,14 +46,14 @@ func buildStore(c *StoreConfig, e *problems) Store {
 	case "":
 		// Unset: a fleet sharing Redis decides on one clock, Redis's, so
 		// that gateways whose clocks differ still admit exactly the limit.
-		s.Clock = ClockLocal
+		s.Clock = ratelimit.ClockLocal
 		if c.Backend == "redis" {
-			s.Clock = ClockStore
+			s.Clock = ratelimit.ClockStore
 		}
 	case "local":
-		s.Clock = ClockLocal
+		s.Clock = ratelimit.ClockLocal
 	case "store":
-		s.Clock = ClockStore
+		s.Clock = ratelimit.ClockStore
 		if c.Backend != "redis" {
 			e.add("store.clock", `"store" needs backend = "redis"`)
 		}

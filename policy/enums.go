@@ -47,25 +47,6 @@ func (b Backend) String() string { return enumName(backendNames[:], int(b), "Bac
 // MarshalText lets logs and JSON show the configuration name.
 func (b Backend) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
 
-// Clock is the store.clock setting: whose clock decides.
-type Clock uint8
-
-// The store.clock values.
-const (
-	// ClockLocal decides on the gateway's own clock.
-	ClockLocal Clock = iota + 1
-	// ClockStore decides on the Redis server's clock, one for a fleet.
-	ClockStore
-)
-
-var clockNames = [...]string{ClockLocal: "local", ClockStore: "store"}
-
-// String returns the configuration name of c ("local", "store").
-func (c Clock) String() string { return enumName(clockNames[:], int(c), "Clock") }
-
-// MarshalText lets logs and JSON show the configuration name.
-func (c Clock) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
-
 // LogFormat is the access_log.format setting.
 type LogFormat uint8
 

@@ -141,8 +141,8 @@ type Store struct {
 	// Timeout is the budget of one store call.
 	Timeout time.Duration
 	// Clock is whose clock decides (never 0: an unset clock is compiled
-	// to ClockStore with the Redis backend, else ClockLocal).
-	Clock Clock
+	// to ratelimit.ClockStore with the Redis backend, else ratelimit.ClockLocal).
+	Clock ratelimit.Clock
 	// RequireAtStartup refuses to start without a reachable Redis.
 	RequireAtStartup bool
 	// MemoryMaxKeys bounds the in-memory store's keys.

@@ -149,7 +149,7 @@ func runChild(addr string, dur time.Duration, rate int) error {
 	}
 	c := newClient(addr)
 	defer c.Close()
-	rs, err := redisstore.New(c, redisstore.Options{NewLaneClient: redis.NewClient, Prefix: fs.prefix, Clock: redisstore.ClockStore, Timeout: time.Second, Coalesce: true})
+	rs, err := redisstore.New(c, redisstore.Options{NewLaneClient: redis.NewClient, Prefix: fs.prefix, Clock: ratelimit.ClockStore, Timeout: time.Second, Coalesce: true})
 	if err != nil {
 		return err
 	}

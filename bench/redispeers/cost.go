@@ -58,7 +58,7 @@ type costCase struct {
 	name  string
 	limit *ratelimit.Limit
 	keys  int // distinct keys cycled through (1 = one hot key, allowed)
-	clock redisstore.Clock
+	clock ratelimit.Clock
 	// script runs the decide code with EVALSHA (redisstore.Options
 	// NoFunctions) instead of the Function library.
 	script bool
@@ -224,7 +224,7 @@ func costCases(as []algo) []costCase {
 		if as[i].name == "sliding_window_counter" {
 			cs = append(cs,
 				costCase{name: "sliding_window_counter, 10k keys", limit: &as[i].limit, keys: 10000},
-				costCase{name: "sliding_window_counter, clock=store", limit: &as[i].limit, keys: 1, clock: redisstore.ClockStore})
+				costCase{name: "sliding_window_counter, clock=store", limit: &as[i].limit, keys: 1, clock: ratelimit.ClockStore})
 		}
 	}
 	return cs

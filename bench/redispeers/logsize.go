@@ -54,7 +54,7 @@ func runLogSize(ctx context.Context, srv *server, reps int) ([]logSizeRow, error
 	c := newClient(srv.addr, 4)
 	c.Options().ReadTimeout = 2 * time.Minute // the longest logs take seconds
 	defer c.Close()
-	st, err := redisstore.New(c, redisstore.Options{Prefix: "logsize:", Clock: redisstore.ClockStore,
+	st, err := redisstore.New(c, redisstore.Options{Prefix: "logsize:", Clock: ratelimit.ClockStore,
 		Timeout: time.Minute, DenyCacheSize: -1})
 	if err != nil {
 		return nil, err

@@ -96,10 +96,6 @@ func (g *gateway) candidateStore(p *policy.Policy) (ratelimit.Store, error) {
 	if g.rr == nil {
 		return memstore.New(memstore.Options{MaxKeys: live.MemoryMaxKeys, MaxBytes: live.MemoryMaxBytes}), nil
 	}
-	clock := redisstore.ClockLocal
-	if live.Clock == policy.ClockStore {
-		clock = redisstore.ClockStore
-	}
-	return redisstore.New(g.rr.client, redisstore.Options{NewLaneClient: redis.NewClient, Prefix: live.Redis.Prefix + "candidate:", Clock: clock,
+	return redisstore.New(g.rr.client, redisstore.Options{NewLaneClient: redis.NewClient, Prefix: live.Redis.Prefix + "candidate:", Clock: live.Clock,
 		Timeout: live.Timeout, LeaseTTL: live.Redis.LeaseTTL, Coalesce: live.Redis.Coalesce})
 }

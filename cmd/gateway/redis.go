@@ -31,11 +31,7 @@ func (g *gateway) openRedis(p *policy.Policy, mem *memstore.Store) error {
 	if err != nil {
 		return fmt.Errorf("store.redis: %w", err)
 	}
-	clock := redisstore.ClockLocal
-	if p.Store.Clock == policy.ClockStore {
-		clock = redisstore.ClockStore
-	}
-	rs, err := redisstore.New(client, redisstore.Options{NewLaneClient: redis.NewClient, Prefix: p.Store.Redis.Prefix, Clock: clock, Timeout: p.Store.Timeout,
+	rs, err := redisstore.New(client, redisstore.Options{NewLaneClient: redis.NewClient, Prefix: p.Store.Redis.Prefix, Clock: p.Store.Clock, Timeout: p.Store.Timeout,
 		LeaseTTL: p.Store.Redis.LeaseTTL, Coalesce: p.Store.Redis.Coalesce})
 	if err != nil {
 		client.Close()

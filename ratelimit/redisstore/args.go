@@ -104,7 +104,7 @@ func (s *Store) limitArg(l *ratelimit.Limit) *string {
 // header packs the decide script's ARGV[1] (lua/common.lua).
 func (s *Store) header(b []byte, mode int, now time.Time, wantOld bool, hits []ratelimit.Hit) []byte {
 	useTime, t := 1.0, 0.0
-	if s.opts.Clock == ClockLocal {
+	if s.opts.Clock == ratelimit.ClockLocal {
 		useTime, t = 0, float64(now.UnixMicro())
 	}
 	b = appendF64(b, t)

@@ -123,8 +123,8 @@ func TestLogMemory(t *testing.T) {
 
 func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
 
-// BenchmarkClock measures what deciding on Redis's clock (ClockStore: the
-// script reads TIME) costs against the gateway's clock (ClockLocal: the
+// BenchmarkClock measures what deciding on Redis's clock (ratelimit.ClockStore: the
+// script reads TIME) costs against the gateway's clock (ratelimit.ClockLocal: the
 // instant travels in the arguments): latency per decision from one caller,
 // and Redis CPU per script call from INFO commandstats (usec_per_call of
 // evalsha, reset before each run). The figures go into BENCHMARKS.md.
@@ -140,8 +140,8 @@ func BenchmarkClock(b *testing.B) {
 		lim := finished(b, l)
 		for _, clock := range []struct {
 			name string
-			c    redisstore.Clock
-		}{{"local", redisstore.ClockLocal}, {"store", redisstore.ClockStore}} {
+			c    ratelimit.Clock
+		}{{"local", ratelimit.ClockLocal}, {"store", ratelimit.ClockStore}} {
 			b.Run(l.Name+"/clock="+clock.name, func(b *testing.B) {
 				s := newStore(b, c, redisstore.Options{Timeout: time.Second, Clock: clock.c, DenyCacheSize: -1})
 				hits := []ratelimit.Hit{{Limit: lim, Key: "{clock}k", Cost: 1}}
@@ -212,7 +212,7 @@ func BenchmarkDecideSerial(b *testing.B) {
 	} {
 		lim := finished(b, l)
 		b.Run(l.Name, func(b *testing.B) {
-			s := newStore(b, c, redisstore.Options{Timeout: time.Hour, Clock: redisstore.ClockStore, Coalesce: true})
+			s := newStore(b, c, redisstore.Options{Timeout: time.Hour, Clock: ratelimit.ClockStore, Coalesce: true})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 			defer cancel()
 			if err := s.Ready(ctx); err != nil {
@@ -243,7 +243,7 @@ func BenchmarkDecideSerial(b *testing.B) {
 func BenchmarkDecideCoalesced(b *testing.B) {
 	c := newClient(b, standard.Addr)
 	lim := finished(b, ratelimit.Limit{Name: "sliding_window_counter", Algorithm: ratelimit.SlidingWindowCounter, Rates: []ratelimit.Rate{rate(1<<40, time.Minute)}})
-	s := newStore(b, c, redisstore.Options{Timeout: time.Hour, Clock: redisstore.ClockStore, Coalesce: true, CoalesceLanes: 1})
+	s := newStore(b, c, redisstore.Options{Timeout: time.Hour, Clock: ratelimit.ClockStore, Coalesce: true, CoalesceLanes: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	if err := s.Ready(ctx); err != nil {
@@ -276,7 +276,7 @@ func BenchmarkDecideCoalesced(b *testing.B) {
 func BenchmarkDecideBudget(b *testing.B) {
 	c := newClient(b, standard.Addr)
 	lim := finished(b, ratelimit.Limit{Name: "sliding_window_counter", Algorithm: ratelimit.SlidingWindowCounter, Rates: []ratelimit.Rate{rate(1<<40, time.Minute)}})
-	s := newStore(b, c, redisstore.Options{Timeout: time.Second, Clock: redisstore.ClockStore, Coalesce: true})
+	s := newStore(b, c, redisstore.Options{Timeout: time.Second, Clock: ratelimit.ClockStore, Coalesce: true})
 	if err := s.Ready(context.Background()); err != nil {
 		b.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 // ClockSkew returns how far Redis's clock (TIME) is ahead of now, the
 // clock the caller decides with: Redis's reading minus now at the middle of
 // the round trip, so the network delay cancels out to within half the
-// round trip. With ClockLocal every gateway must agree with the others;
+// round trip. With ratelimit.ClockLocal every gateway must agree with the others;
 // comparing each with Redis shows the one that does not.
 func (s *Store) ClockSkew(ctx context.Context, now func() time.Time) (time.Duration, error) {
 	before := now()

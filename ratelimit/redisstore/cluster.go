@@ -98,7 +98,7 @@ func sharedGroup(hits []ratelimit.Hit, g []int) bool {
 // to the key's current state (ARCHITECTURE.md "Cluster refunds"): it gives
 // back this request's units even when other requests changed the key in
 // between, and never more than it took. The inverse operations run at the
-// refund's instant: ClockStore reads TIME; ClockLocal uses now plus the time
+// refund's instant: ratelimit.ClockStore reads TIME; ratelimit.ClockLocal uses now plus the time
 // this call has taken so far.
 //
 // With inverse set, refunds always take the inverse path, even for a key
@@ -109,7 +109,7 @@ func sharedGroup(hits []ratelimit.Hit, g []int) bool {
 // the request holding them ends up denied too (transient under-admission,
 // never over-admission). This Store does not cache such a denial (holdSet);
 // another gateway's may. Across slots the decision is not atomic: two slots
-// are decided at two slightly different instants with ClockStore.
+// are decided at two slightly different instants with ratelimit.ClockStore.
 func (s *Store) decideCluster(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision, slots []uint64, inverse bool) (bool, error) {
 	keys := make([]string, len(hits))
 	for i, h := range hits {

@@ -10,7 +10,7 @@ import (
 	"github.com/tollgate/gateway/ratelimit/redisstore"
 )
 
-// TestDenyCacheSteps walks the deny cache at fake instants (ClockLocal:
+// TestDenyCacheSteps walks the deny cache at fake instants (ratelimit.ClockLocal:
 // the instant passed to Decide is the decision's clock): a denial is
 // answered locally for at most DenyCacheTTL; within it, a shadow limit
 // whose own denial has lapsed is reported allowed; PurgeDenials and Reset

@@ -16,7 +16,7 @@ var _ ratelimit.Returner = (*Store)(nil)
 // gives the units of each hit of a batchable limit back to the window or
 // bucket of at[i], in one call for up to slotBatch hits (on a Cluster,
 // per hash slot), so that a gateway's shutdown gives back its leases of
-// many keys in a few round trips. With ClockStore at[i] is on Redis's
+// many keys in a few round trips. With ratelimit.ClockStore at[i] is on Redis's
 // clock: the Decision.At the count reported (the caller's clock says
 // nothing about Redis's windows). A call whose reply is lost is not
 // retried: it may have given the units back. A failed slot's error is

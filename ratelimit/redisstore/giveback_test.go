@@ -87,9 +87,9 @@ func TestReturnParity(t *testing.T) {
 	}
 }
 
-// TestDecisionAtStoreClock: with ClockStore a decision reports the instant
+// TestDecisionAtStoreClock: with ratelimit.ClockStore a decision reports the instant
 // Redis decided at (between two readings of TIME around the call, on any
-// topology); with ClockLocal it reports none (the caller's now is the
+// topology); with ratelimit.ClockLocal it reports none (the caller's now is the
 // instant).
 func TestDecisionAtStoreClock(t *testing.T) {
 	l := finished(t, ratelimit.Limit{Name: "at", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(100, time.Hour)}})
@@ -103,7 +103,7 @@ func TestDecisionAtStoreClock(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := tc.client(t)
-			for _, clock := range []redisstore.Clock{redisstore.ClockLocal, redisstore.ClockStore} {
+			for _, clock := range []ratelimit.Clock{ratelimit.ClockLocal, ratelimit.ClockStore} {
 				s := newStore(t, c, redisstore.Options{Clock: clock, DenyCacheSize: -1})
 				// Two keys in two slots: a Cluster decides them in two calls.
 				hits := []ratelimit.Hit{{Limit: l, Key: "{a}at", Cost: 1}, {Limit: l, Key: "{b}at", Cost: 1}}
@@ -115,10 +115,10 @@ func TestDecisionAtStoreClock(t *testing.T) {
 				after := redisTime(t, c)
 				for i, d := range out {
 					switch {
-					case clock == redisstore.ClockLocal && d.At != 0:
-						t.Errorf("ClockLocal hit %d: At = %d, want 0", i, d.At)
-					case clock == redisstore.ClockStore && (d.At < before || d.At > after):
-						t.Errorf("ClockStore hit %d: At = %d, want within Redis's [%d, %d]", i, d.At, before, after)
+					case clock == ratelimit.ClockLocal && d.At != 0:
+						t.Errorf("ratelimit.ClockLocal hit %d: At = %d, want 0", i, d.At)
+					case clock == ratelimit.ClockStore && (d.At < before || d.At > after):
+						t.Errorf("ratelimit.ClockStore hit %d: At = %d, want within Redis's [%d, %d]", i, d.At, before, after)
 					}
 				}
 			}
@@ -136,7 +136,7 @@ func redisTime(t *testing.T, c redis.UniversalClient) int64 {
 	return tm.UnixMicro()
 }
 
-// TestHybridReturnStoreClock: gateways on Redis's clock (ClockStore) whose
+// TestHybridReturnStoreClock: gateways on Redis's clock (ratelimit.ClockStore) whose
 // own clocks are an hour off Redis's, either way, lease a batched fixed
 // window and a batched sliding counter through hybrid stores and flush
 // them: Redis then counts exactly what they admitted. Their own clocks
@@ -165,7 +165,7 @@ func hybridReturnStoreClock(t *testing.T, c redis.UniversalClient) {
 		time.Sleep(time.Second)
 	}
 	skews := []time.Duration{time.Hour + 17*time.Second, -time.Hour - 29*time.Second}
-	o := redisstore.Options{Clock: redisstore.ClockStore, DenyCacheSize: -1, Prefix: fmt.Sprintf("t%x:", rand.Uint32())}
+	o := redisstore.Options{Clock: ratelimit.ClockStore, DenyCacheSize: -1, Prefix: fmt.Sprintf("t%x:", rand.Uint32())}
 	var gws []*hybrid.Store
 	for range skews {
 		gws = append(gws, hybrid.New(newStore(t, c, o), hybrid.Options{}))
@@ -215,7 +215,7 @@ func hybridReturnStoreClock(t *testing.T, c redis.UniversalClient) {
 func TestFlushManyKeysFewCalls(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Standalone(t)
-	rs := newStore(t, newClient(t, srv.Addr), redisstore.Options{Clock: redisstore.ClockStore, DenyCacheSize: -1})
+	rs := newStore(t, newClient(t, srv.Addr), redisstore.Options{Clock: ratelimit.ClockStore, DenyCacheSize: -1})
 	if err := rs.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}

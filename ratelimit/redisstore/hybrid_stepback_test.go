@@ -47,7 +47,7 @@ func TestHybridClockStepBack(t *testing.T) {
 			4, 1100 * time.Millisecond, 30, 1, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rs := newStore(t, c, redisstore.Options{DenyCacheSize: -1, Clock: redisstore.ClockStore})
+			rs := newStore(t, c, redisstore.Options{DenyCacheSize: -1, Clock: ratelimit.ClockStore})
 			s := hybrid.New(rs, hybrid.Options{})
 			l := finished(t, tc.l)
 			hit := []ratelimit.Hit{{Limit: l, Key: "k", Cost: 1}}
@@ -103,7 +103,7 @@ func TestHybridClockStepBack(t *testing.T) {
 func TestHybridStaleInstantsNoStep(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t, standard.Addr)
-	rs := newStore(t, c, redisstore.Options{Clock: redisstore.ClockStore, Coalesce: true})
+	rs := newStore(t, c, redisstore.Options{Clock: ratelimit.ClockStore, Coalesce: true})
 	s := hybrid.New(rs, hybrid.Options{})
 	l := finished(t, ratelimit.Limit{Name: "stale", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(300, time.Hour)},
 		Batch: &ratelimit.Batch{Interval: time.Millisecond, Lease: 10}})

@@ -82,7 +82,7 @@ func (r *replyReader) readDelays(out []ratelimit.Decision, n int) {
 
 // Cancel implements ratelimit.Canceler: one script call per hit that
 // reserved a slot (counted, Delay > 0), giving it back as far as it is
-// still ahead (lua/modes.lua, on Redis's clock with ClockStore). A call
+// still ahead (lua/modes.lua, on Redis's clock with ratelimit.ClockStore). A call
 // whose reply is lost is not retried: it may have given the slot back.
 func (s *Store) Cancel(ctx context.Context, now time.Time, hits []ratelimit.Hit, ds []ratelimit.Decision) error {
 	if len(ds) < len(hits) {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/gateway/ratelimit"
 )
 
 // Intervals and threshold of a Monitor's checks.
@@ -20,7 +22,7 @@ const (
 
 // Monitor runs the checks an operator needs beside a Store and that no
 // decision makes: the skew of the decision clock against Redis's TIME
-// (with ClockLocal, a warning above 250ms, since gateways that disagree
+// (with ratelimit.ClockLocal, a warning above 250ms, since gateways that disagree
 // admit more than a limit) every minute, and Redis's maxmemory-policy
 // (WarnEvictionPolicy) every five minutes, as a later CONFIG SET is
 // common. Create it with NewMonitor, call Start once and Stop once.
@@ -106,7 +108,7 @@ func (m *Monitor) checkSkew(now func() time.Time) {
 	}
 	m.skew.Store(int64(d))
 	m.skewOK.Store(true)
-	if m.store.opts.Clock == ClockLocal && d.Abs() > skewWarn {
+	if m.store.opts.Clock == ratelimit.ClockLocal && d.Abs() > skewWarn {
 		m.log.Warn("this gateway's clock differs from Redis's; with store.clock = \"local\" gateways that disagree admit more than a limit "+
 			"(set store.clock = \"store\", or synchronise the clocks)", "skew", d.String(), "warn_above", skewWarn.String())
 	}

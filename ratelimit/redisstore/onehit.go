@@ -29,12 +29,12 @@ func oneHit(mode int, wantOld bool, hits []ratelimit.Hit) bool {
 }
 
 // oneHitHeader packs the short header of a oneHit call (lua/common.lua):
-// now (ticks; 0 with ClockStore), the hit's cost, mode + 2 × use-TIME,
+// now (ticks; 0 with ratelimit.ClockStore), the hit's cost, mode + 2 × use-TIME,
 // TTL margin ms. The full header's other values are implied: one hit,
 // no old values, and no lease (no one-hit algorithm holds one).
 func (s *Store) oneHitHeader(b []byte, mode int, now time.Time, cost int64) []byte {
 	useTime, t := 1, 0.0
-	if s.opts.Clock == ClockLocal {
+	if s.opts.Clock == ratelimit.ClockLocal {
 		useTime, t = 0, float64(now.UnixMicro())
 	}
 	b = appendF64(b, t)

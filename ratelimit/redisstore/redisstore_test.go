@@ -314,7 +314,7 @@ func describe(hits []ratelimit.Hit) string {
 // ignored, and a fixed window counts in Redis's current window.
 func TestClockStore(t *testing.T) {
 	c := newClient(t, standard.Addr)
-	s := newStore(t, c, redisstore.Options{Clock: redisstore.ClockStore, DenyCacheSize: -1})
+	s := newStore(t, c, redisstore.Options{Clock: ratelimit.ClockStore, DenyCacheSize: -1})
 	l := finished(t, ratelimit.Limit{Name: "store-clock", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(3, time.Hour)}})
 	hit := []ratelimit.Hit{{Limit: l, Key: "{x}k", Cost: 1}}
 	out := make([]ratelimit.Decision, 1)

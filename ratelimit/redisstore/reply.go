@@ -33,7 +33,7 @@ func (r *replyReader) next() int64 {
 
 // parseReply turns the decide script's reply into Decisions, choosing the reported
 // window exactly as window.Check and window.Report do. now is the instant
-// the header carried (ticks; ignored with ClockStore, local false).
+// the header carried (ticks; ignored with ratelimit.ClockStore, local false).
 func parseReply(res any, hits []ratelimit.Hit, out []ratelimit.Decision, wantOld bool, now int64, local bool) (bool, taken, error) {
 	if len(hits) == 1 && !wantOld {
 		if at, ok, err := shortReply(res, &hits[0], &out[0], now, local); ok || err != nil {

@@ -39,7 +39,7 @@ type taken struct {
 }
 
 // refund asks a modeRefund call to undo t, applying the inverse operations
-// at instant at (ticks; ignored with ClockStore, which reads TIME).
+// at instant at (ticks; ignored with ratelimit.ClockStore, which reads TIME).
 type refund struct {
 	t  taken
 	at int64
@@ -100,8 +100,8 @@ func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Tim
 	if err != nil {
 		return false, taken{}, err
 	}
-	allowed, tk, err := parseReply(res, hits, out, wantOld, now.UnixMicro(), s.opts.Clock == ClockLocal)
-	if err == nil && s.opts.Clock == ClockStore {
+	allowed, tk, err := parseReply(res, hits, out, wantOld, now.UnixMicro(), s.opts.Clock == ratelimit.ClockLocal)
+	if err == nil && s.opts.Clock == ratelimit.ClockStore {
 		// Redis decided at its own instant: report it, so that a caller
 		// that gives units back (the hybrid store) names their window.
 		for i := range hits {

@@ -73,7 +73,7 @@ func (r *replyForms) take() []string {
 // window's state only (lua/common.lua "Reply") — fixed_window's count as
 // an integer, gcra's TAT, token_bucket's tokens and instant and
 // sliding_window_counter's newest bucket and counts as the bytes written
-// with the local clock, the store's instant first under ClockStore —
+// with the local clock, the store's instant first under ratelimit.ClockStore —
 // and every other one (a denial, a sliding counter whose state would
 // not be shorter than the full reply) with the full packed reply; the
 // decisions read from either are the memory store's.
@@ -86,20 +86,20 @@ func TestOneHitShortReply(t *testing.T) {
 	swc6 := finished(t, ratelimit.Limit{Name: "swc6", Algorithm: ratelimit.SlidingWindowCounter, Precision: 10 * time.Minute, Rates: []ratelimit.Rate{rate(2, time.Hour)}})
 	swc7 := finished(t, ratelimit.Limit{Name: "swc7", Algorithm: ratelimit.SlidingWindowCounter, Precision: 10 * time.Minute, Rates: []ratelimit.Rate{rate(2, 70*time.Minute)}})
 	for _, tc := range []struct {
-		clock  redisstore.Clock
+		clock  ratelimit.Clock
 		script bool
 		// counted and denied: the reply forms of each limit, three
 		// calls each: two counted, one denied. A sliding counter's state
 		// is N+2 doubles.
 		want map[string][]string
 	}{
-		{redisstore.ClockLocal, false, map[string][]string{
+		{ratelimit.ClockLocal, false, map[string][]string{
 			"fw": {"int", "int", "str72"}, "gcra": {"str8", "str8", "str72"}, "tb": {"str16", "str16", "str72"},
 			"swc": {"str24", "str24", "str72"}, "swc6": {"str64", "str64", "str72"}, "swc7": {"str72", "str72", "str72"}}},
-		{redisstore.ClockLocal, true, map[string][]string{
+		{ratelimit.ClockLocal, true, map[string][]string{
 			"fw": {"int", "int", "str72"}, "gcra": {"str8", "str8", "str72"}, "tb": {"str16", "str16", "str72"},
 			"swc": {"str24", "str24", "str72"}, "swc6": {"str64", "str64", "str72"}, "swc7": {"str72", "str72", "str72"}}},
-		{redisstore.ClockStore, false, map[string][]string{
+		{ratelimit.ClockStore, false, map[string][]string{
 			"fw": {"str16", "str16", "str72"}, "gcra": {"str16", "str16", "str72"}, "tb": {"str24", "str24", "str72"},
 			"swc": {"str32", "str32", "str72"}, "swc6": {"str72", "str72", "str72"}, "swc7": {"str72", "str72", "str72"}}},
 	} {
@@ -119,7 +119,7 @@ func TestOneHitShortReply(t *testing.T) {
 						t.Fatal(err)
 					}
 					at := now
-					if tc.clock == redisstore.ClockStore {
+					if tc.clock == ratelimit.ClockStore {
 						// the store decided at its own instant
 						at = time.UnixMicro(got[0].At)
 					}
@@ -146,7 +146,7 @@ func TestOneHitShortReply(t *testing.T) {
 // at (Decision.At), field by field.
 func TestOneHitStoreClockParity(t *testing.T) {
 	ctx := context.Background()
-	rs := newStore(t, newClient(t, standard.Addr), redisstore.Options{DenyCacheSize: -1, Clock: redisstore.ClockStore})
+	rs := newStore(t, newClient(t, standard.Addr), redisstore.Options{DenyCacheSize: -1, Clock: ratelimit.ClockStore})
 	if err := rs.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -248,9 +248,9 @@ func TestSlidingCounterShortReply(t *testing.T) {
 		finished(t, ratelimit.Limit{Name: "n7", Algorithm: ratelimit.SlidingWindowCounter, Precision: 10 * time.Millisecond, Rates: []ratelimit.Rate{rate(6, 70*time.Millisecond)}}),
 	}
 	for _, tc := range []struct {
-		clock  redisstore.Clock
+		clock  ratelimit.Clock
 		script bool
-	}{{redisstore.ClockLocal, false}, {redisstore.ClockLocal, true}, {redisstore.ClockStore, false}} {
+	}{{ratelimit.ClockLocal, false}, {ratelimit.ClockLocal, true}, {ratelimit.ClockStore, false}} {
 		t.Run(fmt.Sprintf("clock=%d/script=%v", tc.clock, tc.script), func(t *testing.T) {
 			ctx := context.Background()
 			rs, forms := formsStore(t, tc.clock, tc.script)
@@ -267,7 +267,7 @@ func TestSlidingCounterShortReply(t *testing.T) {
 					// (on the store's clock, real time: a pause)
 					dt := time.Duration(rng.Int64N(8000)) * time.Microsecond
 					now = now.Add(dt)
-					if tc.clock == redisstore.ClockStore {
+					if tc.clock == ratelimit.ClockStore {
 						time.Sleep(dt / 2)
 					}
 					cost := 1 + rng.Int64N(3)
@@ -276,7 +276,7 @@ func TestSlidingCounterShortReply(t *testing.T) {
 						t.Fatalf("%s step %d: %v", l.Name, step, err)
 					}
 					at := now.UnixMicro()
-					if tc.clock == redisstore.ClockStore {
+					if tc.clock == ratelimit.ClockStore {
 						at = got[0].At
 					}
 					want := m.decide(at, cost)
@@ -291,7 +291,7 @@ func TestSlidingCounterShortReply(t *testing.T) {
 							short++
 						}
 					}
-					if tc.clock != redisstore.ClockLocal {
+					if tc.clock != ratelimit.ClockLocal {
 						continue
 					}
 					u, err := rs.Usage(ctx, now, l, "k")
@@ -307,7 +307,7 @@ func TestSlidingCounterShortReply(t *testing.T) {
 				// the short reply where the state is shorter: N+2 doubles,
 				// one more with the store clock, below the full reply's 9
 				shortOK := p.Buckets+2 < 9
-				if tc.clock == redisstore.ClockStore {
+				if tc.clock == ratelimit.ClockStore {
 					shortOK = p.Buckets+3 < 9
 				}
 				if counted < 10 || (short == counted) != shortOK || (short == 0) == shortOK {
@@ -321,7 +321,7 @@ func TestSlidingCounterShortReply(t *testing.T) {
 // formsStore is a ready store on the shared standalone server without a
 // deny cache, with the clock and script path given, whose replies are
 // recorded by form.
-func formsStore(t *testing.T, clock redisstore.Clock, script bool) (*redisstore.Store, *replyForms) {
+func formsStore(t *testing.T, clock ratelimit.Clock, script bool) (*redisstore.Store, *replyForms) {
 	t.Helper()
 	c := newClient(t, standard.Addr)
 	forms := &replyForms{}

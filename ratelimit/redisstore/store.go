@@ -41,27 +41,17 @@ import (
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// Clock selects whose clock a decision uses.
-type Clock uint8
-
-const (
-	// ClockLocal decides at the now passed to Decide (the gateway's clock).
-	ClockLocal Clock = iota
-	// ClockStore decides at redis.call('TIME') read inside the script, so
-	// every gateway shares the Redis server's clock at no extra round trip.
-	// Redis 7 replicates a script's effects, not the script, so reading TIME
-	// in a script that writes is safe.
-	ClockStore
-)
-
 // Options configure a Store. The zero value is usable.
 type Options struct {
 	// Prefix is prepended to every key:
 	// prefix + hit.Key + ":" + Limit.ID + ":" + stateFormat.
 	// Default "" (the gateway passes store.redis.prefix, "tollgate:").
 	Prefix string
-	// Clock selects the decision clock. Default ClockLocal.
-	Clock Clock
+	// Clock selects the decision clock: ratelimit.ClockStore reads redis.call('TIME')
+	// inside the script (Redis 7 replicates a script's effects, not the
+	// script, so reading TIME in a script that writes is safe). Zero means
+	// ratelimit.ClockLocal.
+	Clock ratelimit.Clock
 	// Timeout bounds one store call, including waiting for a pooled
 	// connection (which may end up to an eighth of it late: budget.go).
 	// Default 50ms. The client must have ContextTimeoutEnabled for the
@@ -84,7 +74,7 @@ type Options struct {
 	// held until its lease ends. Default 100000.
 	MaxPendingReleases int
 	// TTLMargin is added to every key's TTL beyond the instant its state
-	// expires, to absorb clock skew between gateways with ClockLocal.
+	// expires, to absorb clock skew between gateways with ratelimit.ClockLocal.
 	// Default 1s.
 	TTLMargin time.Duration
 	// BreakerFailures is the number of consecutive failed calls that open
@@ -118,7 +108,7 @@ type Options struct {
 	CoalesceLanes int
 	// Now is the clock of the breaker, the deny cache and the holds of
 	// Cluster refunds. Default time.Now. (Decisions use the instant passed
-	// to Decide, or Redis TIME with ClockStore.)
+	// to Decide, or Redis TIME with ratelimit.ClockStore.)
 	Now func() time.Time
 }
 
@@ -158,7 +148,10 @@ func New(client redis.UniversalClient, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
-	if opts.Clock != ClockLocal && opts.Clock != ClockStore {
+	if opts.Clock == 0 {
+		opts.Clock = ratelimit.ClockLocal
+	}
+	if opts.Clock != ratelimit.ClockLocal && opts.Clock != ratelimit.ClockStore {
 		return nil, fmt.Errorf("redisstore: unknown clock %d", opts.Clock)
 	}
 	if opts.Timeout < 0 || opts.LeaseTTL < 0 || opts.MaxPendingReleases < 0 || opts.TTLMargin < 0 || opts.BreakerCooldown < 0 ||
@@ -379,7 +372,7 @@ func (s *Store) Usage(ctx context.Context, now time.Time, limit *ratelimit.Limit
 		if err != nil {
 			return err
 		}
-		if _, _, err := parseReply(res, hits, dec, false, now.UnixMicro(), s.opts.Clock == ClockLocal); err != nil {
+		if _, _, err := parseReply(res, hits, dec, false, now.UnixMicro(), s.opts.Clock == ratelimit.ClockLocal); err != nil {
 			return err
 		}
 		// parseReply validated the layout: allowed, now, counted, never,
