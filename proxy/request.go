@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -32,6 +33,16 @@ type request struct {
 	w statusWriter
 	// resp is the state of limits that count by response.
 	resp respCount
+	// The request as serve, decide and proceed share it, so that each
+	// takes q alone: the client's request (with the tracer's context), the
+	// policy snapshot it is served under, the route it matched (nil before
+	// the match), its path as sent (raw) and as matched (path), and the
+	// instant it arrived, which its decision is made at.
+	r         *http.Request
+	snap      *snapshot
+	rt        *policy.Route
+	raw, path string
+	start     time.Time
 }
 
 // bodyReader records the first error reading the client's body, so that a
@@ -82,6 +93,8 @@ func (q *request) reset() {
 	q.body = nil
 	q.w = statusWriter{}
 	q.resp.reset()
+	q.r, q.snap, q.rt = nil, nil, nil
+	q.raw, q.path, q.start = "", "", time.Time{}
 }
 
 func grow(ds []ratelimit.Decision, n int) []ratelimit.Decision {

@@ -51,16 +51,17 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			h.observer.Observe(ev)
 		}()
 	}
-	h.serve(rw, w, r, snap, q, start)
+	q.r, q.snap, q.start = r, snap, start
+	h.serve(q)
 }
 
-// serve answers r once ServeHTTP has set up its request state q: the
+// serve answers q.r once ServeHTTP has set up its request state q: the
 // route, the identity and the decision, then proceed. The work is split
 // so that each function's defers stay open-coded: Go compiles a defer
 // into the function's own code only when (returns × defers) stays small,
 // and otherwise runs it through the runtime on every request.
-func (h *Handler) serve(rw http.ResponseWriter, w *statusWriter, r *http.Request, snap *snapshot, q *request, start time.Time) {
-	p := snap.p
+func (h *Handler) serve(q *request) {
+	r, w, p := q.r, &q.w, q.snap.p
 	ev := &q.ev
 	if r.Method == http.MethodConnect {
 		// A reverse proxy opens no tunnels; forwarding CONNECT would let
@@ -103,6 +104,7 @@ func (h *Handler) serve(rw http.ResponseWriter, w *statusWriter, r *http.Request
 		return
 	}
 	ev.Route = rt.Name
+	q.rt, q.raw, q.path = rt, raw, path
 
 	id := &q.id
 	if len(rt.Limits) > 0 || p.Consumers.Enabled() {
@@ -166,17 +168,18 @@ func (h *Handler) serve(rw http.ResponseWriter, w *statusWriter, r *http.Request
 			w.WriteHeader(499)
 			return
 		}
-		if !h.decide(w, r, snap, rt, q, start) {
+		if !h.decide(q) {
 			return
 		}
 	}
-	h.proceed(rw, w, r, snap, rt, q, raw, path, start)
+	h.proceed(q)
 }
 
 // proceed runs what follows an allowed decision (or a request no limit
 // applies to): the response-counting and concurrency bookkeeping, a
 // delay, and the answer of a respond route or the upstream's.
-func (h *Handler) proceed(rw http.ResponseWriter, w *statusWriter, r *http.Request, snap *snapshot, rt *policy.Route, q *request, raw, path string, start time.Time) {
+func (h *Handler) proceed(q *request) {
+	r, w, snap, rt := q.r, &q.w, q.snap, q.rt
 	p := snap.p
 	ev := &q.ev
 	id := &q.id
@@ -200,7 +203,7 @@ func (h *Handler) proceed(rw http.ResponseWriter, w *statusWriter, r *http.Reque
 	if rt.Respond != nil {
 		q.respondStatus(rt.Respond.Status)
 		if rt.Respond.Quota != nil {
-			h.quota(w, r, snap, rt, q, start)
+			h.quota(w, r, snap, rt, q, q.start)
 			return
 		}
 		respond(w, rt.Respond)
@@ -214,7 +217,7 @@ func (h *Handler) proceed(rw http.ResponseWriter, w *statusWriter, r *http.Reque
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		q.body = &bodyReader{ReadCloser: r.Body, rw: rw}
+		q.body = &bodyReader{ReadCloser: r.Body, rw: w.ResponseWriter}
 		r.Body = q.body
 		if rt.Timeout > 0 {
 			// ReverseProxy hides the body from the transport behind a
@@ -228,7 +231,7 @@ func (h *Handler) proceed(rw http.ResponseWriter, w *statusWriter, r *http.Reque
 		// consumer and plan to the upstream.
 		r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
 	}
-	if esc, plain := rt.ForwardPath(path); esc != raw {
+	if esc, plain := rt.ForwardPath(q.path); esc != q.raw {
 		// The upstream receives the path the route was matched on. A
 		// handler must not change its request: change a shallow copy.
 		u := *r.URL
@@ -268,10 +271,11 @@ func (h *Handler) forward(rp *httputil.ReverseProxy, w http.ResponseWriter, r *h
 	finished = true
 }
 
-// decide runs the store call for q.hits and writes the rate-limit headers.
-// It returns true when the request may go on, false when a response (429,
-// 503) has been written.
-func (h *Handler) decide(w http.ResponseWriter, r *http.Request, snap *snapshot, rt *policy.Route, q *request, now time.Time) bool {
+// decide runs the store call for q.hits at the request's start and writes
+// the rate-limit headers. It returns true when the request may go on,
+// false when a response (429, 503) has been written.
+func (h *Handler) decide(q *request) bool {
+	r, w, snap, rt, now := q.r, &q.w, q.snap, q.rt, q.start
 	p := snap.p
 	ev := &q.ev
 	q.ds = grow(q.ds, len(q.hits))
