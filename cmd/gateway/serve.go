@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"os/signal"
 	"reflect"
@@ -197,6 +198,9 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 		if err != nil {
 			return nil, fmt.Errorf("server.admin_listen: %w", err)
 		}
+		if err := checkAdminBound(g.adminLn.Addr(), p); err != nil {
+			return nil, err
+		}
 		g.admin = &http.Server{
 			Handler:           g.adminMux(),
 			ReadHeaderTimeout: p.Server.ReadHeaderTimeout,
@@ -208,6 +212,24 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 		g.overrides.Start()
 	}
 	return g, nil
+}
+
+// checkAdminBound refuses an admin listener without a token (and without
+// admin.insecure) that is bound beyond loopback. The policy allowed it by
+// its address as written, and "localhost" is a name: the hosts file or a
+// DNS search list may resolve it to an interface others reach. So the
+// address the listener got is checked too.
+func checkAdminBound(addr net.Addr, p *policy.Policy) error {
+	if p.AdminToken.Reveal() != "" || p.Config.Admin.Insecure {
+		return nil
+	}
+	if a, ok := addr.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap().IsLoopback() {
+			return nil
+		}
+	}
+	return fmt.Errorf("server.admin_listen: %q bound %s, which is not a loopback address, and the admin API has no token, so anyone who reaches the port could replace the configuration: set admin.token_env or admin.token_file, bind 127.0.0.1, or accept the risk with admin.insecure = true",
+		p.Server.AdminListen, addr)
 }
 
 // openOverrides makes this gateway's copy of the store's override table,
