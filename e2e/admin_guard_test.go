@@ -297,3 +297,58 @@ func TestAdminCrossSiteReads(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminTokenChangeWarnsEveryReload: the admin token is read at
+// startup, so a reload after the token file changed (a rotation after a
+// leak) keeps the old token in force and says so, on that reload and on
+// every later one while the file differs from what is in force; a
+// reload after the file is put back says nothing. The new token is
+// refused and the old one still works throughout.
+func TestAdminTokenChangeWarnsEveryReload(t *testing.T) {
+	t.Parallel()
+	tokenFile := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(tokenFile, []byte("token-a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, "admin_token_file.toml.tmpl", gwOpts{Data: map[string]any{"TokenFile": tokenFile}})
+	const warning = "admin or access_log settings changed; they take effect on restart"
+	reloads := 0
+	reload := func(fileToken string) int {
+		t.Helper()
+		if err := os.WriteFile(tokenFile, []byte(fileToken+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r := adminDo(t, g, "POST", "/admin/reload", "token-a"); r.Status != 200 {
+			t.Fatalf("reload with the token in force: %s", r)
+		}
+		reloads++
+		// The reload's log lines reach the buffer through a pipe: wait
+		// for its "reloaded" line (a hang guard, not a timing).
+		deadline := time.Now().Add(10 * time.Second)
+		for strings.Count(g.output(), "configuration reloaded") < reloads {
+			if time.Now().After(deadline) {
+				t.Fatalf("reload %d not logged:\n%s", reloads, g.output())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if r := adminDo(t, g, "GET", "/admin/config", fileToken); fileToken != "token-a" && r.Status != 401 {
+			t.Errorf("the token in the file (%s) was taken without a restart: %d", fileToken, r.Status)
+		}
+		return strings.Count(g.output(), warning)
+	}
+	warned := 0
+	for i, step := range []struct {
+		file string
+		warn bool
+	}{
+		{"token-b", true},  // the file differs from the token in force
+		{"token-b", true},  // still differs: said again
+		{"token-a", false}, // back to the token in force: nothing to say
+	} {
+		n := reload(step.file)
+		if got := n > warned; got != step.warn {
+			t.Errorf("reload %d (file %s): warned %v, want %v:\n%s", i+1, step.file, got, step.warn, g.output())
+		}
+		warned = n
+	}
+}
