@@ -25,6 +25,14 @@ import (
 //     same-origin or none: a page elsewhere cannot make the operator's
 //     browser change the configuration (CSRF). A request with neither
 //     header (curl, a script) passes.
+//   - A read (GET, HEAD, OPTIONS) with the same signs of another site is
+//     refused with 403 too, unless it is a top-level navigation (a link
+//     the operator follows): the other page could not read the answer,
+//     but some reads cost the gateway dearly or change what it does
+//     (/debug/pprof/ starts a CPU profile or an execution trace for as
+//     long as the request lasts, and goroutine?debug=2 stops the world
+//     for its dump), and an <img> or a frame loop would repeat them for
+//     as long as the page is open.
 //   - Such a request with a body must send it as application/toml or
 //     application/json, else 415: the media types a browser sends across
 //     sites without asking first (text/plain, forms, multipart) never
@@ -53,6 +61,10 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		if why := crossSite(r, host, port); why != "" && !topLevelNavigation(r) {
+			problem(w, http.StatusForbidden, why+": another site's page may link to the admin listener, not load from it (a fetch, image, script or frame)")
+			return
+		}
 	default:
 		if why := crossSite(r, host, port); why != "" {
 			problem(w, http.StatusForbidden, why+": the admin API does not change state for another site's page")
@@ -139,6 +151,20 @@ func crossSite(r *http.Request, host, port string) string {
 		}
 	}
 	return ""
+}
+
+// topLevelNavigation reports whether r is a browser's top-level
+// navigation by GET or HEAD (Sec-Fetch-Mode navigate, Sec-Fetch-Dest
+// document, no Origin: a link followed or an address typed), the one
+// kind of read another site may start. A frame's navigation (Dest
+// iframe) is not one: a page can load frames in a loop, unseen.
+func topLevelNavigation(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	mode, dest := r.Header.Values("Sec-Fetch-Mode"), r.Header.Values("Sec-Fetch-Dest")
+	return len(mode) == 1 && mode[0] == "navigate" && len(dest) == 1 && dest[0] == "document" &&
+		len(r.Header.Values("Origin")) == 0
 }
 
 // sameOrigin reports whether the serialised origin o names host:port, a

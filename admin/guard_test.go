@@ -85,10 +85,28 @@ func TestGuardHostile(t *testing.T) {
 		{"foreign Origin on PATCH", "PATCH", "127.0.0.1:9090", hdr{"Origin": "https://evil.example"}, "", false, 403},
 		{"foreign Origin on an unknown method", "PURGE", "127.0.0.1:9090", hdr{"Origin": "https://evil.example"}, "", false, 403},
 		// Reads: the browser's same-origin policy keeps the answer from
-		// another site; the Host check keeps out a rebound name.
-		{"cross-site GET (a link to the dashboard)", "GET", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}, "", false, 200},
-		{"cross-site HEAD", "HEAD", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "cross-site"}, "", false, 200},
-		{"preflight OPTIONS", "OPTIONS", "127.0.0.1:9090", hdr{"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"}, "", false, 200},
+		// another site, but a read loaded from another page still runs
+		// (a profile, a stop-the-world goroutine dump): only a top-level
+		// navigation (a link the operator follows) may come from there.
+		{"cross-site link to the dashboard", "GET", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, "", false, 200},
+		{"same-site link", "GET", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, "", false, 200},
+		{"typed address", "GET", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, "", false, 200},
+		{"same-origin fetch (the dashboard's data)", "GET", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"}, "", false, 200},
+		{"cross-site <img> (pprof from another page)", "GET", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}, "", false, 403},
+		{"cross-site frame", "GET", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "iframe"}, "", false, 403},
+		{"cross-site script", "GET", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "script"}, "", false, 403},
+		{"cross-site fetch", "GET", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty", "Origin": "https://evil.example"}, "", false, 403},
+		{"same-site fetch (another port of localhost)", "GET", "localhost:9090", hdr{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "empty"}, "", false, 403},
+		{"navigation that names an Origin", "GET", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document", "Origin": "https://evil.example"}, "", false, 403},
+		{"Dest document without navigate", "GET", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "document"}, "", false, 403},
+		{"cross-site navigation by POST (a form)", "POST", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, "", false, 403},
+		{"cross-site HEAD without metadata of a navigation", "HEAD", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "cross-site"}, "", false, 403},
+		{"foreign Origin on a GET (an old browser's fetch)", "GET", "127.0.0.1:9090", hdr{"Origin": "https://evil.example"}, "", false, 403},
+		{"same Origin on a GET", "GET", "127.0.0.1:9090", hdr{"Origin": "http://127.0.0.1:9090"}, "", false, 200},
+		{"preflight OPTIONS", "OPTIONS", "127.0.0.1:9090", hdr{"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"}, "", false, 403},
+		{"preflight OPTIONS, fetch metadata", "OPTIONS", "127.0.0.1:9090", hdr{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors"}, "", false, 403},
+		{"OPTIONS without browser headers (curl)", "OPTIONS", "127.0.0.1:9090", nil, "", false, 200},
+		{"<img> from a browser without fetch metadata", "GET", "127.0.0.1:9090", nil, "", false, 200},
 
 		// Bodies of writes.
 		{"TOML body", "POST", "127.0.0.1:9090", hdr{"Content-Type": toml}, "[server]", false, 200},

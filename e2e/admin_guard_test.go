@@ -244,3 +244,111 @@ func TestCandidateTakesLiveAdminSettings(t *testing.T) {
 		t.Fatalf("POST a candidate with its own admin_listen: %d %s, want 201 (its admin settings are not used)", r.Status, r.Body)
 	}
 }
+
+// TestAdminCrossSiteReads: with no admin token (the default), another
+// site's page cannot make the operator's browser load the admin
+// listener's reads either: an <img> of /debug/pprof/goroutine?debug=2
+// (a stop-the-world dump of every goroutine), of /debug/pprof/profile or
+// /debug/pprof/trace (a CPU profile or an execution trace that runs as
+// long as the request, and keeps the operator's own from starting), a
+// frame or a fetch of /admin/config, and a preflight get 403 before any
+// handler runs. A link the operator follows to the dashboard (a top-level
+// navigation), an address typed, the dashboard's own same-origin fetch
+// and curl are still served.
+func TestAdminCrossSiteReads(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, "admin_guard.toml.tmpl", gwOpts{Data: guardData("", "")})
+	c := &http.Client{Timeout: 10 * time.Second}
+	meta := func(site, mode, dest string) map[string]string {
+		return map[string]string{"Sec-Fetch-Site": site, "Sec-Fetch-Mode": mode, "Sec-Fetch-Dest": dest}
+	}
+	for _, tc := range []struct {
+		name, method, path string
+		hdr                map[string]string
+		want               int
+	}{
+		{"an <img> of a goroutine dump", "GET", "/debug/pprof/goroutine?debug=2", meta("cross-site", "no-cors", "image"), 403},
+		{"an <img> of a CPU profile", "GET", "/debug/pprof/profile?seconds=600", meta("cross-site", "no-cors", "image"), 403},
+		{"a <script> of an execution trace", "GET", "/debug/pprof/trace?seconds=600", meta("cross-site", "no-cors", "script"), 403},
+		{"a frame of the configuration", "GET", "/admin/config", meta("cross-site", "navigate", "iframe"), 403},
+		{"a fetch of the counters", "GET", "/admin/limits?limit=per-client&key=ip:127.0.0.1",
+			map[string]string{"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty", "Origin": "http://localhost:1"}, 403},
+		{"a preflight", "OPTIONS", "/admin/candidate", map[string]string{"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"}, 403},
+		{"a link to the dashboard", "GET", "/admin/ui", meta("cross-site", "navigate", "document"), 200},
+		{"an address typed", "GET", "/debug/pprof/goroutine?debug=2", meta("none", "navigate", "document"), 200},
+		{"the dashboard's data", "GET", "/admin/ui/data", meta("same-origin", "cors", "empty"), 200},
+		{"curl", "GET", "/debug/pprof/goroutine?debug=2", nil, 200},
+	} {
+		r, err := tryDo(c, tc.method, g.adminURL(tc.path), tc.hdr, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if r.Status != tc.want {
+			t.Errorf("%s: %s %s answered %d, want %d: %.200s", tc.name, tc.method, tc.path, r.Status, tc.want, r.Body)
+			continue
+		}
+		if tc.want == 403 {
+			if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
+				t.Errorf("%s: Content-Type %q, want a problem body", tc.name, ct)
+			}
+			if strings.Contains(string(r.Body), "goroutine ") || strings.Contains(string(r.Body), "per-client") {
+				t.Errorf("%s: the refusal carries what it refused: %.200s", tc.name, r.Body)
+			}
+		}
+	}
+}
+
+// TestAdminTokenChangeWarnsEveryReload: the admin token is read at
+// startup, so a reload after the token file changed (a rotation after a
+// leak) keeps the old token in force and says so, on that reload and on
+// every later one while the file differs from what is in force; a
+// reload after the file is put back says nothing. The new token is
+// refused and the old one still works throughout.
+func TestAdminTokenChangeWarnsEveryReload(t *testing.T) {
+	t.Parallel()
+	tokenFile := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(tokenFile, []byte("token-a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, "admin_token_file.toml.tmpl", gwOpts{Data: map[string]any{"TokenFile": tokenFile}})
+	const warning = "admin or access_log settings changed; they take effect on restart"
+	reloads := 0
+	reload := func(fileToken string) int {
+		t.Helper()
+		if err := os.WriteFile(tokenFile, []byte(fileToken+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r := adminDo(t, g, "POST", "/admin/reload", "token-a"); r.Status != 200 {
+			t.Fatalf("reload with the token in force: %s", r)
+		}
+		reloads++
+		// The reload's log lines reach the buffer through a pipe: wait
+		// for its "reloaded" line (a hang guard, not a timing).
+		deadline := time.Now().Add(10 * time.Second)
+		for strings.Count(g.output(), "configuration reloaded") < reloads {
+			if time.Now().After(deadline) {
+				t.Fatalf("reload %d not logged:\n%s", reloads, g.output())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if r := adminDo(t, g, "GET", "/admin/config", fileToken); fileToken != "token-a" && r.Status != 401 {
+			t.Errorf("the token in the file (%s) was taken without a restart: %d", fileToken, r.Status)
+		}
+		return strings.Count(g.output(), warning)
+	}
+	warned := 0
+	for i, step := range []struct {
+		file string
+		warn bool
+	}{
+		{"token-b", true},  // the file differs from the token in force
+		{"token-b", true},  // still differs: said again
+		{"token-a", false}, // back to the token in force: nothing to say
+	} {
+		n := reload(step.file)
+		if got := n > warned; got != step.warn {
+			t.Errorf("reload %d (file %s): warned %v, want %v:\n%s", i+1, step.file, got, step.warn, g.output())
+		}
+		warned = n
+	}
+}

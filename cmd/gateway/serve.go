@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"os/signal"
 	"reflect"
@@ -109,8 +110,11 @@ type gateway struct {
 	local    ratelimit.Store
 	ready    func(context.Context) error
 	storeCfg policy.Store
-	mem      *memstore.Store
-	rr       *redisRuntime // nil unless the backend is Redis
+	// started holds the settings a reload cannot change as the gateway
+	// started with them: they stay in force until a restart.
+	started restartOnly
+	mem     *memstore.Store
+	rr      *redisRuntime // nil unless the backend is Redis
 	// overrides is this gateway's copy of the store's override table.
 	overrides *overrides.Sync
 	// now is the decision clock (nil: time.Now), which the admin API
@@ -152,7 +156,7 @@ type reloadResult struct {
 // a step fails, everything the earlier steps opened is released (one
 // deferred cleanup, gateway.close), so a failed start leaks nothing.
 func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logger) (_ *gateway, err error) {
-	g := &gateway{log: log, path: path, environ: environ, storeCfg: p.Store}
+	g := &gateway{log: log, path: path, environ: environ, storeCfg: p.Store, started: restartOnlyOf(p)}
 	defer func() {
 		if err != nil {
 			g.close()
@@ -201,6 +205,9 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 		if err != nil {
 			return nil, fmt.Errorf("server.admin_listen: %w", err)
 		}
+		if err := checkAdminBound(g.adminLn.Addr(), p); err != nil {
+			return nil, err
+		}
 		g.admin = &http.Server{
 			Handler:           g.adminMux(),
 			ReadHeaderTimeout: p.Server.ReadHeaderTimeout,
@@ -212,6 +219,24 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 		g.overrides.Start()
 	}
 	return g, nil
+}
+
+// checkAdminBound refuses an admin listener without a token (and without
+// admin.insecure) that is bound beyond loopback. The policy allowed it by
+// its address as written, and "localhost" is a name: the hosts file or a
+// DNS search list may resolve it to an interface others reach. So the
+// address the listener got is checked too.
+func checkAdminBound(addr net.Addr, p *policy.Policy) error {
+	if p.AdminToken.Reveal() != "" || p.Config.Admin.Insecure {
+		return nil
+	}
+	if a, ok := addr.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap().IsLoopback() {
+			return nil
+		}
+	}
+	return fmt.Errorf("server.admin_listen: %q bound %s, which is not a loopback address, and the admin API has no token, so anyone who reaches the port could replace the configuration: set admin.token_env or admin.token_file, bind 127.0.0.1, or accept the risk with admin.insecure = true",
+		p.Server.AdminListen, addr)
 }
 
 // openOverrides makes this gateway's copy of the store's override table,
@@ -485,15 +510,13 @@ func (g *gateway) reload() error {
 // from source); the caller holds reloadMu.
 func (g *gateway) apply(p *policy.Policy, source string) error {
 	g.metrics.Reload(true)
-	old := g.handler.Policy()
 	for _, w := range p.Warnings {
 		g.log.Warn(w)
 	}
 	if !sameStore(g.storeCfg, p.Store) {
 		g.log.Warn("store settings changed; they take effect on restart (other changes applied now)")
 	}
-	if !policy.SameListener(old.Server, p.Server) || old.AdminToken != p.AdminToken || old.AccessLog != p.AccessLog ||
-		old.Config.Admin.TopK != p.Config.Admin.TopK || !slices.Equal(old.AdminHosts, p.AdminHosts) {
+	if !g.started.same(restartOnlyOf(p)) {
 		g.log.Warn("server, admin or access_log settings changed; they take effect on restart (other changes applied now)")
 	}
 	if err := g.handler.Swap(p); err != nil {
@@ -523,6 +546,31 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 	g.log.Info("configuration reloaded", "config", source, "routes", len(p.Routes), "limits", len(p.Limits),
 		"consumers", p.Consumers.Registry.Len())
 	return nil
+}
+
+// restartOnly are the settings of a policy that a reload does not apply:
+// the listeners, the admin token, allowed hosts and top_k, the access log.
+type restartOnly struct {
+	server    policy.Server
+	token     policy.Secret
+	hosts     []string
+	topK      int
+	accessLog policy.AccessLog
+}
+
+func restartOnlyOf(p *policy.Policy) restartOnly {
+	return restartOnly{server: p.Server, token: p.AdminToken, hosts: p.AdminHosts, topK: p.Config.Admin.TopK, accessLog: p.AccessLog}
+}
+
+// same reports whether r and o need no restart between them. A reload is
+// compared with the settings the gateway started with, not with the
+// previous reload: those are the ones in force, so every reload whose
+// file still differs says so (an admin token rotated in its file after a
+// leak is not taken until a restart, however many reloads follow), and
+// one that puts the file back says nothing.
+func (r restartOnly) same(o restartOnly) bool {
+	return policy.SameListener(r.server, o.server) && r.token == o.token && slices.Equal(r.hosts, o.hosts) &&
+		r.topK == o.topK && r.accessLog == o.accessLog
 }
 
 // sameStore reports whether two store settings need the same store object.

@@ -191,3 +191,51 @@ limits = ["d"]
 		t.Errorf("apply purged the store's cached denials %d times, want 1", pc.purges)
 	}
 }
+
+// TestCheckAdminBound: an admin listener without a token that the policy
+// let through as loopback by name ("localhost") is refused when the name
+// bound an address beyond loopback (a hosts file or DNS search list that
+// maps localhost elsewhere); a token or admin.insecure lets it be.
+func TestCheckAdminBound(t *testing.T) {
+	dir := t.TempDir()
+	load := func(admin string, env []string) *policy.Policy {
+		t.Helper()
+		path := filepath.Join(dir, "gateway.toml")
+		cfg := fmt.Sprintf("[server]\nadmin_listen = \"localhost:0\"\n%s\n[[routes]]\nname = \"demo\"\nrespond = { status = 200, body = \"ok\" }\n", admin)
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p, err := loadPolicy(path, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	open := load("", nil)
+	token := load("[admin]\ntoken_env = \"TG_T\"", []string{"TG_T=s3cret"})
+	insecure := load("[admin]\ninsecure = true", nil)
+	for _, tc := range []struct {
+		name string
+		p    *policy.Policy
+		ip   string
+		ok   bool
+	}{
+		{"127.0.0.1", open, "127.0.0.1", true},
+		{"127.0.1.1 (Debian's hostname line)", open, "127.0.1.1", true},
+		{"::1", open, "::1", true},
+		{"IPv4-mapped loopback", open, "::ffff:127.0.0.1", true},
+		{"a LAN address", open, "10.1.2.3", false},
+		{"every interface", open, "0.0.0.0", false},
+		{"every interface, IPv6", open, "::", false},
+		{"a LAN address with a token", token, "10.1.2.3", true},
+		{"a LAN address, admin.insecure", insecure, "10.1.2.3", true},
+	} {
+		err := checkAdminBound(&net.TCPAddr{IP: net.ParseIP(tc.ip), Port: 9090}, tc.p)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok %v", tc.name, err, tc.ok)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "server.admin_listen") || !strings.Contains(err.Error(), "not a loopback address")) {
+			t.Errorf("%s: %v does not name server.admin_listen and why", tc.name, err)
+		}
+	}
+}
