@@ -206,7 +206,8 @@ func envName(key string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
-type override struct {
+// envOverride is one configuration key set by a TOLLGATE_* variable.
+type envOverride struct {
 	key   string
 	value any
 }
@@ -214,7 +215,7 @@ type override struct {
 // envOverrides converts the TOLLGATE_* variables of environ into typed
 // values for their keys; a value that does not parse is an error naming
 // the variable. Unknown TOLLGATE_* names are left to unknownEnv.
-func envOverrides(environ []string, dp *decodeProblems) []override {
+func envOverrides(environ []string, dp *decodeProblems) []envOverride {
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, val, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, envPrefix) {
@@ -224,7 +225,7 @@ func envOverrides(environ []string, dp *decodeProblems) []override {
 	if len(env) == 0 {
 		return nil
 	}
-	var out []override
+	var out []envOverride
 	for _, l := range envLeaves(reflect.TypeFor[policy.Config](), "") {
 		name := envName(l.key)
 		s, ok := env[name]
@@ -255,7 +256,7 @@ func envOverrides(environ []string, dp *decodeProblems) []override {
 			dp.add(l.key, fmt.Sprintf("invalid value %q (environment %s)", s, name))
 			continue
 		}
-		out = append(out, override{l.key, val})
+		out = append(out, envOverride{l.key, val})
 	}
 	return out
 }
