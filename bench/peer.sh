@@ -2,7 +2,7 @@
 # Peer benchmark: Tollgate beside the floor of its stack (bench/floor) and
 # nginx on loopback, driven by wrk.
 #
-#   bench/peer.sh                      full run (~5-6 minutes), table written into BENCHMARKS.md
+#   bench/peer.sh                      full run (~5-6 minutes), table written into docs/benchmarks/peer-nginx.md
 #   bench/peer.sh -write '' -rounds 1  quick look, print only
 #
 # Needs go, wrk, nginx, redis-server (apt-get install wrk nginx redis-server)
@@ -11,4 +11,4 @@
 set -eu
 cd "$(dirname "$0")/.."
 export PEERBENCH_CMD="bench/peer.sh${*:+ $*}"
-exec go run ./bench/cmd/peerbench -write BENCHMARKS.md "$@"
+exec go run ./bench/cmd/peerbench -write docs/benchmarks/peer-nginx.md "$@"

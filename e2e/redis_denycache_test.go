@@ -9,9 +9,9 @@ import (
 	"github.com/tollgate/gateway/internal/redistest"
 )
 
-// denyCacheBound is the README's bound on how long a gateway answers a
-// denial from its Redis deny cache (1 s), plus a margin for a loaded
-// machine. It bounds staleness, not speed.
+// denyCacheBound is the documented bound (docs/stores.md) on how long a
+// gateway answers a denial from its Redis deny cache (1 s), plus a margin
+// for a loaded machine. It bounds staleness, not speed.
 const denyCacheBound = 3 * time.Second
 
 // denyBody is one enforced limit of 2 per hour on route /d, in mode.

@@ -12,7 +12,7 @@ import (
 
 // TestRedisSlidingLogBound: on the Redis store a sliding_window_log is
 // decoded whole on every call, so its limits may add up to 1,000 at most
-// (README, "The Redis store"). `gateway validate` refuses a larger one with
+// (docs/stores.md, "The Redis store"). `gateway validate` refuses a larger one with
 // the field and the bound, while the memory store accepts it; a running
 // gateway on Redis refuses an override that would raise a log past it
 // (422 naming the bound) and accepts one at the bound. Before, up to about

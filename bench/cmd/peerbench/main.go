@@ -5,7 +5,7 @@
 // instructions per request (valgrind callgrind, when installed; `perf stat`
 // counters are used by nobody here because most VMs do not expose them).
 //
-//	go run ./bench/cmd/peerbench [-rounds 3] [-duration 5s] [-c 16] [-t 1] [-write BENCHMARKS.md] [-base-root DIR]
+//	go run ./bench/cmd/peerbench [-rounds 3] [-duration 5s] [-c 16] [-t 1] [-write docs/benchmarks/peer-nginx.md] [-base-root DIR]
 //
 // With -base-root, the gateway of an older checkout is measured in the
 // same run as peer "base", so that a change is judged before and after
@@ -15,8 +15,8 @@
 // ./cmd/gateway), one nginx with a server block per mode and a
 // redis-server for the Redis modes; it drives each target with wrk in
 // several rounds, alternating targets, and prints a Markdown table (and
-// writes it into BENCHMARKS.md with -write). Every process it starts is
-// stopped by PID on exit, including on SIGINT/SIGTERM.
+// writes it into docs/benchmarks/peer-nginx.md with -write). Every process
+// it starts is stopped by PID on exit, including on SIGINT/SIGTERM.
 package main
 
 import (

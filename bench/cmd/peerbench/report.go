@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Section is the BENCHMARKS.md heading this tool owns; only the text
+// Section is the docs/benchmarks/peer-nginx.md heading this tool owns; only the text
 // between the markers below it is replaced on a new run.
 const (
 	sectionHeading = "## Gateway vs nginx (peer benchmark)"
