@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // TestQuotaCounterBound: a quota answer over routes whose limits would
@@ -12,28 +14,28 @@ import (
 func TestQuotaCounterBound(t *testing.T) {
 	build := func(routes int, by []string) error {
 		c := base()
-		l := DefaultLimit()
+		l := config.DefaultLimit()
 		l.Name, l.Rates, l.By = "each", []string{"5/s"}, by
 		c.Limits = append(c.Limits, l)
 		c.Gateway.Limits = nil // one more counter, counted once
 		c.Routes = c.Routes[:1]
 		c.Routes[0].Limits = []string{"each"}
 		for i := range routes - 1 {
-			rt := DefaultRoute()
+			rt := config.DefaultRoute()
 			rt.Name, rt.PathPrefix, rt.Limits = fmt.Sprintf("r%d", i), fmt.Sprintf("/r%d", i), []string{"each"}
-			rt.Respond = &RespondConfig{Body: "ok"}
+			rt.Respond = &config.RespondConfig{Body: "ok"}
 			c.Routes = append(c.Routes, rt)
 		}
-		q := DefaultRoute()
-		q.Name, q.PathPrefix, q.Respond = "quota", "/rate_limit", &RespondConfig{Quota: true}
+		q := config.DefaultRoute()
+		q.Name, q.PathPrefix, q.Respond = "quota", "/rate_limit", &config.RespondConfig{Quota: true}
 		c.Routes = append(c.Routes, q)
 		_, err := Compile(c, noEnv, nil)
 		return err
 	}
 	// No limit on the quota route itself: valid, with a warning.
 	c := base()
-	q := DefaultRoute()
-	q.Name, q.PathPrefix, q.Respond = "quota", "/rate_limit", &RespondConfig{Quota: true}
+	q := config.DefaultRoute()
+	q.Name, q.PathPrefix, q.Respond = "quota", "/rate_limit", &config.RespondConfig{Quota: true}
 	c.Gateway.Limits, c.Routes = nil, append(c.Routes, q)
 	c.Server.AdminListen = "" // nor the warning of an admin listener without a token
 	p, err := Compile(c, noEnv, nil)

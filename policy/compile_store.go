@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -21,7 +22,7 @@ const (
 // shared by up to 64 shards; less would evict on almost every new key.
 const minMemoryMaxBytes = 1 << 20
 
-func buildStore(c *StoreConfig, e *problems) Store {
+func buildStore(c *config.StoreConfig, e *problems) Store {
 	s := Store{MemoryMaxKeys: c.Memory.MaxKeys, MemoryMaxBytes: c.Memory.MaxBytes, RequireAtStartup: c.RequireAtStartup}
 	switch c.Backend {
 	case "memory":
@@ -86,7 +87,7 @@ func buildStore(c *StoreConfig, e *problems) Store {
 		e.add("store.redis", "set only one of url, cluster and sentinel")
 	}
 	if set == 0 {
-		s.Redis.URL = DefaultRedisURL
+		s.Redis.URL = config.DefaultRedisURL
 	}
 	if r.URL != "" {
 		u, err := url.Parse(r.URL.Reveal())
@@ -116,6 +117,6 @@ func buildStore(c *StoreConfig, e *problems) Store {
 	if r.Prefix == "" {
 		e.add("store.redis.prefix", "must not be empty (keys would share the database's namespace)")
 	}
-	r.passwordSource().check(e)
+	passwordSource(*r).check(e)
 	return s
 }

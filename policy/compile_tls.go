@@ -4,11 +4,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // buildTLS checks the server.tls table's shape; the files are read by
 // checkTLSFiles, at Compile.
-func buildTLS(c *TLSConfig, e *problems) *TLS {
+func buildTLS(c *config.TLSConfig, e *problems) *TLS {
 	t := &TLS{ClientCAFile: c.ClientCAFile}
 	if c.CertFile != "" || c.KeyFile != "" {
 		if c.CertFile == "" {
@@ -48,7 +50,7 @@ func buildTLS(c *TLSConfig, e *problems) *TLS {
 // checkTLSFiles reads every certificate, key and CA file of t and reports
 // what does not load, with its field path, so that `validate` and a
 // reload name a bad file before the listener would.
-func checkTLSFiles(c *TLSConfig, t *TLS, readFile func(string) ([]byte, error), e *problems) {
+func checkTLSFiles(c *config.TLSConfig, t *TLS, readFile func(string) ([]byte, error), e *problems) {
 	first := 0 // how many pairs come from cert_file/key_file
 	if c.CertFile != "" || c.KeyFile != "" {
 		first = 1
@@ -72,7 +74,7 @@ func checkTLSFiles(c *TLSConfig, t *TLS, readFile func(string) ([]byte, error), 
 // checkMTLS reports every use of the mtls identity where no client
 // certificate can be verified: it would never yield, and a limit by it
 // would count every client as one.
-func checkMTLS(c *Config, s Server, e *problems) {
+func checkMTLS(c *config.Config, s Server, e *problems) {
 	if s.TLS != nil && s.TLS.ClientCAFile != "" {
 		return
 	}

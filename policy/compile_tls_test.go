@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/gateway/internal/testcerts"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // TestCompileTLSFiles: Compile reads every TLS file and names the one that
@@ -26,14 +27,14 @@ func TestCompileTLSFiles(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		tls  TLSConfig
+		tls  config.TLSConfig
 		want string // "" compiles
 	}{
-		{"good", TLSConfig{CertFile: "good.crt", KeyFile: "good.key", ClientCAFile: "ca.pem"}, ""},
-		{"key of another certificate", TLSConfig{CertFile: "good.crt", KeyFile: "other.key"}, "server.tls.cert_file: good.crt with other.key: tls: private key does not match public key"},
-		{"missing file", TLSConfig{CertFile: "good.crt", KeyFile: "good.key", Certificates: []CertificateConfig{{CertFile: "gone.crt", KeyFile: "good.key"}}},
+		{"good", config.TLSConfig{CertFile: "good.crt", KeyFile: "good.key", ClientCAFile: "ca.pem"}, ""},
+		{"key of another certificate", config.TLSConfig{CertFile: "good.crt", KeyFile: "other.key"}, "server.tls.cert_file: good.crt with other.key: tls: private key does not match public key"},
+		{"missing file", config.TLSConfig{CertFile: "good.crt", KeyFile: "good.key", Certificates: []config.CertificateConfig{{CertFile: "gone.crt", KeyFile: "good.key"}}},
 			"server.tls.certificates[0]: open gone.crt: file does not exist"},
-		{"CA bundle without PEM", TLSConfig{CertFile: "good.crt", KeyFile: "good.key", ClientCAFile: "junk.pem"}, "server.tls.client_ca_file: junk.pem: no PEM certificate in it"},
+		{"CA bundle without PEM", config.TLSConfig{CertFile: "good.crt", KeyFile: "good.key", ClientCAFile: "junk.pem"}, "server.tls.client_ca_file: junk.pem: no PEM certificate in it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()

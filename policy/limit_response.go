@@ -7,12 +7,9 @@ import (
 	"strings"
 
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
-
-// DefaultMaxWaiting is the default of limits[].max_waiting: the requests
-// one gateway lets wait on one delay limit at once.
-const DefaultMaxWaiting = 1024
 
 // ResponseCount is how a limit with count = "response" counts: a request
 // is checked before it is forwarded (counting nothing) and counted after
@@ -111,7 +108,7 @@ func waitShare(maxWaiting int, by []keys.Part) int {
 
 // compileResponse compiles count, count_statuses, cost_response_header,
 // on_limit, max_delay and max_waiting of c into l.
-func compileResponse(l *Limit, c *LimitConfig, path string, e *problems) {
+func compileResponse(l *Limit, c *config.LimitConfig, path string, e *problems) {
 	alg := l.Limit.Algorithm
 	switch c.Count {
 	case "request", "":

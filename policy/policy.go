@@ -7,16 +7,17 @@ import (
 
 	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// Policy is a compiled Config: immutable after Compile and safe for
+// Policy is a compiled config.Config: immutable after Compile and safe for
 // concurrent use, so requests never touch raw configuration.
 type Policy struct {
 	// Config is the source the policy was compiled from (defaults applied),
-	// for /admin/config. Its secrets are typed (SecretURL), so it marshals
+	// for /admin/config. Its secrets are typed (config.SecretURL), so it marshals
 	// with them redacted.
-	Config Config
+	Config config.Config
 	// Server holds the listener settings.
 	Server Server
 	// Store holds the counter store settings.
@@ -159,7 +160,7 @@ type Store struct {
 // Cluster and SentinelMaster is set when the backend is Redis.
 type RedisStore struct {
 	// URL is a standalone server (redis:// or rediss://).
-	URL SecretURL
+	URL config.SecretURL
 	// Cluster lists Cluster seed addresses.
 	Cluster []string
 	// SentinelMaster is the Sentinel-managed master's name.

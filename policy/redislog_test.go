@@ -3,6 +3,8 @@ package policy
 import (
 	"strings"
 	"testing"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // TestRedisLogBound: on the Redis store, a sliding_window_log whose
@@ -33,12 +35,12 @@ func TestRedisLogBound(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()
 			c.Store.Backend = tc.backend
-			c.Plans = []PlanConfig{{Name: "gold"}}
+			c.Plans = []config.PlanConfig{{Name: "gold"}}
 			c.Limits[1].Algorithm, c.Limits[1].Rates = tc.algorithm, tc.rates
 			if tc.planRates != nil {
 				c.Limits[1].PlanRates = map[string][]string{"gold": tc.planRates}
 			}
-			err := c.Validate()
+			err := validate(&c)
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("Validate() = %v, want %q", err, tc.want)
 			}

@@ -4,6 +4,7 @@ import (
 	"reflect"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -11,9 +12,9 @@ import (
 const GatewayFile = "gateway.schema.json"
 
 // Gateway returns the schema of gateway.toml, with descriptions from the
-// doc comments of package policy's sources in policyDir.
-func Gateway(policyDir string) ([]byte, error) {
-	docs, err := DocsFromSource(policyDir)
+// doc comments of package config's sources in configDir (policy/config).
+func Gateway(configDir string) ([]byte, error) {
+	docs, err := DocsFromSource(configDir)
 	if err != nil {
 		return nil, err
 	}
@@ -21,7 +22,7 @@ func Gateway(policyDir string) ([]byte, error) {
 	for _, a := range ratelimit.Algorithms() {
 		algs = append(algs, a.String())
 	}
-	return Generate(reflect.TypeFor[policy.Config](), Options{
+	return Generate(reflect.TypeFor[config.Config](), Options{
 		ID:    "https://tollgate.dev/schema/" + GatewayFile,
 		Title: "Tollgate gateway configuration (gateway.toml)",
 		Docs:  docs,
