@@ -9,7 +9,7 @@ import (
 )
 
 // TestQuotaCounterBound: a quota answer over routes whose limits would
-// read more than MaxQuotaCounters counters is refused; a limit shared by
+// read more than maxQuotaCounters counters is refused; a limit shared by
 // every route counts once, one keyed by route once per route.
 func TestQuotaCounterBound(t *testing.T) {
 	build := func(routes int, by []string) error {
@@ -45,11 +45,11 @@ func TestQuotaCounterBound(t *testing.T) {
 	if err := build(100, []string{"client"}); err != nil {
 		t.Errorf("100 routes sharing one per-client limit: %v", err)
 	}
-	if err := build(MaxQuotaCounters, []string{"client", "route"}); err != nil {
-		t.Errorf("%d routes with a per-route limit: %v", MaxQuotaCounters, err)
+	if err := build(maxQuotaCounters, []string{"client", "route"}); err != nil {
+		t.Errorf("%d routes with a per-route limit: %v", maxQuotaCounters, err)
 	}
-	err = build(MaxQuotaCounters+1, []string{"client", "route"})
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("respond.routes: a quota answer would read %d counters, more than %d", MaxQuotaCounters+1, MaxQuotaCounters)) {
-		t.Errorf("%d routes with a per-route limit: %v, want the bound", MaxQuotaCounters+1, err)
+	err = build(maxQuotaCounters+1, []string{"client", "route"})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("respond.routes: a quota answer would read %d counters, more than %d", maxQuotaCounters+1, maxQuotaCounters)) {
+		t.Errorf("%d routes with a per-route limit: %v, want the bound", maxQuotaCounters+1, err)
 	}
 }

@@ -10,12 +10,12 @@ import (
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// MinLeaseTTL and MaxLeaseTTL bound store.redis.lease_ttl: a holder renews
+// minLeaseTTL and maxLeaseTTL bound store.redis.lease_ttl: a holder renews
 // every third of a lease, which must leave room for a few store timeouts;
 // a lease is also how long a crashed gateway's slots stay held.
 const (
-	MinLeaseTTL = time.Second
-	MaxLeaseTTL = time.Hour
+	minLeaseTTL = time.Second
+	maxLeaseTTL = time.Hour
 )
 
 // minMemoryMaxBytes is the least store.memory.max_bytes accepted: 1 MiB,
@@ -74,8 +74,8 @@ func buildStore(c *config.StoreConfig, e *problems) Store {
 		return s
 	}
 	s.Redis.LeaseTTL = duration(r.LeaseTTL, "store.redis.lease_ttl", true, e)
-	if s.Redis.LeaseTTL > 0 && (s.Redis.LeaseTTL < MinLeaseTTL || s.Redis.LeaseTTL > MaxLeaseTTL) {
-		e.add("store.redis.lease_ttl", "must be between %s and %s, got %s", MinLeaseTTL, MaxLeaseTTL, r.LeaseTTL)
+	if s.Redis.LeaseTTL > 0 && (s.Redis.LeaseTTL < minLeaseTTL || s.Redis.LeaseTTL > maxLeaseTTL) {
+		e.add("store.redis.lease_ttl", "must be between %s and %s, got %s", minLeaseTTL, maxLeaseTTL, r.LeaseTTL)
 	}
 	set := 0
 	for _, b := range []bool{r.URL != "", len(r.Cluster) > 0, r.Sentinel.Master != "" || len(r.Sentinel.Addrs) > 0} {

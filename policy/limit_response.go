@@ -90,17 +90,17 @@ func parseStatuses(vals []string, path string, e *problems) []StatusRange {
 	return out
 }
 
-// WaitShareDivisor divides a delay limit's max_waiting into the share
+// waitShareDivisor divides a delay limit's max_waiting into the share
 // one counter key may hold: max(1, max_waiting / 8).
-const WaitShareDivisor = 8
+const waitShareDivisor = 8
 
 // waitShare returns the waiters one key of a delay limit keyed by by may
 // hold: all of maxWaiting when every client has the same key (nothing
-// but route in by), else max(1, maxWaiting / WaitShareDivisor).
+// but route in by), else max(1, maxWaiting / waitShareDivisor).
 func waitShare(maxWaiting int, by []keys.Part) int {
 	for _, p := range by {
 		if p.Kind != keys.PartRoute {
-			return max(1, maxWaiting/WaitShareDivisor)
+			return max(1, maxWaiting/waitShareDivisor)
 		}
 	}
 	return maxWaiting

@@ -225,7 +225,7 @@ type Limit struct {
 	custom map[*keys.Consumer]*ratelimit.Limit
 	// redisLog is set when the store is Redis: every definition of the
 	// limit (its own, plans', consumers', overrides') is held to
-	// MaxRedisLogUnits (checkRedisLog).
+	// maxRedisLogUnits (checkRedisLog).
 	redisLog bool
 }
 

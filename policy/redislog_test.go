@@ -8,7 +8,7 @@ import (
 )
 
 // TestRedisLogBound: on the Redis store, a sliding_window_log whose
-// limits add up to more than MaxRedisLogUnits is refused wherever its
+// limits add up to more than maxRedisLogUnits is refused wherever its
 // numbers come from (the limit, a plan's rates, an override), naming the
 // field and the bound; at the bound, on the memory store, and for any
 // other algorithm it is accepted. The hostile inputs are the large and
