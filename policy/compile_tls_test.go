@@ -55,39 +55,3 @@ func TestCompileTLSFiles(t *testing.T) {
 		})
 	}
 }
-
-// TestSameListener: new certificate files are a reload; TLS on or off,
-// client certificates asked or not, h2c and the stream limit are a
-// restart.
-func TestSameListener(t *testing.T) {
-	base := Server{Listen: "127.0.0.1:8443", HTTP2MaxConcurrentStreams: 100,
-		TLS: &TLS{Certificates: []CertificateFiles{{Cert: "a.crt", Key: "a.key"}}, ClientCAFile: "ca.pem"}}
-	with := func(f func(s *Server)) Server {
-		s := base
-		tls := *base.TLS
-		s.TLS = &tls
-		f(&s)
-		return s
-	}
-	for _, tc := range []struct {
-		name string
-		s    Server
-		same bool
-	}{
-		{"identical", with(func(*Server) {}), true},
-		{"other certificate files", with(func(s *Server) {
-			s.TLS.Certificates = []CertificateFiles{{Cert: "b.crt", Key: "b.key"}, {Cert: "c.crt", Key: "c.key"}}
-		}), true},
-		{"another client CA file", with(func(s *Server) { s.TLS.ClientCAFile = "other.pem" }), true},
-		{"TLS off", with(func(s *Server) { s.TLS = nil }), false},
-		{"no client CA", with(func(s *Server) { s.TLS.ClientCAFile = "" }), false},
-		{"client_auth optional", with(func(s *Server) { s.TLS.ClientAuthOptional = true }), false},
-		{"h2c", with(func(s *Server) { s.H2C = true }), false},
-		{"stream limit", with(func(s *Server) { s.HTTP2MaxConcurrentStreams = 50 }), false},
-		{"listen", with(func(s *Server) { s.Listen = "127.0.0.1:9443" }), false},
-	} {
-		if got := SameListener(base, tc.s); got != tc.same {
-			t.Errorf("%s: SameListener = %v, want %v", tc.name, got, tc.same)
-		}
-	}
-}

@@ -116,23 +116,6 @@ type CertificateFiles struct {
 	Key string
 }
 
-// SameListener reports whether two compiled [server] tables need the same
-// listener: everything but the TLS files (re-read on reload) must be
-// equal, and TLS on or off, with or without client certificates.
-func SameListener(a, b Server) bool {
-	at, bt := a.TLS, b.TLS
-	if (at == nil) != (bt == nil) {
-		return false
-	}
-	if at != nil && ((at.ClientCAFile == "") != (bt.ClientCAFile == "") || at.ClientAuthOptional != bt.ClientAuthOptional) {
-		return false
-	}
-	a.TLS, b.TLS = nil, nil
-	// Applied on reload.
-	a.GCMinHeap, b.GCMinHeap = 0, 0
-	return a == b
-}
-
 // Store is the compiled [store] table.
 type Store struct {
 	// Backend is where counters live.

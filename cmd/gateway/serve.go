@@ -492,7 +492,7 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 	if !sameStore(g.storeCfg, p.Store) {
 		g.log.Warn("store settings changed; they take effect on restart (other changes applied now)")
 	}
-	if !policy.SameListener(old.Server, p.Server) || old.AdminToken != p.AdminToken || old.AccessLog != p.AccessLog ||
+	if !sameListener(old.Server, p.Server) || old.AdminToken != p.AdminToken || old.AccessLog != p.AccessLog ||
 		old.Config.Admin.TopK != p.Config.Admin.TopK || !slices.Equal(old.AdminHosts, p.AdminHosts) {
 		g.log.Warn("server, admin or access_log settings changed; they take effect on restart (other changes applied now)")
 	}
