@@ -3,7 +3,6 @@ package schema
 import (
 	"reflect"
 
-	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -30,9 +29,9 @@ func Gateway(configDir string) ([]byte, error) {
 			"limits[].algorithm": algs,
 			"limits[].count":     {"request", "response"},
 			"limits[].on_limit":  {"reject", "delay"},
-			"store.backend":      policy.BackendNames(),
-			"store.on_error":     policy.OnErrorNames(),
-			"access_log.format":  policy.LogFormatNames(),
+			"store.backend":      config.BackendNames(),
+			"store.on_error":     config.OnErrorNames(),
+			"access_log.format":  config.LogFormatNames(),
 		},
 	})
 }
