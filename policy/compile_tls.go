@@ -60,12 +60,12 @@ func checkTLSFiles(c *config.TLSConfig, t *TLS, readFile func(string) ([]byte, e
 		if i >= first {
 			path = fmt.Sprintf("server.tls.certificates[%d]", i-first)
 		}
-		if _, err := LoadCertificate(cf, readFile); err != nil {
+		if _, err := cf.Load(readFile); err != nil {
 			e.add(path, "%v", err)
 		}
 	}
 	if t.ClientCAFile != "" {
-		if _, err := LoadClientCAs(t.ClientCAFile, readFile); err != nil {
+		if _, err := t.LoadClientCAs(readFile); err != nil {
 			e.add("server.tls.client_ca_file", "%v", err)
 		}
 	}
@@ -92,9 +92,10 @@ func checkMTLS(c *config.Config, s Server, e *problems) {
 	}
 }
 
-// LoadCertificate reads and parses one certificate/key pair: the chain
-// must parse and its leaf must match the key.
-func LoadCertificate(f CertificateFiles, readFile func(string) ([]byte, error)) (tls.Certificate, error) {
+// Load reads and parses the certificate/key pair f names: the chain must
+// parse and its leaf must match the key. Compile checks the files with it,
+// and the listener loads them with it (at startup and on every reload).
+func (f CertificateFiles) Load(readFile func(string) ([]byte, error)) (tls.Certificate, error) {
 	certPEM, err := readFile(f.Cert)
 	if err != nil {
 		return tls.Certificate{}, err
@@ -110,8 +111,10 @@ func LoadCertificate(f CertificateFiles, readFile func(string) ([]byte, error)) 
 	return c, nil
 }
 
-// LoadClientCAs reads a PEM bundle of CA certificates.
-func LoadClientCAs(file string, readFile func(string) ([]byte, error)) (*x509.CertPool, error) {
+// LoadClientCAs reads the PEM bundle of CA certificates t.ClientCAFile
+// names (Compile checks it, the listener loads it with this).
+func (t *TLS) LoadClientCAs(readFile func(string) ([]byte, error)) (*x509.CertPool, error) {
+	file := t.ClientCAFile
 	b, err := readFile(file)
 	if err != nil {
 		return nil, err
