@@ -5,9 +5,9 @@
 // DefaultLimit, DefaultRoute), and the field doc comments the published
 // JSON Schema is generated from.
 //
-// It declares and does not judge: values are strings as written, checked
-// and compiled by package policy's Compile. Decoding (viper, TOML,
-// environment overrides) happens in cmd/gateway.
+// It declares and does not judge: settings are kept as written (durations
+// and rates as strings), checked and compiled by package policy's Compile.
+// Decoding (viper, TOML, environment overrides) happens in cmd/gateway.
 package config
 
 import "github.com/tollgate/gateway/keys"
