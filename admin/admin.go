@@ -46,7 +46,7 @@ var ErrNotFound = errors.New("not found")
 type Options struct {
 	// Config returns the active configuration, encoded as JSON. Its
 	// secrets must be of types that marshal redacted (policy.Secret,
-	// policy.SecretURL): the type, not a field's name, hides a value.
+	// config.SecretURL): the type, not a field's name, hides a value.
 	Config func() any
 	// Store holds the counters.
 	Store ratelimit.Store

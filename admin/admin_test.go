@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -30,14 +31,14 @@ type fixture struct {
 // searchPolicy has one limit, "search" (3/minute and 10/hour per client),
 // on a route that answers 200 itself.
 func searchPolicy(t *testing.T) *policy.Policy {
-	return policytest.Compile(t, func(c *policy.Config) {
-		l := policy.DefaultLimit()
+	return policytest.Compile(t, func(c *config.Config) {
+		l := config.DefaultLimit()
 		l.Name, l.Algorithm, l.Rates = "search", "fixed_window", []string{"3/1m", "10/1h"}
-		c.Limits = []policy.LimitConfig{l}
-		rt := policy.DefaultRoute()
+		c.Limits = []config.LimitConfig{l}
+		rt := config.DefaultRoute()
 		rt.Name, rt.PathPrefix, rt.Limits = "demo", "/", []string{"search"}
-		rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-		c.Routes = []policy.RouteConfig{rt}
+		rt.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
+		c.Routes = []config.RouteConfig{rt}
 	})
 }
 
@@ -57,7 +58,7 @@ func newFixture(t *testing.T, token string) *fixture {
 			c.Store.Redis.URL, c.Store.Redis.PasswordEnv = "redis://app:hunter2@10.0.0.5:6379/0", "REDIS_PW"
 			c.Identity.JWT.HS256SecretEnv = "JWT_SECRET"
 			return struct {
-				policy.Config
+				config.Config
 				Token policy.Secret `json:"token"`
 			}{c, "s3cr3t"}
 		},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // consumerAdminPolicy: a registry of acme (plan pro, keys acme-key-1 and
@@ -30,11 +31,11 @@ api_keys_sha256 = ["` + sum("carol-key") + `"]
 [consumers.rates]
 per-consumer = ["50/1h"]
 `
-	c := policy.Default()
-	c.Consumers = policy.ConsumersConfig{File: "consumers.toml"}
-	c.Plans = []policy.PlanConfig{{Name: "pro"}}
-	lim := func(name string, by ...string) policy.LimitConfig {
-		l := policy.DefaultLimit()
+	c := config.Default()
+	c.Consumers = config.ConsumersConfig{File: "consumers.toml"}
+	c.Plans = []config.PlanConfig{{Name: "pro"}}
+	lim := func(name string, by ...string) config.LimitConfig {
+		l := config.DefaultLimit()
 		l.Name, l.Algorithm, l.Rates, l.By = name, "fixed_window", []string{"100/1h"}, by
 		return l
 	}
@@ -43,7 +44,7 @@ per-consumer = ["50/1h"]
 	quota := lim("quota", "consumer")
 	quota.Algorithm, quota.Rates = "quota", []string{"1000/month", "100/day"}
 	quota.PlanRates = map[string][]string{"pro": {"5000/month", "500/day"}}
-	c.Limits = []policy.LimitConfig{
+	c.Limits = []config.LimitConfig{
 		perConsumer,
 		quota,
 		lim("per-client", "client"),
@@ -54,11 +55,11 @@ per-consumer = ["50/1h"]
 		lim("by-user", "user"),
 		lim("by-ip", "ip"),
 	}
-	rt := policy.DefaultRoute()
+	rt := config.DefaultRoute()
 	rt.Name, rt.PathPrefix = "demo", "/"
 	rt.Limits = []string{"per-consumer", "quota", "per-client", "by-route", "by-method", "by-tenant", "by-key", "by-user", "by-ip"}
-	rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-	c.Routes = []policy.RouteConfig{rt}
+	rt.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
+	c.Routes = []config.RouteConfig{rt}
 	p, err := policy.Compile(c, func(string) string { return "" }, func(name string) ([]byte, error) {
 		if name == "consumers.toml" {
 			return []byte(reg), nil

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/internal/policytest"
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // TestCounterKeyMatchesLivePath sends one request per client through the
@@ -15,16 +15,16 @@ import (
 // counter with exactly one unit used: the oracle is the store's own count
 // of the live request, not the key formula.
 func TestCounterKeyMatchesLivePath(t *testing.T) {
-	p := policytest.Compile(t, func(c *policy.Config) {
-		lim := func(name string, by []string, onMissing string) policy.LimitConfig {
-			l := policy.DefaultLimit()
+	p := policytest.Compile(t, func(c *config.Config) {
+		lim := func(name string, by []string, onMissing string) config.LimitConfig {
+			l := config.DefaultLimit()
 			l.Name, l.Algorithm, l.Rates, l.By = name, "fixed_window", []string{"100/1h"}, by
 			if onMissing != "" {
 				l.OnMissing = onMissing
 			}
 			return l
 		}
-		c.Limits = []policy.LimitConfig{
+		c.Limits = []config.LimitConfig{
 			lim("per-client", []string{"client"}, ""),
 			lim("shared", []string{}, ""),
 			lim("by-route", []string{"client", "route"}, ""),
@@ -34,13 +34,13 @@ func TestCounterKeyMatchesLivePath(t *testing.T) {
 			lim("key-or-401", []string{"api_key"}, "reject"),
 			lim("by-ip", []string{"ip"}, ""),
 		}
-		rt := policy.DefaultRoute()
+		rt := config.DefaultRoute()
 		rt.Name, rt.PathPrefix = "demo", "/"
 		rt.Limits = []string{"per-client", "shared", "by-route", "by-method", "by-tenant", "key-or-ip", "by-ip"}
-		rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
+		rt.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
 		strict := rt
 		strict.Name, strict.PathPrefix, strict.Limits = "strict", "/strict", []string{"key-or-401"}
-		c.Routes = []policy.RouteConfig{strict, rt}
+		c.Routes = []config.RouteConfig{strict, rt}
 	})
 	store, send := liveRequests(t, p)
 	send("POST", "192.0.2.1:1000", "alice", "acme") // alice, with a tenant
@@ -97,17 +97,17 @@ func TestCounterKeyMatchesLivePath(t *testing.T) {
 // two of them may name the same counter, and none may fail to be refused
 // when it names no counter at all.
 func TestCounterKeyHostile(t *testing.T) {
-	p := policytest.Compile(t, func(c *policy.Config) {
-		lim := func(name string, by ...string) policy.LimitConfig {
-			l := policy.DefaultLimit()
+	p := policytest.Compile(t, func(c *config.Config) {
+		lim := func(name string, by ...string) config.LimitConfig {
+			l := config.DefaultLimit()
 			l.Name, l.Algorithm, l.Rates, l.By = name, "fixed_window", []string{"100/1h"}, by
 			return l
 		}
-		c.Limits = []policy.LimitConfig{lim("per-client", "client"), lim("per-tenant", "client", "header:X-Tenant")}
-		rt := policy.DefaultRoute()
+		c.Limits = []config.LimitConfig{lim("per-client", "client"), lim("per-tenant", "client", "header:X-Tenant")}
+		rt := config.DefaultRoute()
 		rt.Name, rt.PathPrefix, rt.Limits = "demo", "/", []string{"per-client", "per-tenant"}
-		rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-		c.Routes = []policy.RouteConfig{rt}
+		rt.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
+		c.Routes = []config.RouteConfig{rt}
 	})
 	key := func(limit, client string, q url.Values) string {
 		t.Helper()

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/override"
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -40,17 +40,17 @@ func TestOverrideMatchesLivePath(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := policytest.Compile(t, func(c *policy.Config) {
-				l := policy.DefaultLimit()
+			p := policytest.Compile(t, func(c *config.Config) {
+				l := config.DefaultLimit()
 				l.Name, l.Algorithm, l.Rates, l.By = tc.limit, "fixed_window", []string{"1/1h"}, tc.by
 				if tc.onMissing != "" {
 					l.OnMissing = tc.onMissing
 				}
-				c.Limits = []policy.LimitConfig{l}
-				rt := policy.DefaultRoute()
+				c.Limits = []config.LimitConfig{l}
+				rt := config.DefaultRoute()
 				rt.Name, rt.PathPrefix, rt.Limits = "demo", "/", []string{tc.limit}
-				rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-				c.Routes = []policy.RouteConfig{rt}
+				rt.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
+				c.Routes = []config.RouteConfig{rt}
 			})
 			store := memstore.New(memstore.Options{})
 			t.Cleanup(func() { store.Close() })

@@ -18,7 +18,7 @@ import (
 
 	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/internal/testupstream"
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -45,18 +45,18 @@ var benchModes = []benchMode{
 // cmd/gateway does (memory store, warn-level logger).
 func newHandler(tb testing.TB, m benchMode, upstream string) *proxy.Handler {
 	tb.Helper()
-	p := policytest.Compile(tb, func(c *policy.Config) {
+	p := policytest.Compile(tb, func(c *config.Config) {
 		c.Identity.Sources = []string{"api_key", "ip"}
 		c.Headers.Emit = []string{"ietf"}
 		if m.rate != "" {
-			l := policy.DefaultLimit()
+			l := config.DefaultLimit()
 			l.Name, l.Rates = "per-client", []string{m.rate}
-			c.Limits = []policy.LimitConfig{l}
+			c.Limits = []config.LimitConfig{l}
 			c.Gateway.Limits = []string{"per-client"}
 		}
-		rt := policy.DefaultRoute()
+		rt := config.DefaultRoute()
 		rt.Name, rt.Upstream = "upstream", upstream
-		c.Routes = []policy.RouteConfig{rt}
+		c.Routes = []config.RouteConfig{rt}
 	})
 	store := memstore.New(memstore.Options{MaxKeys: 1000000})
 	tb.Cleanup(func() { store.Close() })

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -21,17 +22,17 @@ import (
 // for no limit).
 func testPolicy(t testing.TB, rate string) *policy.Policy {
 	t.Helper()
-	c := policy.Default()
-	r := policy.DefaultRoute()
+	c := config.Default()
+	r := config.DefaultRoute()
 	r.Name, r.PathPrefix = "api", "/api"
-	r.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
+	r.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
 	if rate != "" {
-		l := policy.DefaultLimit()
+		l := config.DefaultLimit()
 		l.Name, l.Rates, l.By = "per-client", []string{rate}, []string{"client"}
-		c.Limits = []policy.LimitConfig{l}
+		c.Limits = []config.LimitConfig{l}
 		r.Limits = []string{"per-client"}
 	}
-	c.Routes = []policy.RouteConfig{r}
+	c.Routes = []config.RouteConfig{r}
 	p, err := policy.Compile(c, os.Getenv, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)

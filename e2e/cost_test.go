@@ -50,7 +50,7 @@ func TestCostHugeOnLog(t *testing.T) {
 			capacity := int64(4_000_000)
 			var rs *redistest.Server
 			if backend == "redis" {
-				capacity = 1000 // policy.MaxRedisLogUnits
+				capacity = 1000 // maxRedisLogUnits in policy/redislog.go
 				rs = redistest.Standalone(t)
 			}
 			data := map[string]any{"Rate": strconv.FormatInt(capacity, 10) + "/day", "Redis": ""}

@@ -7,22 +7,23 @@ import (
 	"testing"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // testPolicy is one respond route under a fixed window of 2 per 10 s by
 // client.
 func testPolicy(t *testing.T) *policy.Policy {
 	t.Helper()
-	c := policy.Default()
-	l := policy.DefaultLimit()
+	c := config.Default()
+	l := config.DefaultLimit()
 	l.Name, l.Rates, l.By, l.Algorithm = "two", []string{"2/10s"}, []string{"client"}, "fixed_window"
-	c.Limits = []policy.LimitConfig{l}
-	r := policy.DefaultRoute()
+	c.Limits = []config.LimitConfig{l}
+	r := config.DefaultRoute()
 	r.Name, r.PathPrefix, r.Limits = "api", "/api", []string{"two"}
-	r.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-	up := policy.DefaultRoute()
+	r.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
+	up := config.DefaultRoute()
 	up.Name, up.PathPrefix, up.Upstream = "up", "/up", "http://upstream.invalid"
-	c.Routes = []policy.RouteConfig{r, up}
+	c.Routes = []config.RouteConfig{r, up}
 	p, err := policy.Compile(c, os.Getenv, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)

@@ -63,7 +63,7 @@ func (c *Certs) Reload(t *policy.TLS) error {
 		NextProtos: []string{"h2", "http/1.1"},
 	}
 	for _, f := range t.Certificates {
-		cert, err := policy.LoadCertificate(f, c.readFile)
+		cert, err := f.Load(c.readFile)
 		if err != nil {
 			return fmt.Errorf("tls: %w", err)
 		}
@@ -72,7 +72,7 @@ func (c *Certs) Reload(t *policy.TLS) error {
 		cfg.Certificates = append(cfg.Certificates, cert)
 	}
 	if t.ClientCAFile != "" {
-		pool, err := policy.LoadClientCAs(t.ClientCAFile, c.readFile)
+		pool, err := t.LoadClientCAs(c.readFile)
 		if err != nil {
 			return fmt.Errorf("tls: client_ca_file: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -27,13 +28,13 @@ func (f *flaky) Overrides(ctx context.Context, known uint64) (uint64, []ratelimi
 }
 
 func testPolicy(t *testing.T) *policy.Policy {
-	return policytest.Compile(t, func(c *policy.Config) {
-		l := policy.DefaultLimit()
+	return policytest.Compile(t, func(c *config.Config) {
+		l := config.DefaultLimit()
 		l.Name, l.Rates = "per-client", []string{"5/1m"}
-		c.Limits = []policy.LimitConfig{l}
-		rt := policy.DefaultRoute()
-		rt.Name, rt.Limits, rt.Respond = "demo", []string{"per-client"}, &policy.RespondConfig{Body: "ok"}
-		c.Routes = []policy.RouteConfig{rt}
+		c.Limits = []config.LimitConfig{l}
+		rt := config.DefaultRoute()
+		rt.Name, rt.Limits, rt.Respond = "demo", []string{"per-client"}, &config.RespondConfig{Body: "ok"}
+		c.Routes = []config.RouteConfig{rt}
 	})
 }
 

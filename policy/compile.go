@@ -7,13 +7,14 @@ import (
 
 	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// Validate reports every problem of c at once (errors.Join), each prefixed
+// validate reports every problem of c at once (errors.Join), each prefixed
 // with its field path, e.g. `routes[2].limits[0]: unknown limit "serch"`.
 // It reads no environment and no file: secrets are checked by Compile.
-func (c *Config) Validate() error {
+func validate(c *config.Config) error {
 	_, errs := build(c)
 	return errors.Join(errs...)
 }
@@ -23,7 +24,7 @@ func (c *Config) Validate() error {
 // `*_file` keys, rs256_public_key_file, server.tls's certificates, keys and
 // client CAs) through readFile. The error joins
 // every problem with its field path.
-func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte, error)) (*Policy, error) {
+func Compile(c config.Config, getenv func(string) string, readFile func(string) ([]byte, error)) (*Policy, error) {
 	p, errs := build(&c)
 	if len(errs) > 0 {
 		if p.Consumers.Enabled() {
@@ -36,17 +37,17 @@ func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte
 	}
 	var e problems
 	if c.Store.Backend == "redis" {
-		p.Store.Redis.Password = Secret(c.Store.Redis.passwordSource().read(getenv, readFile, &e))
+		p.Store.Redis.Password = Secret(passwordSource(c.Store.Redis).read(getenv, readFile, &e))
 	}
-	p.AdminToken = Secret(c.Admin.tokenSource().read(getenv, readFile, &e))
-	checkAdminToken(c.Admin.tokenSource(), p.AdminToken.Reveal(), &e)
+	p.AdminToken = Secret(tokenSource(c.Admin).read(getenv, readFile, &e))
+	checkAdminToken(tokenSource(c.Admin), p.AdminToken.Reveal(), &e)
 	if p.Server.TLS != nil {
 		checkTLSFiles(&c.Server.TLS, p.Server.TLS, readFile, &e)
 	}
-	p.AccessLog.Salt = Secret(c.AccessLog.saltSource().read(getenv, readFile, &e))
+	p.AccessLog.Salt = Secret(saltSource(c.AccessLog).read(getenv, readFile, &e))
 	kc := p.identity
 	if j := c.Identity.JWT; j.Enabled() {
-		switch hs := j.hs256Source(); {
+		switch hs := hs256Source(j); {
 		case hs.set():
 			kc.JWT.HS256Secret = []byte(hs.read(getenv, readFile, &e))
 		default:
@@ -76,7 +77,7 @@ func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte
 		p.Identity = ex
 	}
 	for i, lc := range c.Limits {
-		src := lc.Exempt.apiKeysSource(fmt.Sprintf("limits[%d]", i))
+		src := apiKeysSource(lc.Exempt, fmt.Sprintf("limits[%d]", i))
 		if !src.set() {
 			continue
 		}
@@ -100,7 +101,7 @@ func Compile(c Config, getenv func(string) string, readFile func(string) ([]byte
 // build checks c and compiles everything that needs no secret. The Policy
 // it returns is complete except for Identity, Redis.Password and exempt
 // API keys; it is meaningful only when no error is returned.
-func build(c *Config) (*Policy, []error) {
+func build(c *config.Config) (*Policy, []error) {
 	var e problems
 	p := &Policy{Config: *c, byName: make(map[string]*Limit, len(c.Limits))}
 	p.Server = buildServer(&c.Server, &e)

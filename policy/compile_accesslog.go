@@ -1,6 +1,8 @@
 package policy
 
-func buildAccessLog(c *AccessLogConfig, e *problems) AccessLog {
+import "github.com/tollgate/gateway/policy/config"
+
+func buildAccessLog(c *config.AccessLogConfig, e *problems) AccessLog {
 	a := AccessLog{Path: c.Path, RawClient: c.RawClient}
 	switch c.Format {
 	case "combined":
@@ -10,7 +12,7 @@ func buildAccessLog(c *AccessLogConfig, e *problems) AccessLog {
 	default:
 		e.add("access_log.format", "unknown format %q (want \"combined\" or \"jsonl\")", c.Format)
 	}
-	c.saltSource().check(e)
+	saltSource(*c).check(e)
 	a.FlushInterval = duration(c.FlushInterval, "access_log.flush_interval", true, e)
 	return a
 }

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // buildAdmin checks the [admin] table and returns admin.allowed_hosts
@@ -12,9 +14,9 @@ import (
 // explicit admin.insecure): without one, whoever reaches the port can
 // replace the live configuration. Whether a token is set is known here
 // from its source alone: Compile refuses a source that reads empty.
-func buildAdmin(c *Config, p *Policy, e *problems) []string {
+func buildAdmin(c *config.Config, p *Policy, e *problems) []string {
 	a := &c.Admin
-	src := a.tokenSource()
+	src := tokenSource(*a)
 	src.check(e)
 	if a.TopK < 0 || a.TopK > 1000 {
 		e.add("admin.top_k", "%d out of range (0 for the default 100, at most 1000)", a.TopK)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // TestAdminListenNeedsToken: an admin listener beyond loopback without a
@@ -12,23 +14,23 @@ import (
 // address, a token or admin.insecure makes it valid.
 func TestAdminListenNeedsToken(t *testing.T) {
 	const refused = `server.admin_listen: "%s" is not a loopback address and the admin API has no token`
-	tok := func(c *Config) { c.Admin.TokenEnv = "ADMIN_TOKEN" }
+	tok := func(c *config.Config) { c.Admin.TokenEnv = "ADMIN_TOKEN" }
 	var cases []problemCase
 	for _, addr := range []string{"0.0.0.0:9090", ":9090", "[::]:9090", "10.0.0.5:9090", "admin.example:9090", "localhost.example:9090", "128.0.0.1:9090"} {
 		cases = append(cases,
-			problemCase{"no token " + addr, func(c *Config) { c.Server.AdminListen = addr }, []string{strings.Replace(refused, "%s", addr, 1)}},
-			problemCase{"token " + addr, func(c *Config) { c.Server.AdminListen = addr; tok(c) }, nil},
-			problemCase{"insecure " + addr, func(c *Config) { c.Server.AdminListen = addr; c.Admin.Insecure = true }, nil},
+			problemCase{"no token " + addr, func(c *config.Config) { c.Server.AdminListen = addr }, []string{strings.Replace(refused, "%s", addr, 1)}},
+			problemCase{"token " + addr, func(c *config.Config) { c.Server.AdminListen = addr; tok(c) }, nil},
+			problemCase{"insecure " + addr, func(c *config.Config) { c.Server.AdminListen = addr; c.Admin.Insecure = true }, nil},
 		)
 	}
 	for _, addr := range []string{"127.0.0.1:9090", "127.9.9.9:1", "[::1]:9090", "[::ffff:127.0.0.1]:9090", "localhost:9090", "LOCALHOST.:9090", ""} {
-		cases = append(cases, problemCase{"loopback " + addr, func(c *Config) { c.Server.AdminListen = addr }, nil})
+		cases = append(cases, problemCase{"loopback " + addr, func(c *config.Config) { c.Server.AdminListen = addr }, nil})
 	}
 	testProblems(t, base, cases)
 
 	c := base()
 	c.Server.AdminListen = "0.0.0.0:9090"
-	err := c.Validate()
+	err := validate(&c)
 	for _, w := range []string{"admin.token_env", "admin.token_file", "admin.insecure = true"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("the refusal does not name %s: %v", w, err)
@@ -111,8 +113,8 @@ func TestAdminAllowedHosts(t *testing.T) {
 	for _, b := range bad {
 		c := base()
 		c.Admin.AllowedHosts = []string{"ok.example", b.host}
-		wantProblems(t, c.Validate(), []string{`admin.allowed_hosts[1]: `})
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), b.why) {
+		wantProblems(t, validate(&c), []string{`admin.allowed_hosts[1]: `})
+		if err := validate(&c); err == nil || !strings.Contains(err.Error(), b.why) {
 			t.Errorf("%q: %v, want %q", b.host, err, b.why)
 		}
 	}

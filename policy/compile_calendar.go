@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -16,7 +17,7 @@ const maxZoneName = 64
 // compileCalendar sets the quota settings of rl from c: timezone and
 // month_starts_on, which only the quota algorithm takes, and the penalty,
 // which every algorithm but concurrency takes on an enforced limit.
-func compileCalendar(rl *ratelimit.Limit, c *LimitConfig, path string, e *problems) {
+func compileCalendar(rl *ratelimit.Limit, c *config.LimitConfig, path string, e *problems) {
 	quota := c.Algorithm == ratelimit.Quota.String()
 	if c.Timezone != "" {
 		switch loc, err := loadZone(c.Timezone); {

@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
+func buildLimit(c *config.LimitConfig, path string, e *problems) *Limit {
 	n := len(*e)
 	rl := &ratelimit.Limit{Name: c.Name, Burst: c.Burst, MaxInFlight: c.MaxInFlight}
 	l := &Limit{Limit: rl, Cost: c.Cost}
@@ -120,7 +121,7 @@ func buildLimit(c *LimitConfig, path string, e *problems) *Limit {
 	compileResponse(l, c, path, e)
 	buildSync(c, rl, path, e)
 	l.ExemptIPs = prefixes(c.Exempt.IPs, path+".exempt.ips", e)
-	c.Exempt.apiKeysSource(path).check(e)
+	apiKeysSource(c.Exempt, path).check(e)
 	if len(*e) > n || rl.Algorithm == 0 {
 		return l
 	}

@@ -6,12 +6,12 @@ import (
 	"github.com/tollgate/gateway/keys"
 )
 
-// MaxQuotaCounters bounds the counters one quota answer reads, so that a
+// maxQuotaCounters bounds the counters one quota answer reads, so that a
 // client cannot make one request cost hundreds of store calls.
-const MaxQuotaCounters = 64
+const maxQuotaCounters = 64
 
 // resolveQuota resolves a quota answer's route names (none: every route)
-// and checks that it reads at most MaxQuotaCounters counters.
+// and checks that it reads at most maxQuotaCounters counters.
 func resolveQuota(q *Quota, names []string, routes []*Route, path string, e *problems) {
 	if len(names) == 0 {
 		q.Routes = routes
@@ -33,8 +33,8 @@ func resolveQuota(q *Quota, names []string, routes []*Route, path string, e *pro
 		}
 		q.Routes = append(q.Routes, found)
 	}
-	if n := quotaCounters(q.Routes); n > MaxQuotaCounters {
-		e.add(path, "a quota answer would read %d counters, more than %d: name fewer routes", n, MaxQuotaCounters)
+	if n := quotaCounters(q.Routes); n > maxQuotaCounters {
+		e.add(path, "a quota answer would read %d counters, more than %d: name fewer routes", n, maxQuotaCounters)
 	}
 }
 

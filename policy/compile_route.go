@@ -8,9 +8,10 @@ import (
 	"strings"
 
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy/config"
 )
 
-func buildRoute(c *RouteConfig, path string, e *problems) *Route {
+func buildRoute(c *config.RouteConfig, path string, e *problems) *Route {
 	rt := &Route{Name: c.Name, StripPrefix: c.StripPrefix}
 	if !validName(c.Name, true) {
 		if c.Name == "" {

@@ -2,13 +2,15 @@ package policy
 
 import (
 	"net"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // maxGCMinHeap bounds server.gc_min_heap: 64 GiB, far above any heap a
 // gateway needs to leave uncollected, and a typo's ceiling.
 const maxGCMinHeap = 64 << 30
 
-func buildServer(c *ServerConfig, e *problems) Server {
+func buildServer(c *config.ServerConfig, e *problems) Server {
 	s := Server{Listen: c.Listen, AdminListen: c.AdminListen, MaxHeaderBytes: c.MaxHeaderBytes, WatchConfig: c.WatchConfig,
 		H2C: c.H2C, HTTP2MaxConcurrentStreams: c.HTTP2MaxConcurrentStreams, GCMinHeap: c.GCMinHeap}
 	checkAddr(c.Listen, "server.listen", false, e)

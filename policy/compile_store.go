@@ -6,22 +6,23 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// MinLeaseTTL and MaxLeaseTTL bound store.redis.lease_ttl: a holder renews
+// minLeaseTTL and maxLeaseTTL bound store.redis.lease_ttl: a holder renews
 // every third of a lease, which must leave room for a few store timeouts;
 // a lease is also how long a crashed gateway's slots stay held.
 const (
-	MinLeaseTTL = time.Second
-	MaxLeaseTTL = time.Hour
+	minLeaseTTL = time.Second
+	maxLeaseTTL = time.Hour
 )
 
 // minMemoryMaxBytes is the least store.memory.max_bytes accepted: 1 MiB,
 // shared by up to 64 shards; less would evict on almost every new key.
 const minMemoryMaxBytes = 1 << 20
 
-func buildStore(c *StoreConfig, e *problems) Store {
+func buildStore(c *config.StoreConfig, e *problems) Store {
 	s := Store{MemoryMaxKeys: c.Memory.MaxKeys, MemoryMaxBytes: c.Memory.MaxBytes, RequireAtStartup: c.RequireAtStartup}
 	switch c.Backend {
 	case "memory":
@@ -73,8 +74,8 @@ func buildStore(c *StoreConfig, e *problems) Store {
 		return s
 	}
 	s.Redis.LeaseTTL = duration(r.LeaseTTL, "store.redis.lease_ttl", true, e)
-	if s.Redis.LeaseTTL > 0 && (s.Redis.LeaseTTL < MinLeaseTTL || s.Redis.LeaseTTL > MaxLeaseTTL) {
-		e.add("store.redis.lease_ttl", "must be between %s and %s, got %s", MinLeaseTTL, MaxLeaseTTL, r.LeaseTTL)
+	if s.Redis.LeaseTTL > 0 && (s.Redis.LeaseTTL < minLeaseTTL || s.Redis.LeaseTTL > maxLeaseTTL) {
+		e.add("store.redis.lease_ttl", "must be between %s and %s, got %s", minLeaseTTL, maxLeaseTTL, r.LeaseTTL)
 	}
 	set := 0
 	for _, b := range []bool{r.URL != "", len(r.Cluster) > 0, r.Sentinel.Master != "" || len(r.Sentinel.Addrs) > 0} {
@@ -86,7 +87,7 @@ func buildStore(c *StoreConfig, e *problems) Store {
 		e.add("store.redis", "set only one of url, cluster and sentinel")
 	}
 	if set == 0 {
-		s.Redis.URL = DefaultRedisURL
+		s.Redis.URL = config.DefaultRedisURL
 	}
 	if r.URL != "" {
 		u, err := url.Parse(r.URL.Reveal())
@@ -116,6 +117,6 @@ func buildStore(c *StoreConfig, e *problems) Store {
 	if r.Prefix == "" {
 		e.add("store.redis.prefix", "must not be empty (keys would share the database's namespace)")
 	}
-	r.passwordSource().check(e)
+	passwordSource(*r).check(e)
 	return s
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -10,7 +11,7 @@ const defaultSyncInterval = "100ms"
 // buildSync compiles a limit's sync, sync_interval and lease_size into
 // rl.Batch; ratelimit.Limit.Finish then judges the combination with the
 // algorithm (which algorithms can be batched, the lease within the limit).
-func buildSync(c *LimitConfig, rl *ratelimit.Limit, path string, e *problems) {
+func buildSync(c *config.LimitConfig, rl *ratelimit.Limit, path string, e *problems) {
 	switch c.Sync {
 	case "", "exact":
 		if c.SyncInterval != "" {

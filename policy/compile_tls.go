@@ -4,11 +4,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // buildTLS checks the server.tls table's shape; the files are read by
 // checkTLSFiles, at Compile.
-func buildTLS(c *TLSConfig, e *problems) *TLS {
+func buildTLS(c *config.TLSConfig, e *problems) *TLS {
 	t := &TLS{ClientCAFile: c.ClientCAFile}
 	if c.CertFile != "" || c.KeyFile != "" {
 		if c.CertFile == "" {
@@ -48,7 +50,7 @@ func buildTLS(c *TLSConfig, e *problems) *TLS {
 // checkTLSFiles reads every certificate, key and CA file of t and reports
 // what does not load, with its field path, so that `validate` and a
 // reload name a bad file before the listener would.
-func checkTLSFiles(c *TLSConfig, t *TLS, readFile func(string) ([]byte, error), e *problems) {
+func checkTLSFiles(c *config.TLSConfig, t *TLS, readFile func(string) ([]byte, error), e *problems) {
 	first := 0 // how many pairs come from cert_file/key_file
 	if c.CertFile != "" || c.KeyFile != "" {
 		first = 1
@@ -58,12 +60,12 @@ func checkTLSFiles(c *TLSConfig, t *TLS, readFile func(string) ([]byte, error), 
 		if i >= first {
 			path = fmt.Sprintf("server.tls.certificates[%d]", i-first)
 		}
-		if _, err := LoadCertificate(cf, readFile); err != nil {
+		if _, err := cf.Load(readFile); err != nil {
 			e.add(path, "%v", err)
 		}
 	}
 	if t.ClientCAFile != "" {
-		if _, err := LoadClientCAs(t.ClientCAFile, readFile); err != nil {
+		if _, err := t.LoadClientCAs(readFile); err != nil {
 			e.add("server.tls.client_ca_file", "%v", err)
 		}
 	}
@@ -72,7 +74,7 @@ func checkTLSFiles(c *TLSConfig, t *TLS, readFile func(string) ([]byte, error), 
 // checkMTLS reports every use of the mtls identity where no client
 // certificate can be verified: it would never yield, and a limit by it
 // would count every client as one.
-func checkMTLS(c *Config, s Server, e *problems) {
+func checkMTLS(c *config.Config, s Server, e *problems) {
 	if s.TLS != nil && s.TLS.ClientCAFile != "" {
 		return
 	}
@@ -90,9 +92,10 @@ func checkMTLS(c *Config, s Server, e *problems) {
 	}
 }
 
-// LoadCertificate reads and parses one certificate/key pair: the chain
-// must parse and its leaf must match the key.
-func LoadCertificate(f CertificateFiles, readFile func(string) ([]byte, error)) (tls.Certificate, error) {
+// Load reads and parses the certificate/key pair f names: the chain must
+// parse and its leaf must match the key. Compile checks the files with it,
+// and the listener loads them with it (at startup and on every reload).
+func (f CertificateFiles) Load(readFile func(string) ([]byte, error)) (tls.Certificate, error) {
 	certPEM, err := readFile(f.Cert)
 	if err != nil {
 		return tls.Certificate{}, err
@@ -108,8 +111,10 @@ func LoadCertificate(f CertificateFiles, readFile func(string) ([]byte, error)) 
 	return c, nil
 }
 
-// LoadClientCAs reads a PEM bundle of CA certificates.
-func LoadClientCAs(file string, readFile func(string) ([]byte, error)) (*x509.CertPool, error) {
+// LoadClientCAs reads the PEM bundle of CA certificates t.ClientCAFile
+// names (Compile checks it, the listener loads it with this).
+func (t *TLS) LoadClientCAs(readFile func(string) ([]byte, error)) (*x509.CertPool, error) {
+	file := t.ClientCAFile
 	b, err := readFile(file)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/gateway/internal/testcerts"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // TestCompileTLSFiles: Compile reads every TLS file and names the one that
@@ -26,14 +27,14 @@ func TestCompileTLSFiles(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		tls  TLSConfig
+		tls  config.TLSConfig
 		want string // "" compiles
 	}{
-		{"good", TLSConfig{CertFile: "good.crt", KeyFile: "good.key", ClientCAFile: "ca.pem"}, ""},
-		{"key of another certificate", TLSConfig{CertFile: "good.crt", KeyFile: "other.key"}, "server.tls.cert_file: good.crt with other.key: tls: private key does not match public key"},
-		{"missing file", TLSConfig{CertFile: "good.crt", KeyFile: "good.key", Certificates: []CertificateConfig{{CertFile: "gone.crt", KeyFile: "good.key"}}},
+		{"good", config.TLSConfig{CertFile: "good.crt", KeyFile: "good.key", ClientCAFile: "ca.pem"}, ""},
+		{"key of another certificate", config.TLSConfig{CertFile: "good.crt", KeyFile: "other.key"}, "server.tls.cert_file: good.crt with other.key: tls: private key does not match public key"},
+		{"missing file", config.TLSConfig{CertFile: "good.crt", KeyFile: "good.key", Certificates: []config.CertificateConfig{{CertFile: "gone.crt", KeyFile: "good.key"}}},
 			"server.tls.certificates[0]: open gone.crt: file does not exist"},
-		{"CA bundle without PEM", TLSConfig{CertFile: "good.crt", KeyFile: "good.key", ClientCAFile: "junk.pem"}, "server.tls.client_ca_file: junk.pem: no PEM certificate in it"},
+		{"CA bundle without PEM", config.TLSConfig{CertFile: "good.crt", KeyFile: "good.key", ClientCAFile: "junk.pem"}, "server.tls.client_ca_file: junk.pem: no PEM certificate in it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()
@@ -52,41 +53,5 @@ func TestCompileTLSFiles(t *testing.T) {
 				t.Fatalf("Compile error = %v, want %q", err, tc.want)
 			}
 		})
-	}
-}
-
-// TestSameListener: new certificate files are a reload; TLS on or off,
-// client certificates asked or not, h2c and the stream limit are a
-// restart.
-func TestSameListener(t *testing.T) {
-	base := Server{Listen: "127.0.0.1:8443", HTTP2MaxConcurrentStreams: 100,
-		TLS: &TLS{Certificates: []CertificateFiles{{Cert: "a.crt", Key: "a.key"}}, ClientCAFile: "ca.pem"}}
-	with := func(f func(s *Server)) Server {
-		s := base
-		tls := *base.TLS
-		s.TLS = &tls
-		f(&s)
-		return s
-	}
-	for _, tc := range []struct {
-		name string
-		s    Server
-		same bool
-	}{
-		{"identical", with(func(*Server) {}), true},
-		{"other certificate files", with(func(s *Server) {
-			s.TLS.Certificates = []CertificateFiles{{Cert: "b.crt", Key: "b.key"}, {Cert: "c.crt", Key: "c.key"}}
-		}), true},
-		{"another client CA file", with(func(s *Server) { s.TLS.ClientCAFile = "other.pem" }), true},
-		{"TLS off", with(func(s *Server) { s.TLS = nil }), false},
-		{"no client CA", with(func(s *Server) { s.TLS.ClientCAFile = "" }), false},
-		{"client_auth optional", with(func(s *Server) { s.TLS.ClientAuthOptional = true }), false},
-		{"h2c", with(func(s *Server) { s.H2C = true }), false},
-		{"stream limit", with(func(s *Server) { s.HTTP2MaxConcurrentStreams = 50 }), false},
-		{"listen", with(func(s *Server) { s.Listen = "127.0.0.1:9443" }), false},
-	} {
-		if got := SameListener(base, tc.s); got != tc.same {
-			t.Errorf("%s: SameListener = %v, want %v", tc.name, got, tc.same)
-		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tollgate/gateway/consumers"
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -35,7 +36,7 @@ type Consumers struct {
 func (c *Consumers) Enabled() bool { return c.File != "" }
 
 // buildPlans checks the [[plans]] entries and returns their names.
-func buildPlans(ps []PlanConfig, e *problems) []string {
+func buildPlans(ps []config.PlanConfig, e *problems) []string {
 	var names []string
 	for i, pc := range ps {
 		path := fmt.Sprintf("plans[%d].name", i)
@@ -58,7 +59,7 @@ func buildPlans(ps []PlanConfig, e *problems) []string {
 
 // buildConsumers checks the [consumers] settings (the registry file is
 // read by Compile).
-func buildConsumers(c *Config, e *problems) Consumers {
+func buildConsumers(c *config.Config, e *problems) Consumers {
 	cc := &c.Consumers
 	out := Consumers{File: cc.File, JWTClaim: cc.JWTClaim, PlanClaim: cc.PlanClaim}
 	switch cc.UnknownAPIKey {
@@ -92,7 +93,7 @@ func buildConsumers(c *Config, e *problems) Consumers {
 		}
 	}
 	if cc.File == "" {
-		if cc.UnknownAPIKey != "" || cc.JWTClaim != "" || cc.PlanClaim != "" || fh != (ForwardHeadersConfig{}) {
+		if cc.UnknownAPIKey != "" || cc.JWTClaim != "" || cc.PlanClaim != "" || fh != (config.ForwardHeadersConfig{}) {
 			e.add("consumers.file", "is required when any other [consumers] setting is set")
 		}
 		return Consumers{}
@@ -111,7 +112,7 @@ func buildConsumers(c *Config, e *problems) Consumers {
 // variants of the consumers with rates of their own and resolves the
 // limits' exempt consumers. Problems carry the file's name and field
 // path.
-func compileRegistry(p *Policy, c *Config, getenv func(string) string, readFile func(string) ([]byte, error), e *problems) {
+func compileRegistry(p *Policy, c *config.Config, getenv func(string) string, readFile func(string) ([]byte, error), e *problems) {
 	cc := &p.Consumers
 	data, err := readFile(cc.File)
 	if err != nil {

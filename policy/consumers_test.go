@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 func sum(key string) string {
@@ -17,17 +18,17 @@ func sum(key string) string {
 
 // consumersConfig is a configuration with two plans, a per-consumer limit
 // with plan rates and a registry file named "consumers.toml".
-func consumersConfig() Config {
-	c := Default()
+func consumersConfig() config.Config {
+	c := config.Default()
 	c.Consumers.File = "consumers.toml"
-	c.Plans = []PlanConfig{{Name: "free"}, {Name: "pro"}}
-	l := DefaultLimit()
+	c.Plans = []config.PlanConfig{{Name: "free"}, {Name: "pro"}}
+	l := config.DefaultLimit()
 	l.Name, l.Algorithm, l.By, l.Rates = "per-consumer", "fixed_window", []string{"consumer"}, []string{"2/s"}
 	l.PlanRates = map[string][]string{"free": {"10/s", "1000/day"}, "pro": {"100/s"}}
-	c.Limits = []LimitConfig{l}
-	r := DefaultRoute()
+	c.Limits = []config.LimitConfig{l}
+	r := config.DefaultRoute()
 	r.Name, r.Upstream, r.Limits = "api", "http://127.0.0.1:1", []string{"per-consumer"}
-	c.Routes = []RouteConfig{r}
+	c.Routes = []config.RouteConfig{r}
 	return c
 }
 

@@ -74,24 +74,3 @@ func enumName(names []string, i int, typ string) string {
 	}
 	return names[i]
 }
-
-// BackendNames lists the store.backend values, for the configuration's
-// JSON Schema.
-func BackendNames() []string { return names(backendNames[:]) }
-
-// OnErrorNames lists the store.on_error values.
-func OnErrorNames() []string { return names(onErrorNames[:]) }
-
-// LogFormatNames lists the access_log.format values.
-func LogFormatNames() []string { return names(logFormatNames[:]) }
-
-// names returns the non-empty names of an enum's table, in order.
-func names(table []string) []string {
-	var out []string
-	for _, n := range table {
-		if n != "" {
-			out = append(out, n)
-		}
-	}
-	return out
-}

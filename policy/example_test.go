@@ -5,17 +5,18 @@ import (
 	"os"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 func Example() {
-	c := policy.Default()
-	l := policy.DefaultLimit()
+	c := config.Default()
+	l := config.DefaultLimit()
 	l.Name, l.Rates = "per-client", []string{"10/second", "600/minute"}
-	c.Limits = []policy.LimitConfig{l}
+	c.Limits = []config.LimitConfig{l}
 	c.Gateway.Limits = []string{"per-client"}
-	r := policy.DefaultRoute()
+	r := config.DefaultRoute()
 	r.Name, r.PathPrefix, r.Upstream = "search", "/v1/search", "http://127.0.0.1:9000"
-	c.Routes = []policy.RouteConfig{r}
+	c.Routes = []config.RouteConfig{r}
 
 	p, err := policy.Compile(c, os.Getenv, os.ReadFile)
 	if err != nil {
@@ -28,7 +29,8 @@ func Example() {
 
 	c.Routes[0].Limits = []string{"serch"}
 	c.Limits[0].Rates[1] = "600/fortnight"
-	fmt.Println(c.Validate())
+	_, err = policy.Compile(c, os.Getenv, os.ReadFile)
+	fmt.Println(err)
 	// Output:
 	// search /v1/search/items <nil> http://127.0.0.1:9000 30s
 	// "per-client.1s";q=10;w=1, "per-client.1m";q=600;w=60

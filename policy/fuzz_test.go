@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // fuzzRoutes is the policy FuzzMatch runs against: prefixes that nest,
@@ -58,9 +60,9 @@ func FuzzMatch(f *testing.F) {
 		f.Add(s, uint8(0))
 	}
 	f.Add("/api/report", uint8(1))
-	c := Default()
+	c := config.Default()
 	for _, r := range fuzzRoutes {
-		rc := DefaultRoute()
+		rc := config.DefaultRoute()
 		rc.Name, rc.PathPrefix, rc.Methods, rc.Upstream, rc.StripPrefix = r.name, r.prefix, r.methods, r.upstream, r.strip
 		c.Routes = append(c.Routes, rc)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // identityConfig parses the [identity] table into the keys.Config it
@@ -16,7 +17,7 @@ import (
 // must not be left empty or 0, the JWT secret's source), and every rule on
 // the parsed values once, in keys.Config.Check, whose problems get the
 // "identity." prefix.
-func identityConfig(c *IdentityConfig, e *problems) keys.Config {
+func identityConfig(c *config.IdentityConfig, e *problems) keys.Config {
 	kc := keys.Config{APIKeyHeader: c.APIKeyHeader, APIKeyQuery: c.APIKeyQuery, UserHeader: c.UserHeader,
 		IPv6Prefix: c.IPv6Prefix, MaxValueLen: c.MaxValueLen}
 	// To keys, an empty or zero value means its default; in the file the
@@ -47,7 +48,7 @@ func identityConfig(c *IdentityConfig, e *problems) keys.Config {
 	j := &c.JWT
 	if j.Enabled() {
 		kc.JWT = &keys.JWTConfig{Header: j.Header, Claim: j.Claim, Audience: j.Audience, Issuer: j.Issuer}
-		hs := j.hs256Source()
+		hs := hs256Source(*j)
 		if hs.set() && j.RS256PublicKeyFile != "" {
 			e.add("identity.jwt", "set only one of hs256_secret_env, hs256_secret_file and rs256_public_key_file")
 		}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -93,7 +94,7 @@ func truncate(s string, n int) string {
 // floor defaults to the static cost (a client that names a cost can pay
 // more than the operator's cost, never less), and both settings need a
 // cost header.
-func compileCostTrust(l *Limit, c *LimitConfig, path string, e *problems) {
+func compileCostTrust(l *Limit, c *config.LimitConfig, path string, e *problems) {
 	l.CostMin = c.CostMin
 	if l.CostMin == 0 {
 		l.CostMin = c.Cost

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // costLimit compiles base() with limit "search" (100/minute) given cost
@@ -97,19 +99,19 @@ func TestRequestCostHostile(t *testing.T) {
 func TestCostSettingsValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		mutate func(l *LimitConfig)
+		mutate func(l *config.LimitConfig)
 		want   string
 	}{
-		{"cost_min without header", func(l *LimitConfig) { l.CostMin = 2 }, "limits[1].cost_min: applies only with cost_header"},
-		{"trusted_from without header", func(l *LimitConfig) { l.CostHeaderTrustedFrom = []string{"10.0.0.0/8"} }, "limits[1].cost_header_trusted_from: applies only with cost_header"},
-		{"cost_min above cost", func(l *LimitConfig) { l.CostHeader, l.Cost, l.CostMin = "X-Cost", 2, 3 }, "limits[1].cost_min: must be in 1..cost (2), got 3"},
-		{"cost_min negative", func(l *LimitConfig) { l.CostHeader, l.CostMin = "X-Cost", -1 }, "limits[1].cost_min: must be in 1..cost (1), got -1"},
-		{"bad CIDR", func(l *LimitConfig) { l.CostHeader, l.CostHeaderTrustedFrom = "X-Cost", []string{"10.0.0.0/33"} }, `limits[1].cost_header_trusted_from[0]: invalid CIDR "10.0.0.0/33"`},
+		{"cost_min without header", func(l *config.LimitConfig) { l.CostMin = 2 }, "limits[1].cost_min: applies only with cost_header"},
+		{"trusted_from without header", func(l *config.LimitConfig) { l.CostHeaderTrustedFrom = []string{"10.0.0.0/8"} }, "limits[1].cost_header_trusted_from: applies only with cost_header"},
+		{"cost_min above cost", func(l *config.LimitConfig) { l.CostHeader, l.Cost, l.CostMin = "X-Cost", 2, 3 }, "limits[1].cost_min: must be in 1..cost (2), got 3"},
+		{"cost_min negative", func(l *config.LimitConfig) { l.CostHeader, l.CostMin = "X-Cost", -1 }, "limits[1].cost_min: must be in 1..cost (1), got -1"},
+		{"bad CIDR", func(l *config.LimitConfig) { l.CostHeader, l.CostHeaderTrustedFrom = "X-Cost", []string{"10.0.0.0/33"} }, `limits[1].cost_header_trusted_from[0]: invalid CIDR "10.0.0.0/33"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()
 			tc.mutate(&c.Limits[1])
-			err := c.Validate()
+			err := validate(&c)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate() = %v, want %q", err, tc.want)
 			}

@@ -7,12 +7,9 @@ import (
 	"strings"
 
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
-
-// DefaultMaxWaiting is the default of limits[].max_waiting: the requests
-// one gateway lets wait on one delay limit at once.
-const DefaultMaxWaiting = 1024
 
 // ResponseCount is how a limit with count = "response" counts: a request
 // is checked before it is forwarded (counting nothing) and counted after
@@ -93,17 +90,17 @@ func parseStatuses(vals []string, path string, e *problems) []StatusRange {
 	return out
 }
 
-// WaitShareDivisor divides a delay limit's max_waiting into the share
+// waitShareDivisor divides a delay limit's max_waiting into the share
 // one counter key may hold: max(1, max_waiting / 8).
-const WaitShareDivisor = 8
+const waitShareDivisor = 8
 
 // waitShare returns the waiters one key of a delay limit keyed by by may
 // hold: all of maxWaiting when every client has the same key (nothing
-// but route in by), else max(1, maxWaiting / WaitShareDivisor).
+// but route in by), else max(1, maxWaiting / waitShareDivisor).
 func waitShare(maxWaiting int, by []keys.Part) int {
 	for _, p := range by {
 		if p.Kind != keys.PartRoute {
-			return max(1, maxWaiting/WaitShareDivisor)
+			return max(1, maxWaiting/waitShareDivisor)
 		}
 	}
 	return maxWaiting
@@ -111,7 +108,7 @@ func waitShare(maxWaiting int, by []keys.Part) int {
 
 // compileResponse compiles count, count_statuses, cost_response_header,
 // on_limit, max_delay and max_waiting of c into l.
-func compileResponse(l *Limit, c *LimitConfig, path string, e *problems) {
+func compileResponse(l *Limit, c *config.LimitConfig, path string, e *problems) {
 	alg := l.Limit.Algorithm
 	switch c.Count {
 	case "request", "":

@@ -6,38 +6,42 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // TestValidateResponseAndDelay: every check of count, count_statuses,
 // cost_response_header, on_limit, max_delay and max_waiting, with the
 // exact problem line each must produce.
 func TestValidateResponseAndDelay(t *testing.T) {
-	bucket := func(c *Config) {
+	bucket := func(c *config.Config) {
 		c.Limits[0].Algorithm, c.Limits[0].Rates, c.Limits[0].OnLimit, c.Limits[0].MaxDelay = "token_bucket", []string{"10/s"}, "delay", "1s"
 	}
 	tests := []problemCase{
-		{"count value", func(c *Config) { c.Limits[0].Count = "reply" }, []string{`limits[0].count: unknown value "reply" (want request or response)`}},
-		{"statuses without response", func(c *Config) { c.Limits[0].CountStatuses = []string{"401"} }, []string{`limits[0].count_statuses: applies only with count = "response"`}},
-		{"header without response", func(c *Config) { c.Limits[0].CostResponseHeader = "X-Cost" }, []string{`limits[0].cost_response_header: applies only with count = "response"`}},
-		{"response concurrency", func(c *Config) {
+		{"count value", func(c *config.Config) { c.Limits[0].Count = "reply" }, []string{`limits[0].count: unknown value "reply" (want request or response)`}},
+		{"statuses without response", func(c *config.Config) { c.Limits[0].CountStatuses = []string{"401"} }, []string{`limits[0].count_statuses: applies only with count = "response"`}},
+		{"header without response", func(c *config.Config) { c.Limits[0].CostResponseHeader = "X-Cost" }, []string{`limits[0].cost_response_header: applies only with count = "response"`}},
+		{"response concurrency", func(c *config.Config) {
 			c.Limits[0].Algorithm, c.Limits[0].Rates, c.Limits[0].MaxInFlight, c.Limits[0].Count = "concurrency", nil, 2, "response"
 		}, []string{`limits[0].count: count = "response" does not apply to concurrency`}},
-		{"status text", func(c *Config) { c.Limits[0].Count, c.Limits[0].CountStatuses = "response", []string{"4xx"} }, []string{`limits[0].count_statuses[0]: invalid status "4xx"`}},
-		{"status range order", func(c *Config) { c.Limits[0].Count, c.Limits[0].CountStatuses = "response", []string{"599-500"} }, []string{`limits[0].count_statuses[0]: status range "599-500" must lie within 100..599`}},
-		{"status out of range", func(c *Config) { c.Limits[0].Count, c.Limits[0].CountStatuses = "response", []string{"401", "600"} }, []string{`limits[0].count_statuses[1]: status range "600" must lie within 100..599`}},
-		{"status sign", func(c *Config) { c.Limits[0].Count, c.Limits[0].CountStatuses = "response", []string{"+401"} }, []string{`limits[0].count_statuses[0]: invalid status "+401"`}},
-		{"status open range", func(c *Config) { c.Limits[0].Count, c.Limits[0].CountStatuses = "response", []string{"500-"} }, []string{`limits[0].count_statuses[0]: invalid status "500-"`}},
-		{"response header name", func(c *Config) { c.Limits[0].Count, c.Limits[0].CostResponseHeader = "response", "X Cost" }, []string{`limits[0].cost_response_header: invalid header name "X Cost"`}},
-		{"on_limit value", func(c *Config) { c.Limits[0].OnLimit = "queue" }, []string{`limits[0].on_limit: unknown value "queue" (want reject or delay)`}},
-		{"max_delay without delay", func(c *Config) { c.Limits[0].MaxDelay = "1s" }, []string{`limits[0].max_delay: applies only with on_limit = "delay"`}},
-		{"delay algorithm", func(c *Config) { c.Limits[0].OnLimit, c.Limits[0].MaxDelay = "delay", "1s" }, []string{`limits[0].on_limit: delay applies only to token_bucket and gcra, not sliding_window_counter`}},
-		{"delay rates", func(c *Config) { bucket(c); c.Limits[0].Rates = []string{"10/s", "100/m"} }, []string{`limits[0].on_limit: delay needs exactly one rate, got 2`}},
-		{"delay shadow", func(c *Config) { bucket(c); c.Limits[0].Mode = "shadow" }, []string{`limits[0].on_limit: delay cannot be used with mode = "shadow"`}},
-		{"delay response", func(c *Config) { bucket(c); c.Limits[0].Count = "response" }, []string{`limits[0].on_limit: delay cannot be used with count = "response"`}},
-		{"delay without max", func(c *Config) { bucket(c); c.Limits[0].MaxDelay = "" }, []string{`limits[0].max_delay: is required with on_limit = "delay"`}},
-		{"max_delay zero", func(c *Config) { bucket(c); c.Limits[0].MaxDelay = "0s" }, []string{`limits[0].max_delay: must be positive, got 0s`}},
-		{"max_delay huge", func(c *Config) { bucket(c); c.Limits[0].MaxDelay = "9000h" }, []string{`limits[0].max_delay: must be a whole number of microseconds up to 366 days`}},
-		{"max_waiting zero", func(c *Config) { bucket(c); c.Limits[0].MaxWaiting = 0 }, []string{`limits[0].max_waiting: must be in 1..1048576, got 0`}},
+		{"status text", func(c *config.Config) { c.Limits[0].Count, c.Limits[0].CountStatuses = "response", []string{"4xx"} }, []string{`limits[0].count_statuses[0]: invalid status "4xx"`}},
+		{"status range order", func(c *config.Config) { c.Limits[0].Count, c.Limits[0].CountStatuses = "response", []string{"599-500"} }, []string{`limits[0].count_statuses[0]: status range "599-500" must lie within 100..599`}},
+		{"status out of range", func(c *config.Config) {
+			c.Limits[0].Count, c.Limits[0].CountStatuses = "response", []string{"401", "600"}
+		}, []string{`limits[0].count_statuses[1]: status range "600" must lie within 100..599`}},
+		{"status sign", func(c *config.Config) { c.Limits[0].Count, c.Limits[0].CountStatuses = "response", []string{"+401"} }, []string{`limits[0].count_statuses[0]: invalid status "+401"`}},
+		{"status open range", func(c *config.Config) { c.Limits[0].Count, c.Limits[0].CountStatuses = "response", []string{"500-"} }, []string{`limits[0].count_statuses[0]: invalid status "500-"`}},
+		{"response header name", func(c *config.Config) { c.Limits[0].Count, c.Limits[0].CostResponseHeader = "response", "X Cost" }, []string{`limits[0].cost_response_header: invalid header name "X Cost"`}},
+		{"on_limit value", func(c *config.Config) { c.Limits[0].OnLimit = "queue" }, []string{`limits[0].on_limit: unknown value "queue" (want reject or delay)`}},
+		{"max_delay without delay", func(c *config.Config) { c.Limits[0].MaxDelay = "1s" }, []string{`limits[0].max_delay: applies only with on_limit = "delay"`}},
+		{"delay algorithm", func(c *config.Config) { c.Limits[0].OnLimit, c.Limits[0].MaxDelay = "delay", "1s" }, []string{`limits[0].on_limit: delay applies only to token_bucket and gcra, not sliding_window_counter`}},
+		{"delay rates", func(c *config.Config) { bucket(c); c.Limits[0].Rates = []string{"10/s", "100/m"} }, []string{`limits[0].on_limit: delay needs exactly one rate, got 2`}},
+		{"delay shadow", func(c *config.Config) { bucket(c); c.Limits[0].Mode = "shadow" }, []string{`limits[0].on_limit: delay cannot be used with mode = "shadow"`}},
+		{"delay response", func(c *config.Config) { bucket(c); c.Limits[0].Count = "response" }, []string{`limits[0].on_limit: delay cannot be used with count = "response"`}},
+		{"delay without max", func(c *config.Config) { bucket(c); c.Limits[0].MaxDelay = "" }, []string{`limits[0].max_delay: is required with on_limit = "delay"`}},
+		{"max_delay zero", func(c *config.Config) { bucket(c); c.Limits[0].MaxDelay = "0s" }, []string{`limits[0].max_delay: must be positive, got 0s`}},
+		{"max_delay huge", func(c *config.Config) { bucket(c); c.Limits[0].MaxDelay = "9000h" }, []string{`limits[0].max_delay: must be a whole number of microseconds up to 366 days`}},
+		{"max_waiting zero", func(c *config.Config) { bucket(c); c.Limits[0].MaxWaiting = 0 }, []string{`limits[0].max_waiting: must be in 1..1048576, got 0`}},
 	}
 	testProblems(t, base, tests)
 }

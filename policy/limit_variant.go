@@ -6,6 +6,7 @@ import (
 
 	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -61,7 +62,7 @@ func (l *Limit) PlanRates(i int) []ratelimit.Rate {
 
 // buildPlanRates compiles [limits.plan_rates]: one variant of l per plan
 // listed, at its plan's index.
-func buildPlanRates(l *Limit, c *LimitConfig, plans []string, path string, e *problems) {
+func buildPlanRates(l *Limit, c *config.LimitConfig, plans []string, path string, e *problems) {
 	if len(c.PlanRates) == 0 || l.ID == "" {
 		return
 	}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 func matchPolicy(t testing.TB) *Policy {
@@ -15,13 +17,13 @@ func matchPolicy(t testing.TB) *Policy {
 // matchPolicyN compiles the first n routes of the match tests' policy.
 func matchPolicyN(t testing.TB, n int) *Policy {
 	t.Helper()
-	c := Default()
-	route := func(name, host, prefix string, methods ...string) RouteConfig {
-		r := DefaultRoute()
+	c := config.Default()
+	route := func(name, host, prefix string, methods ...string) config.RouteConfig {
+		r := config.DefaultRoute()
 		r.Name, r.Host, r.PathPrefix, r.Methods, r.Upstream = name, host, prefix, methods, "http://127.0.0.1:9000"
 		return r
 	}
-	c.Routes = []RouteConfig{
+	c.Routes = []config.RouteConfig{
 		route("root", "", "/"),
 		route("search", "", "/v1/search", "GET"),
 		route("search-any", "", "/v1/search"),
@@ -123,10 +125,10 @@ func TestMatch(t *testing.T) {
 }
 
 func TestMatchNone(t *testing.T) {
-	c := Default()
-	r := DefaultRoute()
-	r.Name, r.PathPrefix, r.Methods, r.Respond = "only", "/only", []string{"GET", "head"}, &RespondConfig{}
-	c.Routes = []RouteConfig{r}
+	c := config.Default()
+	r := config.DefaultRoute()
+	r.Name, r.PathPrefix, r.Methods, r.Respond = "only", "/only", []string{"GET", "head"}, &config.RespondConfig{}
+	c.Routes = []config.RouteConfig{r}
 	p, err := Compile(c, noEnv, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
@@ -185,10 +187,10 @@ func TestCompilePrefixes(t *testing.T) {
 		{"/a/..%2f", "", "dot segment"},
 		{"/a\\b", "", "backslash"},
 	} {
-		c := Default()
-		r := DefaultRoute()
+		c := config.Default()
+		r := config.DefaultRoute()
 		r.Name, r.PathPrefix, r.Upstream = "r", tc.prefix, "http://127.0.0.1:9000"
-		c.Routes = []RouteConfig{r}
+		c.Routes = []config.RouteConfig{r}
 		p, err := Compile(c, noEnv, os.ReadFile)
 		switch {
 		case tc.err == "" && err != nil:
@@ -201,11 +203,11 @@ func TestCompilePrefixes(t *testing.T) {
 	}
 	// Prefixes that are equal loosely would split one request between two
 	// routes.
-	c := Default()
-	a, b := DefaultRoute(), DefaultRoute()
+	c := config.Default()
+	a, b := config.DefaultRoute(), config.DefaultRoute()
 	a.Name, a.PathPrefix, a.Upstream = "a", "/api", "http://127.0.0.1:9000"
 	b.Name, b.PathPrefix, b.Upstream = "b", "/API", "http://127.0.0.1:9000"
-	c.Routes = []RouteConfig{a, b}
+	c.Routes = []config.RouteConfig{a, b}
 	if _, err := Compile(c, noEnv, os.ReadFile); err == nil || !strings.Contains(err.Error(), "never be chosen") {
 		t.Errorf("routes on /api and /API: %v, want a shadowing error", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -86,7 +87,7 @@ func TestOverrideRateOrder(t *testing.T) {
 		t.Errorf("a capacity below the cost in the second listed rate: %v, want rates[1]", errs)
 	}
 	// The same for a plan's rates.
-	c.Plans = []PlanConfig{{Name: "pro"}}
+	c.Plans = []config.PlanConfig{{Name: "pro"}}
 	c.Limits[0].PlanRates = map[string][]string{"pro": {"600/minute", "2/second"}}
 	if _, err := Compile(c, noEnv, nil); err == nil || !strings.Contains(err.Error(), "limits[0].plan_rates.pro[1]: cost 5 exceeds capacity 2") {
 		t.Errorf("a plan's second listed rate below the cost: %v, want it named plan_rates.pro[1]", err)

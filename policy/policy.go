@@ -7,16 +7,17 @@ import (
 
 	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// Policy is a compiled Config: immutable after Compile and safe for
+// Policy is a compiled config.Config: immutable after Compile and safe for
 // concurrent use, so requests never touch raw configuration.
 type Policy struct {
 	// Config is the source the policy was compiled from (defaults applied),
-	// for /admin/config. Its secrets are typed (SecretURL), so it marshals
+	// for /admin/config. Its secrets are typed (config.SecretURL), so it marshals
 	// with them redacted.
-	Config Config
+	Config config.Config
 	// Server holds the listener settings.
 	Server Server
 	// Store holds the counter store settings.
@@ -115,23 +116,6 @@ type CertificateFiles struct {
 	Key string
 }
 
-// SameListener reports whether two compiled [server] tables need the same
-// listener: everything but the TLS files (re-read on reload) must be
-// equal, and TLS on or off, with or without client certificates.
-func SameListener(a, b Server) bool {
-	at, bt := a.TLS, b.TLS
-	if (at == nil) != (bt == nil) {
-		return false
-	}
-	if at != nil && ((at.ClientCAFile == "") != (bt.ClientCAFile == "") || at.ClientAuthOptional != bt.ClientAuthOptional) {
-		return false
-	}
-	a.TLS, b.TLS = nil, nil
-	// Applied on reload.
-	a.GCMinHeap, b.GCMinHeap = 0, 0
-	return a == b
-}
-
 // Store is the compiled [store] table.
 type Store struct {
 	// Backend is where counters live.
@@ -159,7 +143,7 @@ type Store struct {
 // Cluster and SentinelMaster is set when the backend is Redis.
 type RedisStore struct {
 	// URL is a standalone server (redis:// or rediss://).
-	URL SecretURL
+	URL config.SecretURL
 	// Cluster lists Cluster seed addresses.
 	Cluster []string
 	// SentinelMaster is the Sentinel-managed master's name.
@@ -224,7 +208,7 @@ type Limit struct {
 	custom map[*keys.Consumer]*ratelimit.Limit
 	// redisLog is set when the store is Redis: every definition of the
 	// limit (its own, plans', consumers', overrides') is held to
-	// MaxRedisLogUnits (checkRedisLog).
+	// maxRedisLogUnits (checkRedisLog).
 	redisLog bool
 }
 

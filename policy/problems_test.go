@@ -3,6 +3,8 @@ package policy
 import (
 	"strings"
 	"testing"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // wantProblems fails t unless err reports exactly the problems in want, one
@@ -32,20 +34,20 @@ func wantProblems(t *testing.T, err error, want []string) {
 // configuration and the problems it must report (none: it stays valid).
 type problemCase struct {
 	name   string
-	mutate func(c *Config)
+	mutate func(c *config.Config)
 	want   []string
 }
 
 // testProblems runs each case as a subtest on a fresh configuration from
 // start: Validate must accept it when want is empty and otherwise report
 // exactly want.
-func testProblems(t *testing.T, start func() Config, cases []problemCase) {
+func testProblems(t *testing.T, start func() config.Config, cases []problemCase) {
 	t.Helper()
 	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			c := start()
 			tt.mutate(&c)
-			err := c.Validate()
+			err := validate(&c)
 			if len(tt.want) == 0 {
 				if err != nil {
 					t.Fatalf("Validate() = %v, want nil", err)

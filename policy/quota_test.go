@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
 // quotaConfig is base() with limits[0] a monthly quota in New York.
-func quotaConfig() Config {
+func quotaConfig() config.Config {
 	c := base()
 	c.Limits[0].Algorithm, c.Limits[0].Rates = "quota", []string{"100000/month", "5000/day"}
 	c.Limits[0].Timezone, c.Limits[0].MonthStartsOn = "America/New_York", 15
@@ -24,52 +25,52 @@ func quotaConfig() Config {
 // path; none panics or hangs.
 func TestQuotaAndPenaltyHostileInputs(t *testing.T) {
 	tests := []problemCase{
-		{"unknown zone", func(c *Config) { c.Limits[0].Timezone = "Mars/Olympus_Mons" },
+		{"unknown zone", func(c *config.Config) { c.Limits[0].Timezone = "Mars/Olympus_Mons" },
 			[]string{`limits[0].timezone: unknown time zone "Mars/Olympus_Mons"`}},
-		{"path in zone", func(c *Config) { c.Limits[0].Timezone = "../../../etc/passwd" },
+		{"path in zone", func(c *config.Config) { c.Limits[0].Timezone = "../../../etc/passwd" },
 			[]string{`limits[0].timezone: unknown time zone "../../../etc/passwd"`}},
-		{"absolute path zone", func(c *Config) { c.Limits[0].Timezone = "/etc/localtime" },
+		{"absolute path zone", func(c *config.Config) { c.Limits[0].Timezone = "/etc/localtime" },
 			[]string{`limits[0].timezone: unknown time zone "/etc/localtime"`}},
-		{"host zone", func(c *Config) { c.Limits[0].Timezone = "Local" },
+		{"host zone", func(c *config.Config) { c.Limits[0].Timezone = "Local" },
 			[]string{`limits[0].timezone: time zone "Local" means the host's zone`}},
-		{"huge zone name", func(c *Config) { c.Limits[0].Timezone = strings.Repeat("A/", 5000) },
+		{"huge zone name", func(c *config.Config) { c.Limits[0].Timezone = strings.Repeat("A/", 5000) },
 			[]string{`limits[0].timezone: unknown time zone`}},
-		{"NUL in zone", func(c *Config) { c.Limits[0].Timezone = "UTC\x00" },
+		{"NUL in zone", func(c *config.Config) { c.Limits[0].Timezone = "UTC\x00" },
 			[]string{`limits[0].timezone: unknown time zone`}},
-		{"month_starts_on 29", func(c *Config) { c.Limits[0].MonthStartsOn = 29 },
+		{"month_starts_on 29", func(c *config.Config) { c.Limits[0].MonthStartsOn = 29 },
 			[]string{`limits[0].month_starts_on: must be in 1..28 (a day every month has), got 29`}},
-		{"month_starts_on negative", func(c *Config) { c.Limits[0].MonthStartsOn = -1 },
+		{"month_starts_on negative", func(c *config.Config) { c.Limits[0].MonthStartsOn = -1 },
 			[]string{`limits[0].month_starts_on: must be in 1..28 (a day every month has), got -1`}},
-		{"timezone on a fixed window", func(c *Config) {
+		{"timezone on a fixed window", func(c *config.Config) {
 			c.Limits[1].Timezone = "UTC"
 		}, []string{`limits[1].timezone: applies only to algorithm "quota"`}},
-		{"month_starts_on on a log", func(c *Config) { c.Limits[1].MonthStartsOn = 3 },
+		{"month_starts_on on a log", func(c *config.Config) { c.Limits[1].MonthStartsOn = 3 },
 			[]string{`limits[1].month_starts_on: applies only to algorithm "quota"`}},
-		{"month on a log", func(c *Config) { c.Limits[1].Rates = []string{"5/month"} },
+		{"month on a log", func(c *config.Config) { c.Limits[1].Rates = []string{"5/month"} },
 			[]string{`limits[1].rates[0]: rate "5/month": a month is a calendar period, counted only by algorithm "quota"`}},
-		{"quota per hour", func(c *Config) { c.Limits[0].Rates = []string{"5/hour"} },
+		{"quota per hour", func(c *config.Config) { c.Limits[0].Rates = []string{"5/hour"} },
 			[]string{`limits[0]: rate 5/1h0m0s: the quota algorithm counts per day, week or month, not per 1h0m0s`}},
-		{"quota with two monthly rates", func(c *Config) { c.Limits[0].Rates = []string{"5/month", "6/31d"} },
+		{"quota with two monthly rates", func(c *config.Config) { c.Limits[0].Rates = []string{"5/month", "6/31d"} },
 			[]string{`limits[0].rates[1]: window 744h0m0s appears twice`}},
-		{"penalty on concurrency", func(c *Config) {
+		{"penalty on concurrency", func(c *config.Config) {
 			c.Limits[1].Algorithm, c.Limits[1].Rates, c.Limits[1].MaxInFlight, c.Limits[1].Penalty = "concurrency", nil, 2, "1m"
 		}, []string{`limits[1].penalty: does not apply to algorithm "concurrency"`}},
-		{"penalty on shadow", func(c *Config) { c.Limits[1].Mode, c.Limits[1].Penalty = "shadow", "1m" },
+		{"penalty on shadow", func(c *config.Config) { c.Limits[1].Mode, c.Limits[1].Penalty = "shadow", "1m" },
 			[]string{`limits[1].penalty: has no effect on a shadow limit`}},
-		{"penalty on a batched limit", func(c *Config) {
+		{"penalty on a batched limit", func(c *config.Config) {
 			c.Limits[1].Algorithm, c.Limits[1].Sync, c.Limits[1].Penalty = "fixed_window", "batched", "1m"
 		}, []string{`limits[1].penalty: cannot be combined with sync = "batched"`}},
-		{"huge penalty", func(c *Config) { c.Limits[1].Penalty = "100000d" },
+		{"huge penalty", func(c *config.Config) { c.Limits[1].Penalty = "100000d" },
 			[]string{`limits[1].penalty: invalid duration "100000d"`}},
-		{"penalty past a year", func(c *Config) { c.Limits[1].Penalty = "367d" },
+		{"penalty past a year", func(c *config.Config) { c.Limits[1].Penalty = "367d" },
 			[]string{`limits[1].penalty: invalid duration "367d"`}},
-		{"penalty overflowing", func(c *Config) { c.Limits[1].Penalty = "9999999999h" },
+		{"penalty overflowing", func(c *config.Config) { c.Limits[1].Penalty = "9999999999h" },
 			[]string{`limits[1].penalty: invalid duration "9999999999h"`}},
-		{"negative penalty", func(c *Config) { c.Limits[1].Penalty = "-15m" },
+		{"negative penalty", func(c *config.Config) { c.Limits[1].Penalty = "-15m" },
 			[]string{`limits[1].penalty: must be positive, got -15m`}},
-		{"zero penalty", func(c *Config) { c.Limits[1].Penalty = "0s" },
+		{"zero penalty", func(c *config.Config) { c.Limits[1].Penalty = "0s" },
 			[]string{`limits[1].penalty: must be positive, got 0s`}},
-		{"sub-microsecond penalty", func(c *Config) { c.Limits[1].Penalty = "1ns" },
+		{"sub-microsecond penalty", func(c *config.Config) { c.Limits[1].Penalty = "1ns" },
 			[]string{`limits[1]: penalty 1ns is not a whole number of microseconds`}},
 	}
 	testProblems(t, quotaConfig, tests)

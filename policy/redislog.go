@@ -6,7 +6,7 @@ import (
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// MaxRedisLogUnits bounds a sliding_window_log on the Redis store: the
+// maxRedisLogUnits bounds a sliding_window_log on the Redis store: the
 // sum of its rates' limits, the most entries one key's logs can hold (an
 // entry per tick that counted, at least one unit each). Redis decodes a
 // key's whole log and, when it admits, encodes it again on every call,
@@ -17,11 +17,11 @@ import (
 // "sliding_window_log on Redis: time per call by log length"). The memory
 // store walks only the entries a decision drops or needs, and keeps the
 // general bound.
-const MaxRedisLogUnits = 1000
+const maxRedisLogUnits = 1000
 
 // checkRedisLog reports a sliding_window_log definition v (l's own, a
 // plan's or a consumer's variant, an override) whose logs could hold more
-// than MaxRedisLogUnits entries a key on the Redis store; "" when it
+// than maxRedisLogUnits entries a key on the Redis store; "" when it
 // cannot, or when the store is not Redis.
 func (l *Limit) checkRedisLog(v *ratelimit.Limit) string {
 	if !l.redisLog || v == nil || v.Algorithm != ratelimit.SlidingWindowLog {
@@ -31,9 +31,9 @@ func (l *Limit) checkRedisLog(v *ratelimit.Limit) string {
 	for _, r := range v.Rates {
 		units += r.Limit
 	}
-	if units <= MaxRedisLogUnits {
+	if units <= maxRedisLogUnits {
 		return ""
 	}
 	return fmt.Sprintf("on the Redis store a sliding_window_log is decoded whole on every call, so its limits may add up to at most %d (entries per key), got %d; lower the limit, or use sliding_window_counter, which costs the same at any limit",
-		MaxRedisLogUnits, units)
+		maxRedisLogUnits, units)
 }

@@ -3,10 +3,12 @@ package policy
 import (
 	"strings"
 	"testing"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // TestRedisLogBound: on the Redis store, a sliding_window_log whose
-// limits add up to more than MaxRedisLogUnits is refused wherever its
+// limits add up to more than maxRedisLogUnits is refused wherever its
 // numbers come from (the limit, a plan's rates, an override), naming the
 // field and the bound; at the bound, on the memory store, and for any
 // other algorithm it is accepted. The hostile inputs are the large and
@@ -33,12 +35,12 @@ func TestRedisLogBound(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()
 			c.Store.Backend = tc.backend
-			c.Plans = []PlanConfig{{Name: "gold"}}
+			c.Plans = []config.PlanConfig{{Name: "gold"}}
 			c.Limits[1].Algorithm, c.Limits[1].Rates = tc.algorithm, tc.rates
 			if tc.planRates != nil {
 				c.Limits[1].PlanRates = map[string][]string{"gold": tc.planRates}
 			}
-			err := c.Validate()
+			err := validate(&c)
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Errorf("Validate() = %v, want %q", err, tc.want)
 			}

@@ -5,13 +5,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // TestValidateUpgrades: every check of routes[].upgrades, with the exact
 // problem line each must produce.
 func TestValidateUpgrades(t *testing.T) {
-	up := func(list ...string) func(c *Config) {
-		return func(c *Config) { c.Routes[0].Upgrades = list }
+	up := func(list ...string) func(c *config.Config) {
+		return func(c *config.Config) { c.Routes[0].Upgrades = list }
 	}
 	testProblems(t, base, []problemCase{
 		{"websocket", up("websocket"), nil},
@@ -28,9 +30,9 @@ func TestValidateUpgrades(t *testing.T) {
 		{"h2", up("h2"), []string{`routes[0].upgrades[0]: "h2" cannot be allowed`}},
 		{"HTTP/2.0", up("HTTP/2.0"), []string{`routes[0].upgrades[0]: "HTTP/2.0" cannot be allowed`}},
 		{"duplicate in another case", up("websocket", "WEBSOCKET"), []string{`routes[0].upgrades[1]: duplicate protocol "WEBSOCKET"`}},
-		{"respond route", func(c *Config) { c.Routes[1].Upgrades = []string{"websocket"} },
+		{"respond route", func(c *config.Config) { c.Routes[1].Upgrades = []string{"websocket"} },
 			[]string{`routes[1].upgrades: applies only to a route with an upstream`}},
-		{"h2c upstream", func(c *Config) {
+		{"h2c upstream", func(c *config.Config) {
 			c.Routes[0].Upstream, c.Routes[0].Upgrades = "h2c://127.0.0.1:9000", []string{"websocket"}
 		},
 			[]string{`routes[0].upgrades: an h2c:// upstream speaks HTTP/2, which has no Upgrade`}},

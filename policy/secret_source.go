@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/gateway/consumers"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // secretSource is where one secret comes from: the environment variable a
@@ -69,22 +70,22 @@ func (s secretSource) read(getenv func(string) string, readFile func(string) ([]
 	return ""
 }
 
-func (c *RedisConfig) passwordSource() secretSource {
+func passwordSource(c config.RedisConfig) secretSource {
 	return secretSource{path: "store.redis", key: "password", env: c.PasswordEnv, file: c.PasswordFile, required: true}
 }
 
-func (c *AdminConfig) tokenSource() secretSource {
+func tokenSource(c config.AdminConfig) secretSource {
 	return secretSource{path: "admin", key: "token", env: c.TokenEnv, file: c.TokenFile, required: true}
 }
 
-func (c *AccessLogConfig) saltSource() secretSource {
+func saltSource(c config.AccessLogConfig) secretSource {
 	return secretSource{path: "access_log", key: "salt", env: c.SaltEnv, file: c.SaltFile}
 }
 
-func (j *JWTConfig) hs256Source() secretSource {
+func hs256Source(j config.JWTConfig) secretSource {
 	return secretSource{path: "identity.jwt", key: "hs256_secret", env: j.HS256SecretEnv, file: j.HS256SecretFile, required: true}
 }
 
-func (c *ExemptConfig) apiKeysSource(path string) secretSource {
+func apiKeysSource(c config.ExemptConfig, path string) secretSource {
 	return secretSource{path: path + ".exempt", key: "api_keys", env: c.APIKeysEnv, file: c.APIKeysFile}
 }

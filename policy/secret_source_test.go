@@ -4,6 +4,8 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // TestSecretFiles reads every secret from a file, the way a Kubernetes
@@ -52,24 +54,26 @@ func TestSecretFiles(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		mutate func(c *Config)
+		mutate func(c *config.Config)
 		want   string
 	}{
-		{"both sources", func(c *Config) { c.Admin.TokenEnv, c.Admin.TokenFile = "TOKEN", "/s/token" },
+		{"both sources", func(c *config.Config) { c.Admin.TokenEnv, c.Admin.TokenFile = "TOKEN", "/s/token" },
 			"admin.token_file: set only one of token_env and token_file"},
-		{"missing file", func(c *Config) { c.Admin.TokenFile = "/s/nope" },
+		{"missing file", func(c *config.Config) { c.Admin.TokenFile = "/s/nope" },
 			"admin.token_file: open /s/nope: file does not exist"},
-		{"empty required file", func(c *Config) {
+		{"empty required file", func(c *config.Config) {
 			c.Store.Backend, c.Store.Redis.URL, c.Store.Redis.PasswordFile = "redis", "redis://h:6379/0", "/s/empty"
 		}, "store.redis.password_file: file /s/empty is empty"},
-		{"jwt file and key file", func(c *Config) {
+		{"jwt file and key file", func(c *config.Config) {
 			c.Identity.JWT.HS256SecretFile, c.Identity.JWT.RS256PublicKeyFile = "/s/jwt", "/s/key.pem"
 		}, "identity.jwt: set only one of hs256_secret_env, hs256_secret_file and rs256_public_key_file"},
-		{"jwt env and file", func(c *Config) { c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.HS256SecretFile = "JWT", "/s/jwt" },
+		{"jwt env and file", func(c *config.Config) {
+			c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.HS256SecretFile = "JWT", "/s/jwt"
+		},
 			"identity.jwt.hs256_secret_file: set only one of hs256_secret_env and hs256_secret_file"},
-		{"exempt keys file missing", func(c *Config) { c.Limits[0].Exempt.APIKeysFile = "/s/nope" },
+		{"exempt keys file missing", func(c *config.Config) { c.Limits[0].Exempt.APIKeysFile = "/s/nope" },
 			"limits[0].exempt.api_keys_file: open /s/nope"},
-		{"blank file name", func(c *Config) { c.AccessLog.SaltFile = "  " }, "access_log.salt_file: empty file name"},
+		{"blank file name", func(c *config.Config) { c.AccessLog.SaltFile = "  " }, "access_log.salt_file: empty file name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // TestSecretNeverShows: however a secret reaches text — fmt verbs, JSON,
@@ -15,13 +17,13 @@ import (
 func TestSecretNeverShows(t *testing.T) {
 	type holder struct {
 		Token Secret
-		URL   SecretURL
+		URL   config.SecretURL
 	}
 	values := []any{
 		Secret("hunter2"),
-		SecretURL("redis://user:hunter2@h:6379/0"),
-		SecretURL("rediss://:hunter2@h:6379"),
-		SecretURL("redis://user:hunter2@h:bad port"), // unparsable: all before '@' hidden
+		config.SecretURL("redis://user:hunter2@h:6379/0"),
+		config.SecretURL("rediss://:hunter2@h:6379"),
+		config.SecretURL("redis://user:hunter2@h:bad port"), // unparsable: all before '@' hidden
 		holder{Token: "hunter2", URL: "redis://u:hunter2@h/0"},
 		&holder{Token: "hunter2", URL: "redis://u:hunter2@h/0"},
 		RedisStore{URL: "redis://u:hunter2@h/0", Password: "hunter2"},
@@ -46,10 +48,10 @@ func TestSecretNeverShows(t *testing.T) {
 			}
 		}
 	}
-	if Secret("hunter2").Reveal() != "hunter2" || SecretURL("redis://:hunter2@h").Reveal() != "redis://:hunter2@h" {
+	if Secret("hunter2").Reveal() != "hunter2" || config.SecretURL("redis://:hunter2@h").Reveal() != "redis://:hunter2@h" {
 		t.Error("Reveal does not return the value")
 	}
-	if Secret("").String() != "" || SecretURL("redis://h:6379/0").String() != "redis://h:6379/0" {
+	if Secret("").String() != "" || config.SecretURL("redis://h:6379/0").String() != "redis://h:6379/0" {
 		t.Error("an empty secret or a URL without a password is changed")
 	}
 }

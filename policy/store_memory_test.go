@@ -20,7 +20,7 @@ func TestMemoryMaxBytes(t *testing.T) {
 	} {
 		c := base()
 		c.Store.Memory.MaxBytes = tc.v
-		err := c.Validate()
+		err := validate(&c)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("max_bytes %d: Validate() = %v, want %q", tc.v, err, tc.want)
 		}

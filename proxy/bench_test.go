@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate/gateway/internal/testupstream"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -28,22 +29,22 @@ func BenchmarkHandler(b *testing.B) {
 	defer up.Close()
 
 	mk := func(rate string, by ...string) *proxy.Handler {
-		c := policy.Default()
+		c := config.Default()
 		if rate != "" {
-			l := policy.DefaultLimit()
+			l := config.DefaultLimit()
 			l.Name, l.Algorithm, l.Rates = "api", "sliding_window_counter", []string{rate}
 			if by != nil {
 				l.By = by
 			}
-			c.Limits = []policy.LimitConfig{l}
+			c.Limits = []config.LimitConfig{l}
 			c.Gateway.Limits = []string{"api"}
 		}
-		rt := policy.DefaultRoute()
+		rt := config.DefaultRoute()
 		rt.Name, rt.PathPrefix, rt.Upstream = "api", "/api", up.URL
-		demo := policy.DefaultRoute()
+		demo := config.DefaultRoute()
 		demo.Name, demo.PathPrefix = "demo", "/demo"
-		demo.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-		c.Routes = []policy.RouteConfig{rt, demo}
+		demo.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
+		c.Routes = []config.RouteConfig{rt, demo}
 		p, err := policy.Compile(c, func(string) string { return "" }, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -107,16 +108,16 @@ func BenchmarkHandler(b *testing.B) {
 	// A delay limit that admits at once: the waiting room is only looked
 	// at, never entered.
 	delay := func() *proxy.Handler {
-		c := policy.Default()
-		l := policy.DefaultLimit()
+		c := config.Default()
+		l := config.DefaultLimit()
 		l.Name, l.Algorithm, l.Rates = "api", "token_bucket", []string{"1000000000/second"}
 		l.By, l.OnLimit, l.MaxDelay = []string{"api_key"}, "delay", "1s"
-		c.Limits = []policy.LimitConfig{l}
+		c.Limits = []config.LimitConfig{l}
 		c.Gateway.Limits = []string{"api"}
-		demo := policy.DefaultRoute()
+		demo := config.DefaultRoute()
 		demo.Name, demo.PathPrefix = "demo", "/demo"
-		demo.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-		c.Routes = []policy.RouteConfig{demo}
+		demo.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
+		c.Routes = []config.RouteConfig{demo}
 		p, err := policy.Compile(c, func(string) string { return "" }, nil)
 		if err != nil {
 			b.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -34,9 +35,9 @@ func TestCanceledBeforeDecision(t *testing.T) {
 func canceledSetup(t *testing.T) (*proxy.Handler, *policy.Policy, *upstream) {
 	t.Helper()
 	up := newUpstream(t, nil)
-	p := compile(t, func(c *policy.Config) {
-		c.Limits = []policy.LimitConfig{limit("api", "fixed_window", "1/minute")}
-		c.Routes = []policy.RouteConfig{route("api", "/api", up.URL, "api")}
+	p := compile(t, func(c *config.Config) {
+		c.Limits = []config.LimitConfig{limit("api", "fixed_window", "1/minute")}
+		c.Routes = []config.RouteConfig{route("api", "/api", up.URL, "api")}
 	})
 	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
 	if err != nil {
@@ -108,11 +109,11 @@ func TestCanceledBeforeDecisionCandidate(t *testing.T) {
 // and on a respond route.
 func TestPipelinedHalfClose(t *testing.T) {
 	up := newUpstream(t, nil)
-	p := compile(t, func(c *policy.Config) {
-		c.Limits = []policy.LimitConfig{limit("api", "fixed_window", "2/minute")}
+	p := compile(t, func(c *config.Config) {
+		c.Limits = []config.LimitConfig{limit("api", "fixed_window", "2/minute")}
 		resp := route("respond", "/respond", "", "api")
-		resp.Respond = &policy.RespondConfig{Status: 200, Body: "hi"}
-		c.Routes = []policy.RouteConfig{route("api", "/api", up.URL, "api"), resp}
+		resp.Respond = &config.RespondConfig{Status: 200, Body: "hi"}
+		c.Routes = []config.RouteConfig{route("api", "/api", up.URL, "api"), resp}
 	})
 	rec := &recorder{}
 	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{}), Observer: rec})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate/gateway/internal/testupstream"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -38,13 +39,13 @@ func BenchmarkConsumers(b *testing.B) {
 		keys[i] = fmt.Sprintf("key-%06d-%s", i, strings.Repeat("x", 20)) // 31 bytes: a typical key's length
 	}
 	mk := func(consumers int, plans bool) http.Handler {
-		c := policy.Default()
-		l := policy.DefaultLimit()
+		c := config.Default()
+		l := config.DefaultLimit()
 		l.Name, l.Algorithm, l.Rates, l.By = "api", "sliding_window_counter", []string{"1000000000/second"}, []string{"client"}
 		var reg strings.Builder
 		if consumers > 0 {
 			c.Consumers.File = "consumers.toml"
-			c.Plans = []policy.PlanConfig{{Name: "free"}, {Name: "pro"}}
+			c.Plans = []config.PlanConfig{{Name: "free"}, {Name: "pro"}}
 			if plans {
 				l.PlanRates = map[string][]string{"free": {"100000000/second"}, "pro": {"2000000000/second"}}
 			}
@@ -68,11 +69,11 @@ func BenchmarkConsumers(b *testing.B) {
 				fmt.Fprintf(&reg, "[[consumers]]\nname = \"c%d\"\nplan = %q\napi_keys_sha256 = [%q]\n", i, plan, hexSum(key))
 			}
 		}
-		c.Limits = []policy.LimitConfig{l}
-		demo := policy.DefaultRoute()
+		c.Limits = []config.LimitConfig{l}
+		demo := config.DefaultRoute()
 		demo.Name, demo.PathPrefix, demo.Limits = "demo", "/demo", []string{"api"}
-		demo.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-		c.Routes = []policy.RouteConfig{demo}
+		demo.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
+		c.Routes = []config.RouteConfig{demo}
 		p, err := policy.Compile(c, func(string) string { return "" }, func(string) ([]byte, error) { return []byte(reg.String()), nil })
 		if err != nil {
 			b.Fatal(err)

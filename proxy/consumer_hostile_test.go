@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -43,17 +44,17 @@ func hexSum(key string) string {
 // read from ?api_key=; consumer and plan forwarded as X-Consumer, X-Plan.
 func consumerPolicy(t *testing.T, upstream string) *policy.Policy {
 	t.Helper()
-	c := policy.Default()
+	c := config.Default()
 	c.Identity.APIKeyQuery = "api_key"
 	c.Identity.JWT.HS256SecretEnv = "JWT_SECRET"
-	c.Consumers = policy.ConsumersConfig{File: "consumers.toml", JWTClaim: "client_id", PlanClaim: "plan",
-		ForwardHeaders: policy.ForwardHeadersConfig{Consumer: "X-Consumer", Plan: "X-Plan"}}
-	c.Plans = []policy.PlanConfig{{Name: "pro"}}
+	c.Consumers = config.ConsumersConfig{File: "consumers.toml", JWTClaim: "client_id", PlanClaim: "plan",
+		ForwardHeaders: config.ForwardHeadersConfig{Consumer: "X-Consumer", Plan: "X-Plan"}}
+	c.Plans = []config.PlanConfig{{Name: "pro"}}
 	l := limit("per-consumer", "fixed_window", "1/minute")
 	l.By = []string{"consumer"}
 	l.PlanRates = map[string][]string{"pro": {"3/minute"}}
-	c.Limits = []policy.LimitConfig{l}
-	c.Routes = []policy.RouteConfig{route("api", "/", upstream, "per-consumer")}
+	c.Limits = []config.LimitConfig{l}
+	c.Routes = []config.RouteConfig{route("api", "/", upstream, "per-consumer")}
 	reg := `[[consumers]]
 name = "acme"
 plan = "pro"
@@ -193,15 +194,15 @@ func TestConsumerHostileInputs(t *testing.T) {
 // and a candidate configuration's decision. A fresh token is the user on
 // each.
 func TestExpiredTokenEveryPath(t *testing.T) {
-	c := policy.Default()
+	c := config.Default()
 	c.Identity.JWT.HS256SecretEnv = "JWT_SECRET"
 	l := limit("per-user", "fixed_window", "100/minute")
 	l.By, l.OnMissing = []string{"user"}, "reject"
-	c.Limits = []policy.LimitConfig{l}
+	c.Limits = []config.LimitConfig{l}
 	up := newUpstream(t, nil)
 	quota := route("quota", "/quota", "")
-	quota.Respond = &policy.RespondConfig{Quota: true}
-	c.Routes = []policy.RouteConfig{quota, route("api", "/api", up.URL, "per-user")}
+	quota.Respond = &config.RespondConfig{Quota: true}
+	c.Routes = []config.RouteConfig{quota, route("api", "/api", up.URL, "per-user")}
 	p, err := policy.Compile(c, func(k string) string {
 		if k == "JWT_SECRET" {
 			return hostileSecret

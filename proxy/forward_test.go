@@ -5,15 +5,16 @@ import (
 	"testing"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
 
 func TestLimitThenForward(t *testing.T) {
 	up := newUpstream(t, nil)
-	p := compile(t, func(c *policy.Config) {
-		c.Limits = []policy.LimitConfig{limit("api", "fixed_window", "3/minute")}
-		c.Routes = []policy.RouteConfig{route("api", "/api", up.URL, "api")}
+	p := compile(t, func(c *config.Config) {
+		c.Limits = []config.LimitConfig{limit("api", "fixed_window", "3/minute")}
+		c.Routes = []config.RouteConfig{route("api", "/api", up.URL, "api")}
 	})
 	gw := serveMemory(t, p)
 	for i := range 3 {
@@ -39,12 +40,12 @@ func TestLimitThenForward(t *testing.T) {
 
 func TestForwardedHeaders(t *testing.T) {
 	up := newUpstream(t, nil)
-	p := compile(t, func(c *policy.Config) {
+	p := compile(t, func(c *config.Config) {
 		c.Identity.UserHeader = "X-User-ID"
 		c.Identity.TrustedProxies = []string{"10.0.0.0/8"} // not the test client
 		rt := route("api", "/v1/api", up.URL)
 		rt.StripPrefix = true
-		c.Routes = []policy.RouteConfig{rt}
+		c.Routes = []config.RouteConfig{rt}
 	})
 	gw := serveMemory(t, p)
 	req, _ := http.NewRequest("GET", gw.URL+"/v1/api/items", nil)
@@ -93,10 +94,10 @@ func TestUnderscoreUserHeader(t *testing.T) {
 		{"127.0.0.0/8", "X-User", ""},
 	} {
 		up := newUpstream(t, nil)
-		p := compile(t, func(c *policy.Config) {
+		p := compile(t, func(c *config.Config) {
 			c.Identity.UserHeader = "X_User"
 			c.Identity.TrustedProxies = []string{tc.trusted}
-			c.Routes = []policy.RouteConfig{route("api", "/api", up.URL)}
+			c.Routes = []config.RouteConfig{route("api", "/api", up.URL)}
 		})
 		gw := serveMemory(t, p)
 		req, _ := http.NewRequest("GET", gw.URL+"/api/x", nil)
@@ -121,9 +122,9 @@ func TestUnderscoreUserHeader(t *testing.T) {
 func TestSwapKeepsCounters(t *testing.T) {
 	up := newUpstream(t, nil)
 	mk := func(rate string) *policy.Policy {
-		return compile(t, func(c *policy.Config) {
-			c.Limits = []policy.LimitConfig{limit("api", "fixed_window", rate)}
-			c.Routes = []policy.RouteConfig{route("api", "/", up.URL, "api")}
+		return compile(t, func(c *config.Config) {
+			c.Limits = []config.LimitConfig{limit("api", "fixed_window", rate)}
+			c.Routes = []config.RouteConfig{route("api", "/", up.URL, "api")}
 		})
 	}
 	h, err := proxy.New(mk("2/minute"), proxy.Options{Store: memstore.New(memstore.Options{})})

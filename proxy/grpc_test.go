@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // TestGRPCLimitedHostile: which requests are answered as gRPC calls when
@@ -13,17 +13,17 @@ import (
 // only the shape of the denial, never whether the request is counted or
 // forwarded.
 func TestGRPCLimitedHostile(t *testing.T) {
-	p := compile(t, func(c *policy.Config) {
+	p := compile(t, func(c *config.Config) {
 		one := limit("one", "fixed_window", "1/hour")
 		big := limit("big", "fixed_window", "10/hour")
 		big.CostHeader = "X-Cost"
 		big.By = []string{}
-		c.Limits = []policy.LimitConfig{one, big}
-		r := policy.DefaultRoute()
-		r.Name, r.PathPrefix, r.Respond, r.Limits = "svc", "/", &policy.RespondConfig{Body: "ok"}, []string{"one"}
-		r2 := policy.DefaultRoute()
-		r2.Name, r2.PathPrefix, r2.Respond, r2.Limits = "costly", "/costly", &policy.RespondConfig{Body: "ok"}, []string{"big"}
-		c.Routes = []policy.RouteConfig{r2, r}
+		c.Limits = []config.LimitConfig{one, big}
+		r := config.DefaultRoute()
+		r.Name, r.PathPrefix, r.Respond, r.Limits = "svc", "/", &config.RespondConfig{Body: "ok"}, []string{"one"}
+		r2 := config.DefaultRoute()
+		r2.Name, r2.PathPrefix, r2.Respond, r2.Limits = "costly", "/costly", &config.RespondConfig{Body: "ok"}, []string{"big"}
+		c.Routes = []config.RouteConfig{r2, r}
 	})
 	srv := serveMemory(t, p)
 	if r := get(t, srv.URL+"/pkg.Svc/M", "X-API-Key", "first"); r.StatusCode != 200 {

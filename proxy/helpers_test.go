@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -51,19 +52,19 @@ func (u *upstream) last() (http.Header, string) {
 }
 
 // compile builds a policy from cfg with every default applied.
-func compile(t *testing.T, mutate func(c *policy.Config)) *policy.Policy {
+func compile(t *testing.T, mutate func(c *config.Config)) *policy.Policy {
 	t.Helper()
 	return policytest.Compile(t, mutate)
 }
 
-func limit(name, algorithm string, rates ...string) policy.LimitConfig {
-	l := policy.DefaultLimit()
+func limit(name, algorithm string, rates ...string) config.LimitConfig {
+	l := config.DefaultLimit()
 	l.Name, l.Algorithm, l.Rates = name, algorithm, rates
 	return l
 }
 
-func route(name, prefix, upstreamURL string, limits ...string) policy.RouteConfig {
-	r := policy.DefaultRoute()
+func route(name, prefix, upstreamURL string, limits ...string) config.RouteConfig {
+	r := config.DefaultRoute()
 	r.Name, r.PathPrefix, r.Upstream, r.Limits = name, prefix, upstreamURL, limits
 	return r
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -54,14 +54,14 @@ func TestConcurrencySlotReleased(t *testing.T) {
 			fmt.Fprint(w, "ok")
 		}
 	})
-	p := compile(t, func(c *policy.Config) {
-		l := policy.DefaultLimit()
+	p := compile(t, func(c *config.Config) {
+		l := config.DefaultLimit()
 		l.Name, l.Algorithm, l.MaxInFlight, l.By = "one-at-a-time", "concurrency", 1, []string{}
-		c.Limits = []policy.LimitConfig{l}
+		c.Limits = []config.LimitConfig{l}
 		fast := route("fast", "/", up.URL, "one-at-a-time")
 		timed := route("timed", "/slow/timeout", up.URL, "one-at-a-time")
 		timed.Timeout = "100ms"
-		c.Routes = []policy.RouteConfig{fast, timed}
+		c.Routes = []config.RouteConfig{fast, timed}
 	})
 	store := memstore.New(memstore.Options{})
 	h, err := proxy.New(p, proxy.Options{Store: store})
@@ -134,13 +134,13 @@ func TestAbortedResponseRunsEveryDefer(t *testing.T) {
 			conn.Close()
 		}
 	})
-	p := compile(t, func(c *policy.Config) {
-		conc := policy.DefaultLimit()
+	p := compile(t, func(c *config.Config) {
+		conc := config.DefaultLimit()
 		conc.Name, conc.Algorithm, conc.MaxInFlight, conc.By = "one-at-a-time", "concurrency", 1, []string{}
 		resp := limit("by-response", "fixed_window", "2/1h")
 		resp.Count = "response"
-		c.Limits = []policy.LimitConfig{conc, resp}
-		c.Routes = []policy.RouteConfig{route("api", "/", up.URL, "one-at-a-time", "by-response")}
+		c.Limits = []config.LimitConfig{conc, resp}
+		c.Routes = []config.RouteConfig{route("api", "/", up.URL, "one-at-a-time", "by-response")}
 	})
 	rec := &recorder{}
 	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{}), Observer: rec})
@@ -186,9 +186,9 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}
 		fmt.Fprint(w, "ok")
 	})
-	p := compile(t, func(c *policy.Config) {
-		c.Limits = []policy.LimitConfig{limit("api", "token_bucket", "50/second")}
-		c.Routes = []policy.RouteConfig{route("api", "/", up.URL, "api")}
+	p := compile(t, func(c *config.Config) {
+		c.Limits = []config.LimitConfig{limit("api", "token_bucket", "50/second")}
+		c.Routes = []config.RouteConfig{route("api", "/", up.URL, "api")}
 	})
 	gw := serveMemory(t, p)
 	client := &http.Client{Transport: &http.Transport{}}

@@ -5,18 +5,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
 
 func TestShadowLimitNeverDenies(t *testing.T) {
 	up := newUpstream(t, nil)
-	p := compile(t, func(c *policy.Config) {
+	p := compile(t, func(c *config.Config) {
 		l := limit("candidate", "fixed_window", "1/minute")
 		l.Mode = "shadow"
-		c.Limits = []policy.LimitConfig{l}
-		c.Routes = []policy.RouteConfig{route("api", "/", up.URL, "candidate")}
+		c.Limits = []config.LimitConfig{l}
+		c.Routes = []config.RouteConfig{route("api", "/", up.URL, "candidate")}
 	})
 	var obs recorder
 	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{}), Observer: &obs})
@@ -52,13 +52,13 @@ func TestOnMissing(t *testing.T) {
 		{"reject", []int{200, 429, 401, 401, 401}}, // 401, nothing counted
 	} {
 		t.Run(tc.onMissing, func(t *testing.T) {
-			p := compile(t, func(c *policy.Config) {
+			p := compile(t, func(c *config.Config) {
 				l := limit("per-key", "fixed_window", "1/hour")
 				l.By, l.OnMissing = []string{"api_key"}, tc.onMissing
-				c.Limits = []policy.LimitConfig{l}
+				c.Limits = []config.LimitConfig{l}
 				rt := route("demo", "/", "", "per-key")
-				rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-				c.Routes = []policy.RouteConfig{rt}
+				rt.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
+				c.Routes = []config.RouteConfig{rt}
 			})
 			h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -18,13 +19,13 @@ import (
 // TestShadowLogRateLimited checks that a shadow limit that keeps denying
 // logs one line a second, not one per request, and counts the rest.
 func TestShadowLogRateLimited(t *testing.T) {
-	p := compile(t, func(c *policy.Config) {
+	p := compile(t, func(c *config.Config) {
 		l := limit("candidate", "fixed_window", "1/hour")
 		l.Mode = "shadow"
-		c.Limits = []policy.LimitConfig{l}
+		c.Limits = []config.LimitConfig{l}
 		rt := route("demo", "/", "", "candidate")
-		rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-		c.Routes = []policy.RouteConfig{rt}
+		rt.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
+		c.Routes = []config.RouteConfig{rt}
 	})
 	h, log := newLogged(t, p, proxy.Options{Store: memstore.New(memstore.Options{})})
 	serve := func() {
@@ -88,12 +89,12 @@ func newLogged(t *testing.T, p *policy.Policy, opts proxy.Options) (*proxy.Handl
 }
 
 func TestStoreErrorsLoggedOncePerSecond(t *testing.T) {
-	p := compile(t, func(c *policy.Config) {
+	p := compile(t, func(c *config.Config) {
 		c.Store.OnError = "allow"
-		c.Limits = []policy.LimitConfig{limit("api", "fixed_window", "2/minute")}
+		c.Limits = []config.LimitConfig{limit("api", "fixed_window", "2/minute")}
 		rt := route("demo", "/", "", "api")
-		rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-		c.Routes = []policy.RouteConfig{rt}
+		rt.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
+		c.Routes = []config.RouteConfig{rt}
 	})
 	h, log := newLogged(t, p, proxy.Options{Store: &failingStore{}})
 	for range 5 {
@@ -112,8 +113,8 @@ func TestStoreErrorsLoggedOncePerSecond(t *testing.T) {
 // every request (502 each), but the log gets one line a second, the next
 // one counting the failures in between.
 func TestUpstreamErrorLogThrottled(t *testing.T) {
-	p := compile(t, func(c *policy.Config) {
-		c.Routes = []policy.RouteConfig{route("api", "/", "http://127.0.0.1:1")}
+	p := compile(t, func(c *config.Config) {
+		c.Routes = []config.RouteConfig{route("api", "/", "http://127.0.0.1:1")}
 	})
 	h, log := newLogged(t, p, proxy.Options{Store: memstore.New(memstore.Options{})})
 	serve := func() {

@@ -10,6 +10,7 @@ import (
 	"github.com/tollgate/gateway/keys"
 	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -21,14 +22,14 @@ import (
 // on the same limit (a map lookup of the request's counter key), and one
 // of the requesting client (its limit decides).
 func BenchmarkOverrides(b *testing.B) {
-	c := policy.Default()
-	l := policy.DefaultLimit()
+	c := config.Default()
+	l := config.DefaultLimit()
 	l.Name, l.Algorithm, l.Rates = "api", "gcra", []string{"1000000000/second"}
-	c.Limits = []policy.LimitConfig{l}
-	rt := policy.DefaultRoute()
+	c.Limits = []config.LimitConfig{l}
+	rt := config.DefaultRoute()
 	rt.Name, rt.PathPrefix, rt.Limits = "demo", "/demo", []string{"api"}
-	rt.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-	c.Routes = []policy.RouteConfig{rt}
+	rt.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
+	c.Routes = []config.RouteConfig{rt}
 	p, err := policy.Compile(c, func(string) string { return "" }, nil)
 	if err != nil {
 		b.Fatal(err)

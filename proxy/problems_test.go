@@ -8,19 +8,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
 
 func TestProblemBodies(t *testing.T) {
-	p := compile(t, func(c *policy.Config) {
+	p := compile(t, func(c *config.Config) {
 		l := limit("api", "fixed_window", "2/minute")
 		l.CostHeader = "X-Cost"
-		c.Limits = []policy.LimitConfig{l}
+		c.Limits = []config.LimitConfig{l}
 		rt := route("demo", "/demo", "", "api")
-		rt.Respond = &policy.RespondConfig{Status: 200, Body: "hi"}
-		c.Routes = []policy.RouteConfig{rt}
+		rt.Respond = &config.RespondConfig{Status: 200, Body: "hi"}
+		c.Routes = []config.RouteConfig{rt}
 	})
 	var obs recorder
 	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{}), Observer: &obs})
@@ -82,8 +82,8 @@ func TestProblemBodies(t *testing.T) {
 // route, each bounded to 256 bytes and "…" however long the client made
 // them (net/http accepts a method token up to the header limit).
 func TestNotFoundEchoBounded(t *testing.T) {
-	p := compile(t, func(c *policy.Config) {
-		c.Routes = []policy.RouteConfig{route("api", "/api", "http://127.0.0.1:1")}
+	p := compile(t, func(c *config.Config) {
+		c.Routes = []config.RouteConfig{route("api", "/api", "http://127.0.0.1:1")}
 	})
 	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
 	if err != nil {

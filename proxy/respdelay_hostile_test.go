@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -39,7 +39,7 @@ func TestResponseAndDelayHostile(t *testing.T) {
 		}
 		fmt.Fprint(w, "ok")
 	})
-	p := compile(t, func(c *policy.Config) {
+	p := compile(t, func(c *config.Config) {
 		login := limit("login", "fixed_window", "3/1h")
 		login.By, login.Count, login.CountStatuses = []string{"ip"}, "response", []string{"400-499"}
 		units := limit("units", "fixed_window", "20/1h")
@@ -53,8 +53,8 @@ func TestResponseAndDelayHostile(t *testing.T) {
 		queue := limit("queue", "token_bucket", "1/1m")
 		queue.By, queue.OnLimit, queue.MaxDelay, queue.MaxWaiting = []string{}, "delay", "1h", 20
 		queue.Burst = 1
-		c.Limits = []policy.LimitConfig{login, units, gone, queue}
-		c.Routes = []policy.RouteConfig{
+		c.Limits = []config.LimitConfig{login, units, gone, queue}
+		c.Routes = []config.RouteConfig{
 			route("login", "/login", up.URL, "login"),
 			route("units", "/units", up.URL, "units"),
 			route("gone", "/gone", "http://127.0.0.1:1", "gone"),
@@ -177,13 +177,13 @@ func TestResponseAndDelayHostile(t *testing.T) {
 // goes away.
 func TestDelayWithResponseCount(t *testing.T) {
 	up := newUpstream(t, nil)
-	p := compile(t, func(c *policy.Config) {
+	p := compile(t, func(c *config.Config) {
 		resp := limit("resp", "fixed_window", "100/1h")
 		resp.Count = "response"
 		del := limit("del", "token_bucket", "1/1s")
 		del.By, del.OnLimit, del.MaxDelay, del.Burst = []string{}, "delay", "10s", 1
-		c.Limits = []policy.LimitConfig{resp, del}
-		c.Routes = []policy.RouteConfig{route("both", "/", up.URL, "resp", "del")}
+		c.Limits = []config.LimitConfig{resp, del}
+		c.Routes = []config.RouteConfig{route("both", "/", up.URL, "resp", "del")}
 	})
 	rec := &recorder{}
 	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{}), Observer: rec})

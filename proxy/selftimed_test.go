@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -55,10 +55,10 @@ func TestSelfTimedStoreDeadline(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newUpstream(t, nil)
-			p := compile(t, func(c *policy.Config) {
+			p := compile(t, func(c *config.Config) {
 				c.Store.Timeout = "50ms"
-				c.Limits = []policy.LimitConfig{limit("api", "fixed_window", "100/minute")}
-				c.Routes = []policy.RouteConfig{route("api", "/", up.URL, "api")}
+				c.Limits = []config.LimitConfig{limit("api", "fixed_window", "100/minute")}
+				c.Routes = []config.RouteConfig{route("api", "/", up.URL, "api")}
 			})
 			ds := &deadlineStore{Store: memstore.New(memstore.Options{})}
 			var store ratelimit.Store = ds

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -49,10 +49,10 @@ func TestStoreFailurePolicies(t *testing.T) {
 	} {
 		t.Run(tc.onError, func(t *testing.T) {
 			up := newUpstream(t, nil)
-			p := compile(t, func(c *policy.Config) {
+			p := compile(t, func(c *config.Config) {
 				c.Store.OnError = tc.onError
-				c.Limits = []policy.LimitConfig{limit("api", "sliding_window_log", "2/minute")}
-				c.Routes = []policy.RouteConfig{route("api", "/", up.URL, "api")}
+				c.Limits = []config.LimitConfig{limit("api", "sliding_window_log", "2/minute")}
+				c.Routes = []config.RouteConfig{route("api", "/", up.URL, "api")}
 			})
 			fs := &failingStore{}
 			h, err := proxy.New(p, proxy.Options{Store: fs, Local: memstore.New(memstore.Options{})})

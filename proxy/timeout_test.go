@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -61,10 +61,10 @@ func TestRouteTimeouts(t *testing.T) {
 				}
 			}))
 			defer up.Close()
-			p := compile(t, func(c *policy.Config) {
+			p := compile(t, func(c *config.Config) {
 				rt := route("up", "/", up.URL)
 				rt.Timeout, rt.IdleTimeout = tc.timeout, tc.idle
-				c.Routes = []policy.RouteConfig{rt}
+				c.Routes = []config.RouteConfig{rt}
 			})
 			events := make(chan proxy.Event, 1)
 			h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{}),
@@ -116,10 +116,10 @@ func TestRouteTimeoutSlowUpload(t *testing.T) {
 		fmt.Fprint(w, "read it all")
 	}))
 	defer up.Close()
-	p := compile(t, func(c *policy.Config) {
+	p := compile(t, func(c *config.Config) {
 		rt := route("up", "/", up.URL)
 		rt.Timeout = "200ms"
-		c.Routes = []policy.RouteConfig{rt}
+		c.Routes = []config.RouteConfig{rt}
 	})
 	gw := serveMemory(t, p)
 	pr, pw := io.Pipe()

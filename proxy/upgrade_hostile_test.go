@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -59,13 +59,13 @@ func echoUpgradeUpstream(t *testing.T, upgrades *atomic.Int64) *upstream {
 func TestUpgradeHostile(t *testing.T) {
 	var upgrades atomic.Int64
 	up := echoUpgradeUpstream(t, &upgrades)
-	p := compile(t, func(c *policy.Config) {
+	p := compile(t, func(c *config.Config) {
 		l := limit("one", "fixed_window", "1000/1h")
 		l.By = []string{"ip"}
-		c.Limits = []policy.LimitConfig{l}
+		c.Limits = []config.LimitConfig{l}
 		ws := route("ws", "/ws", up.URL, "one")
 		ws.Upgrades = []string{"websocket"}
-		c.Routes = []policy.RouteConfig{route("plain", "/plain", up.URL, "one"), ws}
+		c.Routes = []config.RouteConfig{route("plain", "/plain", up.URL, "one"), ws}
 	})
 	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
 	if err != nil {
@@ -134,10 +134,10 @@ func TestUpgradeHostile(t *testing.T) {
 func TestExtendedConnectRefused(t *testing.T) {
 	var upgrades atomic.Int64
 	up := echoUpgradeUpstream(t, &upgrades)
-	p := compile(t, func(c *policy.Config) {
+	p := compile(t, func(c *config.Config) {
 		ws := route("ws", "/", up.URL)
 		ws.Upgrades = []string{"websocket"}
-		c.Routes = []policy.RouteConfig{ws}
+		c.Routes = []config.RouteConfig{ws}
 	})
 	h, err := proxy.New(p, proxy.Options{Store: memstore.New(memstore.Options{})})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/accesslog"
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 )
 
@@ -31,16 +31,16 @@ api_keys_sha256 = ["` + hex.EncodeToString(make([]byte, 32)) + `"]
 	if err := os.WriteFile(filepath.Join(dir, "consumers.toml"), []byte(reg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := policy.Default()
+	c := config.Default()
 	c.Consumers.File = filepath.Join(dir, "consumers.toml")
-	c.Plans = []policy.PlanConfig{{Name: "pro"}}
-	l := policy.DefaultLimit()
+	c.Plans = []config.PlanConfig{{Name: "pro"}}
+	l := config.DefaultLimit()
 	l.Name, l.Algorithm, l.By, l.Rates = "per-consumer", "fixed_window", []string{"consumer"}, []string{"2/10s"}
 	l.PlanRates = map[string][]string{"pro": {"5/10s"}}
-	c.Limits = []policy.LimitConfig{l}
-	r := policy.DefaultRoute()
+	c.Limits = []config.LimitConfig{l}
+	r := config.DefaultRoute()
 	r.Name, r.Upstream, r.Limits = "api", "http://127.0.0.1:1", []string{"per-consumer"}
-	c.Routes = []policy.RouteConfig{r}
+	c.Routes = []config.RouteConfig{r}
 	p := compile(t, c)
 	var es []accesslog.Entry
 	for i := range 8 {

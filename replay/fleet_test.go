@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // batchedPolicy has two shared batched limits of 100 per 10 s with
@@ -15,18 +16,18 @@ import (
 // route "swc".
 func batchedPolicy(t *testing.T) *policy.Policy {
 	t.Helper()
-	c := policy.Default()
-	var ls []policy.LimitConfig
+	c := config.Default()
+	var ls []config.LimitConfig
 	for _, alg := range []string{"fixed_window", "sliding_window_counter"} {
-		l := policy.DefaultLimit()
+		l := config.DefaultLimit()
 		l.Name, l.Rates, l.Algorithm, l.By, l.Sync, l.LeaseSize = alg, []string{"100/10s"}, alg, []string{}, "batched", 10
 		ls = append(ls, l)
 	}
 	c.Limits = ls
-	fw, swc := policy.DefaultRoute(), policy.DefaultRoute()
+	fw, swc := config.DefaultRoute(), config.DefaultRoute()
 	fw.Name, fw.PathPrefix, fw.Upstream, fw.Limits = "fw", "/fw", "http://127.0.0.1:1", []string{"fixed_window"}
 	swc.Name, swc.PathPrefix, swc.Upstream, swc.Limits = "swc", "/swc", "http://127.0.0.1:1", []string{"sliding_window_counter"}
-	c.Routes = []policy.RouteConfig{fw, swc}
+	c.Routes = []config.RouteConfig{fw, swc}
 	return compile(t, c)
 }
 

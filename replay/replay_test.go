@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -25,26 +26,26 @@ var base = time.Unix(1_700_000_000, 0).UTC()
 // api.example.com, /v1), and a shadow fixed window of 2 per 10 s.
 func testPolicy(t testing.TB) *policy.Policy {
 	t.Helper()
-	c := policy.Default()
-	exact := policy.DefaultLimit()
+	c := config.Default()
+	exact := config.DefaultLimit()
 	exact.Name, exact.Rates, exact.Algorithm = "per-client", []string{"3/10s"}, "sliding_window_log"
-	counter := policy.DefaultLimit()
+	counter := config.DefaultLimit()
 	counter.Name, counter.Rates = "api-counter", []string{"1/10s"}
-	shadow := policy.DefaultLimit()
+	shadow := config.DefaultLimit()
 	shadow.Name, shadow.Rates, shadow.Algorithm, shadow.Mode = "watch", []string{"2/10s"}, "fixed_window", "shadow"
-	c.Limits = []policy.LimitConfig{exact, counter, shadow}
+	c.Limits = []config.LimitConfig{exact, counter, shadow}
 	c.Gateway.Limits = []string{"per-client"}
-	web := policy.DefaultRoute()
+	web := config.DefaultRoute()
 	web.Name, web.PathPrefix, web.Upstream = "web", "/web", "http://127.0.0.1:1"
-	api := policy.DefaultRoute()
+	api := config.DefaultRoute()
 	api.Name, api.Host, api.PathPrefix, api.Upstream = "api", "api.example.com", "/v1", "http://127.0.0.1:1"
 	api.Limits = []string{"api-counter", "watch"}
-	c.Routes = []policy.RouteConfig{web, api}
+	c.Routes = []config.RouteConfig{web, api}
 	return compile(t, c)
 }
 
 // compile compiles c with no environment, reading files from disk.
-func compile(t testing.TB, c policy.Config) *policy.Policy {
+func compile(t testing.TB, c config.Config) *policy.Policy {
 	t.Helper()
 	p, err := policy.Compile(c, func(string) string { return "" }, os.ReadFile)
 	if err != nil {

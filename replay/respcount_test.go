@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/accesslog"
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // TestRunCountsByLoggedStatus: a limit that counts by response is replayed
@@ -14,14 +14,14 @@ import (
 // failed attempt and the login after it are denied. (With every replayed
 // answer a 200, all seven were allowed.)
 func TestRunCountsByLoggedStatus(t *testing.T) {
-	c := policy.Default()
-	login := policy.DefaultLimit()
+	c := config.Default()
+	login := config.DefaultLimit()
 	login.Name, login.Rates, login.Algorithm, login.By = "login-failures", []string{"2/1h"}, "fixed_window", []string{"ip"}
 	login.Count, login.CountStatuses = "response", []string{"401"}
-	c.Limits = []policy.LimitConfig{login}
-	web := policy.DefaultRoute()
+	c.Limits = []config.LimitConfig{login}
+	web := config.DefaultRoute()
 	web.Name, web.PathPrefix, web.Upstream, web.Limits = "web", "/web", "http://127.0.0.1:1", []string{"login-failures"}
-	c.Routes = []policy.RouteConfig{web}
+	c.Routes = []config.RouteConfig{web}
 	p := compile(t, c)
 	var es []accesslog.Entry
 	for i, status := range []int{200, 200, 200, 401, 401, 401, 200} {

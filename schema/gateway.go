@@ -3,7 +3,7 @@ package schema
 import (
 	"reflect"
 
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -11,9 +11,9 @@ import (
 const GatewayFile = "gateway.schema.json"
 
 // Gateway returns the schema of gateway.toml, with descriptions from the
-// doc comments of package policy's sources in policyDir.
-func Gateway(policyDir string) ([]byte, error) {
-	docs, err := DocsFromSource(policyDir)
+// doc comments of package config's sources in configDir (policy/config).
+func Gateway(configDir string) ([]byte, error) {
+	docs, err := DocsFromSource(configDir)
 	if err != nil {
 		return nil, err
 	}
@@ -21,7 +21,7 @@ func Gateway(policyDir string) ([]byte, error) {
 	for _, a := range ratelimit.Algorithms() {
 		algs = append(algs, a.String())
 	}
-	return Generate(reflect.TypeFor[policy.Config](), Options{
+	return Generate(reflect.TypeFor[config.Config](), Options{
 		ID:    "https://tollgate.dev/schema/" + GatewayFile,
 		Title: "Tollgate gateway configuration (gateway.toml)",
 		Docs:  docs,
@@ -29,9 +29,9 @@ func Gateway(policyDir string) ([]byte, error) {
 			"limits[].algorithm": algs,
 			"limits[].count":     {"request", "response"},
 			"limits[].on_limit":  {"reject", "delay"},
-			"store.backend":      policy.BackendNames(),
-			"store.on_error":     policy.OnErrorNames(),
-			"access_log.format":  policy.LogFormatNames(),
+			"store.backend":      config.BackendNames(),
+			"store.on_error":     config.OnErrorNames(),
+			"access_log.format":  config.LogFormatNames(),
 		},
 	})
 }

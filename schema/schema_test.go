@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite the generated schema files")
 // the published schema (go test ./schema -update) would be flagged as
 // unknown by every editor.
 func TestGatewaySchemaUpToDate(t *testing.T) {
-	got, err := Gateway("../policy")
+	got, err := Gateway("../policy/config")
 	if err != nil {
 		t.Fatal(err)
 	}

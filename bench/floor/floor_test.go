@@ -18,7 +18,7 @@ import (
 
 	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/internal/testupstream"
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 	"github.com/tollgate/gateway/telemetry"
@@ -52,15 +52,15 @@ func TestTransportMatchesTollgate(t *testing.T) {
 // limit, ietf headers.
 func tollgate(t testing.TB, upstream, rate string, opts proxy.Options) http.Handler {
 	t.Helper()
-	p := policytest.Compile(t, func(c *policy.Config) {
+	p := policytest.Compile(t, func(c *config.Config) {
 		c.Identity.Sources = []string{"api_key", "ip"}
-		l := policy.DefaultLimit()
+		l := config.DefaultLimit()
 		l.Name, l.Rates, l.Algorithm = "per-client", []string{rate}, "sliding_window_counter"
-		c.Limits = []policy.LimitConfig{l}
+		c.Limits = []config.LimitConfig{l}
 		c.Gateway.Limits = []string{"per-client"}
-		rt := policy.DefaultRoute()
+		rt := config.DefaultRoute()
 		rt.Name, rt.Upstream = "upstream", upstream
-		c.Routes = []policy.RouteConfig{rt}
+		c.Routes = []config.RouteConfig{rt}
 	})
 	store := memstore.New(memstore.Options{})
 	t.Cleanup(func() { store.Close() })

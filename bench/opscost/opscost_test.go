@@ -29,6 +29,7 @@ import (
 	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/internal/testupstream"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 	"github.com/tollgate/gateway/telemetry"
@@ -41,19 +42,19 @@ var upstreamBody = []byte(`{"ok":true,"service":"bench-upstream"}` + "\n")
 // under a per-client limit that never denies in a benchmark.
 func newPolicy(tb testing.TB, upstream string) *policy.Policy {
 	tb.Helper()
-	return policytest.Compile(tb, func(c *policy.Config) {
+	return policytest.Compile(tb, func(c *config.Config) {
 		c.Identity.Sources = []string{"api_key", "ip"}
-		l := policy.DefaultLimit()
+		l := config.DefaultLimit()
 		l.Name, l.Rates = "per-client", []string{"1000000000/second"}
-		c.Limits = []policy.LimitConfig{l}
-		rt := policy.DefaultRoute()
+		c.Limits = []config.LimitConfig{l}
+		rt := config.DefaultRoute()
 		rt.Limits = []string{"per-client"}
 		if upstream != "" {
 			rt.Name, rt.Upstream = "proxied", upstream
 		} else {
-			rt.Name, rt.Respond = "respond", &policy.RespondConfig{Status: 200, Body: "hello from tollgate\n"}
+			rt.Name, rt.Respond = "respond", &config.RespondConfig{Status: 200, Body: "hello from tollgate\n"}
 		}
-		c.Routes = []policy.RouteConfig{rt}
+		c.Routes = []config.RouteConfig{rt}
 	})
 }
 

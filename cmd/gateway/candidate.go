@@ -9,6 +9,7 @@ import (
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/candidate"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 	"github.com/tollgate/gateway/ratelimit/redisstore"
@@ -56,8 +57,8 @@ func (g *gateway) candidateManager() *candidate.Manager {
 // candidate does not use its own, so they must neither refuse it (an
 // admin listener beyond loopback whose token only the live file names)
 // nor warn about it, nor look changed when it is promoted.
-func liveAdmin(live *policy.Policy) func(*policy.Config) {
-	return func(c *policy.Config) {
+func liveAdmin(live *policy.Policy) func(*config.Config) {
+	return func(c *config.Config) {
 		c.Server.AdminListen, c.Admin = live.Config.Server.AdminListen, live.Config.Admin
 	}
 }

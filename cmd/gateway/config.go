@@ -13,13 +13,13 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/tollgate/gateway/internal/tomlbound"
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // loadConfig reads the TOML file at path (once) and decodes it strictly on
-// top of policy.Default(): unknown keys and values of the wrong type are
+// top of config.Default(): unknown keys and values of the wrong type are
 // problems reported with their field path, and every [[limits]] /
-// [[routes]] entry starts from policy.DefaultLimit / policy.DefaultRoute.
+// [[routes]] entry starts from config.DefaultLimit / config.DefaultRoute.
 // Every scalar or list key outside [[limits]] and [[routes]] may be
 // overridden by an environment variable in environ
 // (TOLLGATE_SERVER_LISTEN=...; lists are comma separated, an empty value is
@@ -30,46 +30,46 @@ import (
 // and the Config returned beside it holds everything that did decode (a
 // field with a problem keeps its default), so that the caller can judge
 // the rest of the file in the same run.
-func loadConfig(path string, environ []string) (policy.Config, error) {
+func loadConfig(path string, environ []string) (config.Config, error) {
 	data, err := readRegular(path)
 	if err != nil {
-		return policy.Config{}, err
+		return config.Config{}, err
 	}
 	return loadConfigData(path, data, environ)
 }
 
 // loadConfigData is loadConfig of a file's content; path names it in
 // problems.
-func loadConfigData(path string, data []byte, environ []string) (policy.Config, error) {
+func loadConfigData(path string, data []byte, environ []string) (config.Config, error) {
 	// Bounded before viper and go-toml see it: both take time or memory
 	// out of proportion to a deeply nested or huge document.
 	if err := tomlbound.Check(data, tomlbound.Limits{}); err != nil {
-		return policy.Config{}, tomlError(path, err)
+		return config.Config{}, tomlError(path, err)
 	}
 	v := viper.New()
 	v.SetConfigType("toml")
 	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-		return policy.Config{}, tomlError(path, err)
+		return config.Config{}, tomlError(path, err)
 	}
 	dp := &decodeProblems{}
 	for _, o := range envOverrides(environ, dp) {
 		v.Set(o.key, o.value)
 	}
 	var unknown []error
-	checkKeys(v.AllSettings(), reflect.TypeFor[policy.Config](), "", &unknown)
+	checkKeys(v.AllSettings(), reflect.TypeFor[config.Config](), "", &unknown)
 	dp.errs = append(dp.errs, unknown...)
 
-	cfg := policy.Default()
+	cfg := config.Default()
 	if n := listLen(v.Get("limits")); n > 0 {
-		cfg.Limits = make([]policy.LimitConfig, n)
+		cfg.Limits = make([]config.LimitConfig, n)
 		for i := range cfg.Limits {
-			cfg.Limits[i] = policy.DefaultLimit()
+			cfg.Limits[i] = config.DefaultLimit()
 		}
 	}
 	if n := listLen(v.Get("routes")); n > 0 {
-		cfg.Routes = make([]policy.RouteConfig, n)
+		cfg.Routes = make([]config.RouteConfig, n)
 		for i := range cfg.Routes {
-			cfg.Routes[i] = policy.DefaultRoute()
+			cfg.Routes[i] = config.DefaultRoute()
 		}
 	}
 	strict := func(c *mapstructure.DecoderConfig) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of TestGolden")
@@ -155,12 +156,12 @@ respond = { body = "x" }
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := policy.Default()
-	l := policy.DefaultLimit()
+	want := config.Default()
+	l := config.DefaultLimit()
 	l.Name, l.Rates = "l", []string{"1/s"}
-	r := policy.DefaultRoute()
-	r.Name, r.Respond = "r", &policy.RespondConfig{Body: "x"}
-	want.Limits, want.Routes = []policy.LimitConfig{l}, []policy.RouteConfig{r}
+	r := config.DefaultRoute()
+	r.Name, r.Respond = "r", &config.RespondConfig{Body: "x"}
+	want.Limits, want.Routes = []config.LimitConfig{l}, []config.RouteConfig{r}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("loadConfig =\n%+v\nwant\n%+v", cfg, want)
 	}
@@ -217,7 +218,7 @@ sources = ["api_key", "ip"]
 // TestEnvLeaves checks that every scalar key outside the table arrays has
 // an environment name, so that no key silently lacks an override.
 func TestEnvLeaves(t *testing.T) {
-	leaves := envLeaves(reflect.TypeFor[policy.Config](), "")
+	leaves := envLeaves(reflect.TypeFor[config.Config](), "")
 	names := map[string]bool{}
 	for _, l := range leaves {
 		names[envName(l.key)] = true

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // envPrefix starts every environment override: TOLLGATE_ + the key path in
@@ -66,7 +67,7 @@ func envOverrides(environ []string, dp *decodeProblems) []envOverride {
 		return nil
 	}
 	var out []envOverride
-	for _, l := range envLeaves(reflect.TypeFor[policy.Config](), "") {
+	for _, l := range envLeaves(reflect.TypeFor[config.Config](), "") {
 		name := envName(l.key)
 		s, ok := env[name]
 		if !ok {
@@ -115,7 +116,7 @@ func unknownEnv(environ []string, named map[string]bool) []string {
 		known[k] = true
 	}
 	var names []string
-	for _, l := range envLeaves(reflect.TypeFor[policy.Config](), "") {
+	for _, l := range envLeaves(reflect.TypeFor[config.Config](), "") {
 		known[envName(l.key)] = true
 		names = append(names, envName(l.key))
 	}

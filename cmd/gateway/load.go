@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 // errNoRoutes is the problem of a configuration without routes.
@@ -96,7 +97,7 @@ func loadOfflinePolicy(path string, environ []string) (*policy.Policy, error) {
 // offline drops from a configuration what only a serving gateway uses:
 // the admin listener and its token, and the Redis password (test and
 // replay decide on a memory store of their own).
-func offline(c *policy.Config) {
+func offline(c *config.Config) {
 	c.Server.AdminListen = ""
 	c.Admin.TokenEnv, c.Admin.TokenFile = "", ""
 	c.Store.Redis.PasswordEnv, c.Store.Redis.PasswordFile = "", ""
@@ -116,7 +117,7 @@ func compileFile(path string, environ []string, readFile func(string) ([]byte, e
 // the admin API); path names it in problems and locates the files it
 // names. adjust, when not nil, changes the decoded configuration before
 // it is compiled.
-func compileData(path string, data []byte, environ []string, readFile func(string) ([]byte, error), adjust func(*policy.Config)) (*policy.Policy, error) {
+func compileData(path string, data []byte, environ []string, readFile func(string) ([]byte, error), adjust func(*config.Config)) (*policy.Policy, error) {
 	cfg, err := loadConfigData(path, data, environ)
 	var dp *decodeProblems
 	if err != nil && !errors.As(err, &dp) {

@@ -13,11 +13,12 @@ import (
 
 	"github.com/tollgate/gateway/internal/redistest"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 )
 
 func TestNewRedisClientStandalone(t *testing.T) {
 	srv := redistest.Standalone(t)
-	c, err := newRedisClient(policy.RedisStore{URL: policy.SecretURL("redis://" + srv.Addr + "/0")}, 50*time.Millisecond)
+	c, err := newRedisClient(policy.RedisStore{URL: config.SecretURL("redis://" + srv.Addr + "/0")}, 50*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestNewRedisClientShapes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rc := policy.RedisStore{URL: policy.SecretURL(tt.url), Cluster: tt.cluster, SentinelMaster: tt.master,
+			rc := policy.RedisStore{URL: config.SecretURL(tt.url), Cluster: tt.cluster, SentinelMaster: tt.master,
 				SentinelAddrs: tt.sentinel, Username: "u", Password: "p"}
 			c, err := newRedisClient(rc, 0)
 			if tt.wantErr {

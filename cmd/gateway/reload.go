@@ -110,7 +110,7 @@ func restartOnlyOf(p *policy.Policy) restartOnly {
 // leak is not taken until a restart, however many reloads follow), and
 // one that puts the file back says nothing.
 func (r restartOnly) same(o restartOnly) bool {
-	return policy.SameListener(r.server, o.server) && r.token == o.token && slices.Equal(r.hosts, o.hosts) &&
+	return sameListener(r.server, o.server) && r.token == o.token && slices.Equal(r.hosts, o.hosts) &&
 		r.topK == o.topK && r.accessLog == o.accessLog
 }
 

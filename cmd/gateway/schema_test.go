@@ -10,7 +10,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/schema"
 )
 
@@ -126,7 +126,7 @@ func TestSchemaRejectsWhatValidateRejects(t *testing.T) {
 	}
 	t.Run("base", func(t *testing.T) { check(t, schemaBase(), "", true) })
 
-	cfg := reflect.TypeFor[policy.Config]()
+	cfg := reflect.TypeFor[config.Config]()
 	wrong := map[reflect.Kind][]any{
 		reflect.String: {int64(7), true, []any{"x"}},
 		reflect.Int:    {"7", true, 1.5},

@@ -57,9 +57,13 @@ var rules = map[string]rule{
 	// is not the configuration viper reads), compiled to a key → consumer
 	// map. No HTTP.
 	"consumers": {allow: []string{"keys", "ratelimit", "internal/tomlbound", "github.com/pelletier/go-toml/v2"}, stdDeny: []string{"net/...", "log/..."}},
-	// Config model, validation, compilation, route matching (no viper:
-	// decoding happens in cmd/gateway).
-	"policy": {allow: []string{"keys", "headers", "ratelimit", "consumers"}},
+	// The configuration file's schema: one struct per TOML table, its
+	// defaults, the doc comments the JSON Schema is built from. It
+	// declares and does not judge (no validation, no compilation).
+	"policy/config": {allow: []string{"keys"}, stdDeny: []string{"net/http/...", "log/..."}},
+	// Validation and compilation of a config.Config into the immutable
+	// Policy, route matching (no viper: decoding happens in cmd/gateway).
+	"policy": {allow: []string{"policy/config", "keys", "headers", "ratelimit", "consumers"}},
 	// The request path.
 	"proxy": {allow: []string{"policy", "keys", "headers", "ratelimit", "internal/logthrottle"}},
 	// Stores.
@@ -73,10 +77,10 @@ var rules = map[string]rule{
 	"ratelimit/hybrid": {allow: []string{"ratelimit"}, stdDeny: []string{"net/...", "log/..."}},
 	// The store conformance suite (linked only into tests).
 	"ratelimit/storetest": {allow: []string{"ratelimit"}},
-	// The JSON Schema of the configuration, generated from policy's
+	// The JSON Schema of the configuration, generated from policy/config's
 	// structs and checked against the shipped examples (not linked into
 	// the gateway).
-	"schema": {allow: []string{"policy", "ratelimit", "consumers", "github.com/pelletier/go-toml/v2", "github.com/santhosh-tekuri/jsonschema/v6"}},
+	"schema": {allow: []string{"policy/config", "ratelimit", "consumers", "github.com/pelletier/go-toml/v2", "github.com/santhosh-tekuri/jsonschema/v6"}},
 	// A gateway's copy of the store's override table, compiled against
 	// the policy.
 	"override": {allow: []string{"policy", "ratelimit"}},
@@ -123,7 +127,7 @@ var rules = map[string]rule{
 	// endpoints (identities hashed as the access log hashes them).
 	"candidate": {allow: []string{"accesslog", "policy", "proxy", "ratelimit"}},
 	// Test support: compiled policies from the defaults.
-	"internal/policytest": {allow: []string{"policy"}},
+	"internal/policytest": {allow: []string{"policy", "policy/config"}},
 	// Test support: real redis-server processes.
 	"internal/redistest": {allow: []string{"internal/childproc"}},
 	// Test support: child processes that die with the test binary.

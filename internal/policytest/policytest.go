@@ -7,14 +7,15 @@ import (
 	"testing"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 )
 
-// Compile compiles policy.Default() changed by mutate, failing t when the
+// Compile compiles config.Default() changed by mutate, failing t when the
 // result does not compile. Environment variables read as empty and files
 // cannot be read.
-func Compile(t testing.TB, mutate func(c *policy.Config)) *policy.Policy {
+func Compile(t testing.TB, mutate func(c *config.Config)) *policy.Policy {
 	t.Helper()
-	c := policy.Default()
+	c := config.Default()
 	mutate(&c)
 	p, err := policy.Compile(c, func(string) string { return "" }, func(string) ([]byte, error) {
 		return nil, errors.New("no files in this test")

@@ -1,13 +1,14 @@
-// Package policy is Tollgate's configuration model: the TOML document of
-// The configuration file (the README's "Configuration reference") as Go structs, its defaults, its validation, and its compilation
-// into an immutable Policy (routes, limits, identity, header styles) that
-// the proxy consults on every request, including route matching.
+// Package config is the schema of Tollgate's configuration file (the
+// README's "Configuration reference") as Go structs: one struct per TOML
+// table, its keys as mapstructure tags (and json tags, so that
+// /admin/config shows the same shape), its defaults (Default,
+// DefaultLimit, DefaultRoute), and the field doc comments the published
+// JSON Schema is generated from.
 //
-// Decoding (viper, TOML, environment overrides) happens in cmd/gateway;
-// this package sees only the decoded Config. Validate is side-effect free;
-// Compile reads secrets through the getenv and readFile functions it is
-// given, never from the process directly.
-package policy
+// It declares and does not judge: settings are kept as written (durations
+// and rates as strings), checked and compiled by package policy's Compile.
+// Decoding (viper, TOML, environment overrides) happens in cmd/gateway.
+package config
 
 import "github.com/tollgate/gateway/keys"
 
@@ -566,6 +567,10 @@ func Default() Config {
 		AccessLog: AccessLogConfig{Format: "jsonl", FlushInterval: "1s"},
 	}
 }
+
+// DefaultMaxWaiting is the default of limits[].max_waiting: the requests
+// one gateway lets wait on one delay limit at once.
+const DefaultMaxWaiting = 1024
 
 // DefaultLimit returns the defaults of one [[limits]] entry (Name and Rates
 // are left for the configuration to fill in).
