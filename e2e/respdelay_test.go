@@ -421,15 +421,22 @@ func TestResponseCountReload(t *testing.T) {
 }
 
 // TestDelayFairShare: a few keys cannot take a delay limit's waiting room
-// from everyone. Against a slot every 2 s per API key, max_waiting = 24
-// (a share of 3 per key): three keys each send ten requests that would
-// wait; only three of each wait, the other seven get 429 at once. A
-// fourth key's burst is then still delayed (200 after its wait), not
-// refused because the room is full. Before the shares, the three keys
-// held all 24 places and the fourth key's second request got 429 at once.
+// from everyone. Against a slot every 4 s per API key (long beside the
+// time a loaded machine takes to send ten requests, so that no late one
+// finds a place a served waiter left), max_waiting = 24 (a share of 3 per
+// key) and a max_delay of 48 s that would let all ten of a key wait: three
+// keys each send ten requests that would wait; only three of each wait,
+// the other seven get 429 at once. A fourth key's burst is then still
+// delayed (200 after its wait), not refused because the room is full.
+// Before the shares, the three keys held all 24 places and the fourth
+// key's second request got 429 at once. The ten of a key reserve their
+// slots in the store before the room lets three in, so on Redis (a round
+// trip each) the three may hold slots up to 40 s out: the client waits
+// up to 60 s.
 func TestDelayFairShare(t *testing.T) {
 	respDelayOnStores(t, "token_bucket", func(t *testing.T, g *gw, _ *respUpstream) {
 		c := newClient(t, "")
+		c.Timeout = 60 * time.Second
 		key := func(k string) map[string]string { return map[string]string{"X-API-Key": k} }
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
@@ -451,7 +458,10 @@ func TestDelayFairShare(t *testing.T) {
 					req.Header.Set("X-API-Key", k)
 					resp, err := c.Do(req)
 					if err != nil {
-						return // hung up at the end of the test, still waiting
+						if ctx.Err() == nil { // not the test's own hang-up at its end
+							outcomes <- outcome{k, -1}
+						}
+						return
 					}
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
@@ -462,7 +472,7 @@ func TestDelayFairShare(t *testing.T) {
 		// Wait until the room is full for one of them at least (before the
 		// shares: 30 would wait in a room of 24, so 6 were refused) or
 		// every key holds its share (7 refused per key). No slot comes
-		// for 2 s, so nobody leaves the room meanwhile.
+		// for 4 s, so nobody leaves the room meanwhile.
 		refused, served := map[string]int{}, map[string]int{}
 		tally := func(o outcome) {
 			switch o.status {
@@ -474,7 +484,7 @@ func TestDelayFairShare(t *testing.T) {
 				t.Errorf("key %s: a would-be waiter got %d", o.key, o.status)
 			}
 		}
-		guard := time.After(60 * time.Second)
+		guard := time.After(90 * time.Second)
 		for n := 0; n < 6; {
 			select {
 			case o := <-outcomes:
@@ -483,11 +493,11 @@ func TestDelayFairShare(t *testing.T) {
 					n++
 				}
 			case <-guard:
-				t.Fatalf("after 60s only %d of the three keys' 30 would-be waiters were refused (%v)", n, refused)
+				t.Fatalf("after 90s only %d of the three keys' 30 would-be waiters were refused (%v)", n, refused)
 			}
 		}
 		// The fourth key: its first request empties its bucket, its second
-		// waits for the slot 2 s on.
+		// waits for the slot 4 s on.
 		if r := get(t, c, g.url("/fair"), key("d")); r.Status != 200 {
 			t.Fatalf("key d, first request: %s", r)
 		}
@@ -495,7 +505,7 @@ func TestDelayFairShare(t *testing.T) {
 			t.Fatalf("key d's burst was refused while three keys held the waiting room: %s", r)
 		}
 		// Every would-be waiter of the three keys is answered: refused at
-		// once, or served when its slot came (a slot every 2 s). Each key
+		// once, or served when its slot came (a slot every 4 s). Each key
 		// had seven refused and three waiting when all ten arrived before
 		// its first slot; one arriving later may take a place a served
 		// waiter left, so at least five are refused.
@@ -504,7 +514,7 @@ func TestDelayFairShare(t *testing.T) {
 			case o := <-outcomes:
 				tally(o)
 			case <-guard:
-				t.Fatalf("after 60s: refused %v, served %v; want all 30 answered", refused, served)
+				t.Fatalf("after 90s: refused %v, served %v; want all 30 answered", refused, served)
 			}
 		}
 		for _, k := range []string{"a", "b", "c"} {
