@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 
+	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -51,7 +51,7 @@ type Usage struct {
 	CounterKey string `json:"counter_key"`
 	// Windows is the state of each window, in configuration order (one
 	// entry for a concurrency limit).
-	Windows []Window `json:"windows"`
+	Windows []headers.Window `json:"windows"`
 	// Override is the override in force for this client, whose numbers
 	// Windows report; omitted when none.
 	Override *OverrideView `json:"override,omitempty"`
@@ -59,26 +59,6 @@ type Usage struct {
 	// box (every request denied by the limit); 0 when it is not in it or
 	// the limit has no penalty. DELETE empties the box with the counters.
 	PenaltySeconds float64 `json:"penalty_seconds,omitempty"`
-}
-
-// Window is the state of one window of a limit for one client.
-type Window struct {
-	// Rate is the window's rate ("100/1m0s"); "" for a concurrency limit.
-	Rate string `json:"rate,omitempty"`
-	// Limit is the window's capacity (the limit, the burst, or max_in_flight).
-	Limit int64 `json:"limit"`
-	// WindowSeconds is the window's length in seconds (0 for
-	// concurrency); for a quota, the length of its current period.
-	WindowSeconds float64 `json:"window_seconds,omitempty"`
-	// Period is a quota window's calendar period: "day", "week" or
-	// "month"; "" for other algorithms.
-	Period string `json:"period,omitempty"`
-	// Used is the number of units counted now.
-	Used int64 `json:"used"`
-	// Remaining is the capacity left.
-	Remaining int64 `json:"remaining"`
-	// ResetSeconds is how long until Remaining next increases.
-	ResetSeconds float64 `json:"reset_seconds"`
 }
 
 // limits answers GET (usage) and DELETE (reset) of /admin/limits.
@@ -121,7 +101,7 @@ func (h *handler) usage(ctx context.Context, w http.ResponseWriter, l *ratelimit
 			penalty = bu[0].Reset.Seconds()
 		}
 	}
-	u := Usage{Limit: l.Name, Algorithm: l.Algorithm.String(), Mode: "enforce", CounterKey: key, Windows: make([]Window, 0, len(ws)),
+	u := Usage{Limit: l.Name, Algorithm: l.Algorithm.String(), Mode: "enforce", CounterKey: key, Windows: headers.Windows(l, ws, now),
 		PenaltySeconds: penalty}
 	if l.Shadow {
 		u.Mode = "shadow"
@@ -129,26 +109,6 @@ func (h *handler) usage(ctx context.Context, w http.ResponseWriter, l *ratelimit
 	if ov != nil {
 		v := viewOf(ov.Record, "", h.o.Now())
 		u.Override = &v
-	}
-	for i, wu := range ws {
-		win := Window{Used: wu.Used, Remaining: wu.Remaining, ResetSeconds: wu.Reset.Seconds()}
-		if l.Algorithm == ratelimit.Concurrency {
-			win.Limit = l.MaxInFlight
-		} else {
-			win.Rate = wu.Rate.String()
-			win.WindowSeconds = wu.Rate.Window.Seconds()
-			if start, end, ok := l.PeriodAt(i, now); ok {
-				win.Period = l.PeriodOf(i).String()
-				win.Rate = strconv.FormatInt(wu.Rate.Limit, 10) + "/" + win.Period
-				win.WindowSeconds = end.Sub(start).Seconds()
-			}
-			if i < len(l.Rates) {
-				win.Limit = l.Capacity(i)
-			} else {
-				win.Limit = wu.Rate.Limit
-			}
-		}
-		u.Windows = append(u.Windows, win)
 	}
 	writeJSON(w, http.StatusOK, u)
 }

@@ -49,7 +49,7 @@ func runMain(m *testing.M) int {
 	args := []string{"build", "-o", gatewayBin}
 	if raceEnabled {
 		// A test run under -race checks the gateway for data races too:
-		// stopGateway fails the test when the binary reports one.
+		// (*gw).stop fails the test when the binary reports one.
 		args = append(args, "-race")
 	}
 	args = append(args, "./cmd/gateway")

@@ -1,6 +1,7 @@
 // Package headers formats Tollgate's rate-limit response headers (the IETF
 // RateLimit / RateLimit-Policy fields, the legacy RateLimit-* trio and the
-// X-RateLimit-* trio) and its RFC 9457 problem bodies.
+// X-RateLimit-* trio), its RFC 9457 problem bodies, and the JSON view of a
+// client's windows that the admin API and quota routes share.
 //
 // Everything here is formatting: pure functions of ratelimit decisions, with
 // the clock passed in. The package chooses no status codes except in the

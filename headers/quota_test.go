@@ -41,3 +41,24 @@ func TestPolicyValueAtQuota(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowsUnlistedWindow: a usage entry beyond the limit's rates (no
+// store reports one) is described by the store's own rate instead of
+// indexing past the limit's.
+func TestWindowsUnlistedWindow(t *testing.T) {
+	l := &ratelimit.Limit{Name: "f", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{{Limit: 10, Window: time.Second}}}
+	if err := l.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	got := headers.Windows(l, []ratelimit.WindowUsage{
+		{Rate: l.Rates[0], Used: 1, Remaining: 9, Reset: time.Second},
+		{Rate: ratelimit.Rate{Limit: 7, Window: time.Minute}, Used: 2, Remaining: 5, Reset: 30 * time.Second},
+	}, time.Time{})
+	want := []headers.Window{
+		{Rate: "10/1s", Limit: 10, WindowSeconds: 1, Used: 1, Remaining: 9, ResetSeconds: 1},
+		{Rate: "7/1m0s", Limit: 7, WindowSeconds: 60, Used: 2, Remaining: 5, ResetSeconds: 30},
+	}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("Windows = %+v, want %+v", got, want)
+	}
+}

@@ -52,25 +52,7 @@ type QuotaLimit struct {
 	// the caller, if one does (RFC 3339).
 	OverrideExpires string `json:"override_expires,omitempty"`
 	// Windows are the caller's windows of the limit.
-	Windows []QuotaWindow `json:"windows,omitempty"`
-}
-
-// QuotaWindow is one window of a limit for the caller.
-type QuotaWindow struct {
-	// Rate is the window's rate ("100/1m0s"); "" for a concurrency limit.
-	Rate string `json:"rate,omitempty"`
-	// Limit is the window's capacity.
-	Limit int64 `json:"limit"`
-	// WindowSeconds is the window's length (0 for concurrency); for a
-	// calendar quota, its current period's.
-	WindowSeconds float64 `json:"window_seconds,omitempty"`
-	// Period is a calendar quota's period: "day", "week" or "month".
-	Period string `json:"period,omitempty"`
-	// Used and Remaining are the units counted and left now.
-	Used      int64 `json:"used"`
-	Remaining int64 `json:"remaining"`
-	// ResetSeconds is how long until Remaining next increases.
-	ResetSeconds float64 `json:"reset_seconds"`
+	Windows []headers.Window `json:"windows,omitempty"`
 }
 
 // quota answers a quota route: the caller's budget on the routes its
@@ -133,7 +115,7 @@ func (h *Handler) quota(w http.ResponseWriter, r *http.Request, snap *snapshot, 
 					}
 					read[c] = ws
 				}
-				ql.Windows = quotaWindows(c.l, ws, now)
+				ql.Windows = headers.Windows(c.l, ws, now)
 			}
 			qr.Limits = append(qr.Limits, ql)
 		}
@@ -161,24 +143,4 @@ func (h *Handler) usage(ctx context.Context, p *policy.Policy, now time.Time, l 
 		defer cancel()
 	}
 	return h.store.Usage(ctx, now, l, key)
-}
-
-func quotaWindows(l *ratelimit.Limit, ws []ratelimit.WindowUsage, now time.Time) []QuotaWindow {
-	out := make([]QuotaWindow, 0, len(ws))
-	for i, wu := range ws {
-		qw := QuotaWindow{Used: wu.Used, Remaining: wu.Remaining, ResetSeconds: wu.Reset.Seconds()}
-		if l.Algorithm == ratelimit.Concurrency {
-			qw.Limit = l.MaxInFlight
-		} else if i < len(l.Rates) {
-			qw.Rate, qw.WindowSeconds, qw.Limit = wu.Rate.String(), wu.Rate.Window.Seconds(), l.Capacity(i)
-			if start, end, ok := l.PeriodAt(i, now); ok {
-				// A calendar quota: its period and the period's length.
-				qw.Period = l.PeriodOf(i).String()
-				qw.Rate = strconv.FormatInt(wu.Rate.Limit, 10) + "/" + qw.Period
-				qw.WindowSeconds = end.Sub(start).Seconds()
-			}
-		}
-		out = append(out, qw)
-	}
-	return out
 }

@@ -62,6 +62,11 @@ type costCase struct {
 	// script runs the decide code with EVALSHA (redisstore.Options
 	// NoFunctions) instead of the Function library.
 	script bool
+	// denied makes every measured decision a denial: the limit is
+	// limit's algorithm at one unit an hour, spent in the warm-up. A
+	// one-hit denial is answered with the full reply, an allowed one
+	// mostly with the short reply.
+	denied bool
 	// floor, when set, replaces the decision by the call of a Function
 	// ("fcall") or a script ("evalsha") that only returns, with the
 	// arguments of a real decision on limit.
@@ -137,7 +142,10 @@ func runCost(ctx context.Context, srv *server, cases []costCase, n int) ([]costR
 			}
 			hits[0].Key = keys[j%len(keys)]
 			ok, err := st.Decide(ctx, time.Now(), hits, out)
-			if err == nil && !ok {
+			switch {
+			case err == nil && cs.denied && ok && j > 0:
+				err = fmt.Errorf("allowed past the limit")
+			case err == nil && !cs.denied && !ok:
 				err = fmt.Errorf("denied")
 			}
 			if cs.limit != nil && cs.limit.Algorithm == ratelimit.Concurrency && err == nil {
@@ -220,6 +228,14 @@ func costCases(as []algo) []costCase {
 			cs = append(cs,
 				costCase{name: "floor: FCALL returning at once (gcra's arguments)", limit: &as[i].limit, keys: 1, floor: "fcall"},
 				costCase{name: "floor: EVALSHA returning at once (gcra's arguments)", limit: &as[i].limit, keys: 1, floor: "evalsha"})
+		}
+		switch as[i].name {
+		case "fixed_window", "fixed_window_elastic", "sliding_window_counter", "token_bucket", "gcra":
+			// a fresh Limit: Finish reuses a copy's params in place
+			l := ratelimit.Limit{Name: as[i].name, Algorithm: as[i].limit.Algorithm, Rates: []ratelimit.Rate{{Limit: 1, Window: time.Hour}}}
+			if err := l.Finish(); err == nil {
+				cs = append(cs, costCase{name: as[i].name + ", denied", limit: &l, keys: 1, denied: true})
+			}
 		}
 		if as[i].name == "sliding_window_counter" {
 			cs = append(cs,

@@ -1,23 +1,11 @@
 // Package hybrid is a ratelimit.Store that decides the hits of batched
 // limits (ratelimit.Limit.Batch) from leases: each gateway takes a slice of
-// a key's budget from the shared store ahead of use (one store decision of
-// the lease's size) and admits from it locally, so that a hot key costs
-// the store about one call per lease instead of one per request. Every
-// other hit goes to the wrapped store unchanged, in the same call when a
-// request mixes both, so a request is still all-or-nothing.
-//
-// A gateway admits only units the store has counted, so the fleet never
-// admits more than the store would have counted: a fixed window admits at
-// most its limit per window for any number of gateways; a sliding window
-// counter, whose units are counted up to one lease earlier than used, may
-// admit up to N·(k−1) units past its estimate with N gateways and leases of
-// at most k units. Units leased and not used before the lease ends (after
-// Batch.Interval, a reload, Flush) are given back to the window or bucket
-// they were counted in (named by the store's instant of the count,
-// Decision.At, when it decides on its own clock), when the wrapped store
-// is a ratelimit.Returner, in one call and never retried; a lease that ends with its fixed window
-// gives back nothing (the window is gone). See ARCHITECTURE.md "Hybrid
-// counting".
+// a key's budget from the shared store ahead of use and admits from it
+// locally, so that a hot key costs the store about one call per lease
+// instead of one per request. Other hits go to the wrapped store in the
+// same call, so a request stays all-or-nothing. What a fleet may admit
+// past the limit, and what happens to unused units, is in ARCHITECTURE.md
+// "Hybrid counting".
 //
 // The package knows nothing of HTTP and reads no clock: leases age on the
 // instants passed to Decide.

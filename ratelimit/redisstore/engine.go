@@ -104,17 +104,10 @@ func numKeys(n int) any {
 }
 
 // run sends one decide call (keys, args as the script reads them) to
-// Redis through c and returns its reply. It is the single point where a
-// decision leaves the Store: through the coalescer (coalesce.go), which
-// batches the first attempts of concurrent calls into pipelines, when it
-// is on and c is the Store's own client; else alone on c.
-//
-// No blind retry: a call is sent again only when Redis answered that it
-// does not know the code (NOSCRIPT, or "Function not found" after FUNCTION
-// FLUSH, an empty restart, or a failover to a server that never had the
-// library), which proves that nothing ran. The library is then loaded
-// (every master of a Cluster) and the call sent once more; should Redis
-// still not know it, the call runs as a script (EVALSHA, then EVAL).
+// Redis through c and returns its reply: through the coalescer
+// (coalesce.go) when it is on and c is the Store's own client, else alone
+// on c. It is the one way out for a decision, so that the no-blind-retry
+// rule (finish) covers every call: a lost reply may hide an applied count.
 //
 // buf, when not nil, is the caller's scratch for the command sent at once
 // (fcall), reused from call to call; it must stay the caller's until run
@@ -136,8 +129,11 @@ func (s *Store) first(ctx context.Context, c caller, keys []string, args []any, 
 }
 
 // finish completes a call whose first attempt has been answered (cmd):
-// only an answer proving that nothing ran is followed by another attempt,
-// alone on c under the call's own ctx.
+// only an answer proving that nothing ran (NOSCRIPT, or "Function not
+// found" after FUNCTION FLUSH, an empty restart or a failover to a server
+// without the library) is followed by another attempt, alone on c under
+// the call's own ctx: the library loaded again (every master of a
+// Cluster), then the call as a script (EVALSHA, then EVAL).
 func (s *Store) finish(ctx context.Context, c caller, cmd *redis.Cmd, keys []string, args []any) (any, error) {
 	res, err := cmd.Result()
 	switch {

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/tollgate/gateway/ratelimit"
@@ -50,19 +49,6 @@ func bypassDenyCache(hits []ratelimit.Hit) bool {
 		}
 	}
 	return false
-}
-
-// floatAt reads the double at byte offset pos of a packed reply.
-func (r *replyReader) nextFloat() float64 {
-	if r.pos+8 > len(r.b) {
-		r.bad = true
-		return 0
-	}
-	b := r.b[r.pos : r.pos+8]
-	u := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-	r.pos += 8
-	return math.Float64frombits(u)
 }
 
 // readDelays reads the reply's trailer of reserved slots (hit index,

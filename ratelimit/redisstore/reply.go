@@ -18,7 +18,12 @@ type replyReader struct {
 	bad bool
 }
 
-func (r *replyReader) next() int64 {
+// next reads the next double as an integer.
+func (r *replyReader) next() int64 { return int64(r.nextFloat()) }
+
+// nextFloat reads the next double; past the end it reads 0 and marks the
+// reply bad.
+func (r *replyReader) nextFloat() float64 {
 	if r.pos+8 > len(r.b) {
 		r.bad = true
 		return 0
@@ -26,9 +31,8 @@ func (r *replyReader) next() int64 {
 	b := r.b[r.pos : r.pos+8]
 	u := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
 		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
-	v := math.Float64frombits(u)
 	r.pos += 8
-	return int64(v)
+	return math.Float64frombits(u)
 }
 
 // parseReply turns the decide script's reply into Decisions, choosing the reported

@@ -178,3 +178,28 @@ func f64s(vs ...float64) string {
 	}
 	return string(b)
 }
+
+// BenchmarkFullReply reads the full reply of two hits on a two-window
+// limit: allowed, the instant, then per hit its counted, never and
+// old-exists flags and per window ok, retry, remaining and reset.
+func BenchmarkFullReply(b *testing.B) {
+	l := &ratelimit.Limit{Name: "l", Algorithm: ratelimit.FixedWindow,
+		Rates: []ratelimit.Rate{{Limit: 10, Window: time.Second}, {Limit: 100, Window: time.Minute}}}
+	if err := l.Finish(); err != nil {
+		b.Fatal(err)
+	}
+	const now = 1_700_000_000_000_000
+	hits := []ratelimit.Hit{{Limit: l, Key: "a", Cost: 1}, {Limit: l, Key: "b", Cost: 1}}
+	v := []float64{1, now}
+	for range hits {
+		v = append(v, 1, 0, 1, 1, 0, 7, 400_000, 1, 0, 90, 40_000_000)
+	}
+	res := f64s(v...)
+	out := make([]ratelimit.Decision, len(hits))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := parseReply(res, hits, out, false, now, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

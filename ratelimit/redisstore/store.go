@@ -1,26 +1,10 @@
 // Package redisstore is a ratelimit.Store whose counters live in Redis
 // (standalone, Sentinel or Cluster), so that a fleet of gateways shares them.
-//
-// Every algorithm runs inside one Lua script (assembled from lua/, one
-// piece per algorithm family, embedded) that mirrors the Go window math of
-// package ratelimit bit for bit: integer ticks (µs), doubles in the order
-// ARCHITECTURE.md writes them, doubles stored bit-exact as packed
-// little-endian IEEE 754 values. All hits of one request are decided by
-// one call on standalone and Sentinel (FCALL of a Function library on
-// Redis >= 7, EVALSHA before: engine.go): the script checks every hit first and counts only if every
-// enforced hit allows. Every key is passed in KEYS, and every key carries a
-// TTL just longer than the state it holds (concurrency keys hold one
-// leased member per slot, renewed by the Store that holds it: lease.go).
-//
-// A call is sent again only when Redis answers that it lacks the code
-// (NOSCRIPT, or "Function not found" after FUNCTION FLUSH or an empty
-// restart: the library is loaded again). No other failure is retried: an
-// increment whose reply was lost may have been applied.
-//
-// Failures return errors wrapping ratelimit.ErrStore; the caller applies its
-// on_error policy. A circuit breaker fails calls fast while Redis is down and
-// probes it to recover, and a local deny cache answers a request that Redis
-// has denied until T without a round trip until T, for at most a second.
+// A request's hits are decided by one Lua call (lua/) that mirrors
+// package window's math bit for bit, so that a gateway decides alike on
+// either store. A call is sent again only when Redis proves that it did not
+// run, because a lost reply may hide an applied count. ARCHITECTURE.md "The
+// Redis store's code" describes the layout, engines, replies and failures.
 package redisstore
 
 import (

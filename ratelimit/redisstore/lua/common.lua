@@ -75,7 +75,12 @@
 -- (first window whose capacity the cost exceeds, or 0), old-exists (0/1),
 -- per window: ok, retry, remaining, reset; then per hit allowed by
 -- waiting: its index, delay (ticks), mark. With want-old the reply is
--- { that string, per hit: old, new }.
+-- { that string, per hit: old, new }. The one-hit deciders (generic1 in
+-- driver.lua, and fixed_window's, gcra's, sliding_counter's and
+-- token_bucket's own) each pack that reply for their one hit inline, the
+-- same spack expression five times: a shared function would add a Lua
+-- call, ~0.7k Redis instructions, to every denial (BENCHMARKS.md "One
+-- helper for the 9-double reply, measured").
 -- Short reply: a one-hit decider (one, below) answers a hit it allowed and
 -- counted with the window's state alone, from which the gateway computes
 -- remaining and reset (window.Report): fixed_window's count in now's

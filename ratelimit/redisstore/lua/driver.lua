@@ -170,6 +170,7 @@ local function generic1(A, shadow, p)
       if t == false then rcall('DEL', k) else rcall('PEXPIRE', k, px(t or lease)) end
     end
     local r = A.remaining(s, p)
+    -- the full reply, packed inline (common.lua "Reply")
     return spack('<ddddddddd', allowed and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
       ok and 1 or 0, ra, r, reset(A, s, p, r))
   end

@@ -99,6 +99,7 @@ DEF[1] = function()
         end
         local r, reset = clamp(L - count, 0, C), 0
         if r < C and not (count + r + 1 <= L) then reset = ws + W - now end
+        -- the full reply, packed inline (common.lua "Reply")
         return spack('<ddddddddd', (ok or shadow) and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
           ok and 1 or 0, ra, r, reset)
       end

@@ -112,6 +112,7 @@ DEF[6] = function()
           local _
           _, reset = allow(s, p, r + 1)
         end
+        -- the full reply, packed inline (common.lua "Reply")
         return spack('<ddddddddd', (ok or shadow) and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
           ok and 1 or 0, ra, r, reset)
       end

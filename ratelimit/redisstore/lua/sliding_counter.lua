@@ -229,6 +229,7 @@ DEF[4] = function()
         local est = cest(p, full, partial, e)
         local r, reset = clamp(L - ceilticks(est), 0, C), 0
         if r < C and not (est + r + 1 <= L) then reset = retry(s, p, r + 1, i, e, full, partial) end
+        -- the full reply, packed inline (common.lua "Reply")
         return spack('<ddddddddd', (ok or shadow) and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
           ok and 1 or 0, ra, r, reset)
       end
