@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/internal/policytest"
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 )
@@ -24,9 +24,9 @@ import (
 // 12 hours before the next day and 516 before April.
 func TestWindowsOneShape(t *testing.T) {
 	ny := time.Date(2024, 3, 10, 12, 0, 0, 0, mustZone(t, "America/New_York"))
-	p := policytest.Compile(t, func(c *policy.Config) {
-		lim := func(name, alg string, rates ...string) policy.LimitConfig {
-			l := policy.DefaultLimit()
+	p := policytest.Compile(t, func(c *config.Config) {
+		lim := func(name, alg string, rates ...string) config.LimitConfig {
+			l := config.DefaultLimit()
 			l.Name, l.Algorithm, l.Rates, l.By = name, alg, rates, []string{"api_key"}
 			return l
 		}
@@ -36,14 +36,14 @@ func TestWindowsOneShape(t *testing.T) {
 		conc.MaxInFlight = 4
 		q := lim("q", "quota", "100/month", "5/day")
 		q.Timezone = "America/New_York"
-		c.Limits = []policy.LimitConfig{lim("fw", "fixed_window", "3/1m", "10/1h"), tb, lim("gcra", "gcra", "60/1m"), conc, q}
-		api := policy.DefaultRoute()
+		c.Limits = []config.LimitConfig{lim("fw", "fixed_window", "3/1m", "10/1h"), tb, lim("gcra", "gcra", "60/1m"), conc, q}
+		api := config.DefaultRoute()
 		api.Name, api.PathPrefix, api.Limits = "api", "/api", []string{"fw", "tb", "gcra", "conc", "q"}
-		api.Respond = &policy.RespondConfig{Status: 200, Body: "ok"}
-		quota := policy.DefaultRoute()
+		api.Respond = &config.RespondConfig{Status: 200, Body: "ok"}
+		quota := config.DefaultRoute()
 		quota.Name, quota.PathPrefix = "quota", "/quota"
-		quota.Respond = &policy.RespondConfig{Quota: true, Routes: []string{"api"}}
-		c.Routes = []policy.RouteConfig{api, quota}
+		quota.Respond = &config.RespondConfig{Quota: true, Routes: []string{"api"}}
+		c.Routes = []config.RouteConfig{api, quota}
 	})
 	store := memstore.New(memstore.Options{MaxKeys: 1000})
 	t.Cleanup(func() { store.Close() })
