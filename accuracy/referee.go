@@ -29,6 +29,11 @@ const (
 	FalseDeny
 )
 
+// Log is one key's exact sliding log, one state per rate of the
+// Referee that made it (NewLog). Its state is the Referee's business: a
+// caller only keeps it per key and hands it back to Judge.
+type Log []window.LogState
+
 // NewReferee returns a Referee for limits of the given rates.
 func NewReferee(name string, rates []ratelimit.Rate) (*Referee, error) {
 	r := &Referee{exact: ratelimit.Limit{Name: name + "-exact", Algorithm: ratelimit.SlidingWindowLog, Rates: rates}}
@@ -40,14 +45,14 @@ func NewReferee(name string, rates []ratelimit.Rate) (*Referee, error) {
 
 // NewLog returns a fresh exact log for a key first seen at now: one state
 // per rate.
-func (r *Referee) NewLog(now int64) []window.LogState {
-	log := make([]window.LogState, len(r.exact.Rates))
+func (r *Referee) NewLog(now int64) Log {
+	log := make(Log, len(r.exact.Rates))
 	r.Start(log, now)
 	return log
 }
 
 // Start makes log (one state per rate) a fresh exact log at now.
-func (r *Referee) Start(log []window.LogState, now int64) {
+func (r *Referee) Start(log Log, now int64) {
 	window.Init[window.LogState](&r.exact, log, now)
 }
 
@@ -55,7 +60,7 @@ func (r *Referee) Start(log []window.LogState, now int64) {
 // of cost units at now with the exact log's verdict on the key's history,
 // then, when the approximate limit counted the request, counts it in the
 // log too.
-func (r *Referee) Judge(log []window.LogState, now, cost int64, allowed, counted bool) Verdict {
+func (r *Referee) Judge(log Log, now, cost int64, allowed, counted bool) Verdict {
 	window.Check[window.LogState](&r.exact, log, now, cost, &r.e)
 	v := Agree
 	switch {

@@ -7,7 +7,6 @@ import (
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
-	"github.com/tollgate/gateway/ratelimit/window"
 )
 
 // observer tallies decisions per limit and runs the exact sliding log
@@ -25,7 +24,7 @@ type observer struct {
 type tally struct {
 	r     *LimitReport
 	exact *accuracy.Referee // nil when the limit is not compared
-	logs  map[string][]window.LogState
+	logs  map[string]accuracy.Log
 	batch *batchJudge // nil when the limit is not batched
 }
 
@@ -40,7 +39,7 @@ func newObserver(p *policy.Policy, rep *Report, opts Options) *observer {
 		// consumers count by others is tallied, not compared.
 		if !l.Algorithm.Exact() && len(vs) == 1 {
 			if ref, err := accuracy.NewReferee(l.Name, l.Rates); err == nil { // the same rates passed Finish already
-				t.exact, t.logs, lr.Compared = ref, make(map[string][]window.LogState), true
+				t.exact, t.logs, lr.Compared = ref, make(map[string]accuracy.Log), true
 			}
 		}
 		if b := l.Batch; b != nil {

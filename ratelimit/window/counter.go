@@ -64,12 +64,12 @@ func fits(p *ratelimit.Params, est float64, cost int64) bool {
 	return est+float64(cost) <= float64(p.Limit)
 }
 
-// Allow implements State. When denied, RetryAfter walks buckets j = i …
+// allow implements State. When denied, RetryAfter walks buckets j = i …
 // i+N+1 (future counts zero) and returns the first instant j·P + e' − now
 // whose estimate admits cost: e' is the smallest offset in [start, P−1]
 // that fits (the estimate is monotone in e'), searched from the closed form
 // ceil(P − (L − c − full_j)·P / partial_j).
-func (s *SlidingCounterState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
+func (s *SlidingCounterState) allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	i, e := s.index(p, now)
 	full, partial := s.sums(p, i)
 	if fits(p, estimate(p, full, partial, e), cost) {
@@ -103,9 +103,9 @@ func (s *SlidingCounterState) Allow(p *ratelimit.Params, now, cost int64) (bool,
 	return false, (i+p.Buckets+1)*P - now
 }
 
-// Take implements State: advance to bucket i (zeroing skipped buckets),
+// take implements State: advance to bucket i (zeroing skipped buckets),
 // then count[i] += c.
-func (s *SlidingCounterState) Take(p *ratelimit.Params, now, cost int64) {
+func (s *SlidingCounterState) take(p *ratelimit.Params, now, cost int64) {
 	i, _ := s.index(p, now)
 	if i > s.Newest {
 		if i-s.Newest > p.Buckets {
@@ -120,8 +120,8 @@ func (s *SlidingCounterState) Take(p *ratelimit.Params, now, cost int64) {
 	s.Counts[mod(i, p.Buckets+1)] += cost
 }
 
-// Remaining implements State: max(0, L − ceil(est)).
-func (s *SlidingCounterState) Remaining(p *ratelimit.Params, now int64) int64 {
+// remaining implements State: max(0, L − ceil(est)).
+func (s *SlidingCounterState) remaining(p *ratelimit.Params, now int64) int64 {
 	i, e := s.index(p, now)
 	full, partial := s.sums(p, i)
 	est := estimate(p, full, partial, e)

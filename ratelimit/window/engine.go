@@ -9,20 +9,26 @@ import (
 
 // State is the state of one window of one key. Every algorithm's state type
 // implements it with pointer receivers; all methods take the window's Params
-// and the decision instant now in ticks. Allow, Remaining and Expiry never
+// and the decision instant now in ticks. allow, remaining and Expiry never
 // change the state. The methods assume 1 ≤ cost ≤ p.Capacity; callers
 // handle larger costs (see Check).
+//
+// Only this package's states implement it: deciding, counting and
+// reporting go through the engine (Check, Take, Report, Usage), so those
+// methods are unexported. Init and Expiry stay exported because a store
+// calls them on a single state it holds (the memory store's expiry on
+// every lookup, the Redis store's reply decoding).
 type State interface {
 	// Init makes the state that of a key never seen before, at now.
 	Init(p *ratelimit.Params, now int64)
-	// Allow reports whether cost units would be admitted at now and, if
+	// allow reports whether cost units would be admitted at now and, if
 	// not, the wait in ticks (≥ 1) after which they would be (0 when
 	// unknown, as for Concurrency).
-	Allow(p *ratelimit.Params, now, cost int64) (ok bool, retryAfter int64)
-	// Take counts cost units at now.
-	Take(p *ratelimit.Params, now, cost int64)
-	// Remaining returns the units left at now, in 0..p.Capacity.
-	Remaining(p *ratelimit.Params, now int64) int64
+	allow(p *ratelimit.Params, now, cost int64) (ok bool, retryAfter int64)
+	// take counts cost units at now.
+	take(p *ratelimit.Params, now, cost int64)
+	// remaining returns the units left at now, in 0..p.Capacity.
+	remaining(p *ratelimit.Params, now int64) int64
 	// Expiry returns the first instant at which the state is
 	// indistinguishable from a fresh one (Init), so a store may drop it
 	// then; math.MaxInt64 when it never expires by itself.
@@ -37,24 +43,24 @@ type StatePtr[S any] interface {
 	State
 }
 
-// ResetOf returns the Reset of window w at now in ticks: the RetryAfter of
+// resetOf returns the Reset of window w at now in ticks: the RetryAfter of
 // a request of cost Remaining+1, or 0 when Remaining equals the capacity
 // (nothing to give back) — see ARCHITECTURE.md.
-func ResetOf(w State, p *ratelimit.Params, now int64) int64 {
-	return resetFrom(w, p, now, w.Remaining(p, now))
+func resetOf(w State, p *ratelimit.Params, now int64) int64 {
+	return resetFrom(w, p, now, w.remaining(p, now))
 }
 
-// resetFrom is ResetOf for a window whose Remaining at now is r (computed
+// resetFrom is resetOf for a window whose Remaining at now is r (computed
 // once by a caller that reports it too: for a sliding counter it sums
 // every bucket).
 func resetFrom(w State, p *ratelimit.Params, now, r int64) int64 {
-	return resetAfter(p, r, func(cost int64) (bool, int64) { return w.Allow(p, now, cost) })
+	return resetAfter(p, r, func(cost int64) (bool, int64) { return w.allow(p, now, cost) })
 }
 
 // resetAfter is the one copy of the Reset rule: the wait allow reports
 // for a request of cost r+1, where r is the window's Remaining, or 0
 // when r is the capacity (nothing to give back) or that request would be
-// admitted now. It takes the window's Allow as a function, not a State,
+// admitted now. It takes the window's allow as a function, not a State,
 // so that a caller on a concrete state (reported) keeps it on the
 // stack: small enough to be inlined, its closure is called directly,
 // where a State interface or a type parameter's method (called through
@@ -84,7 +90,7 @@ func Check[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now, cost int64
 			*d = ratelimit.Decision{Never: true, Window: i}
 			return
 		}
-		ok, ra := P(&states[i]).Allow(p, now, cost)
+		ok, ra := P(&states[i]).allow(p, now, cost)
 		if ok {
 			continue
 		}
@@ -102,7 +108,7 @@ func Check[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now, cost int64
 // Take counts cost at now in every window of states.
 func Take[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now, cost int64) {
 	for i := range states {
-		P(&states[i]).Take(l.ParamsOf(i), now, cost)
+		P(&states[i]).take(l.ParamsOf(i), now, cost)
 	}
 }
 
@@ -128,7 +134,7 @@ func ReportChecked[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now, co
 			best := -1.0
 			for i := range states {
 				p := l.ParamsOf(i)
-				frac := float64(P(&states[i]).Remaining(p, now)) / float64(p.Capacity)
+				frac := float64(P(&states[i]).remaining(p, now)) / float64(p.Capacity)
 				if best < 0 || frac < best {
 					best, d.Window = frac, i
 				}
@@ -138,7 +144,7 @@ func ReportChecked[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now, co
 	p := l.ParamsOf(d.Window)
 	w := P(&states[d.Window])
 	d.Limit = p.Capacity
-	d.Remaining = w.Remaining(p, now)
+	d.Remaining = w.remaining(p, now)
 	if !d.Allowed && !d.Never && cost > 0 && d.Remaining+1 == cost && d.RetryAfter > 0 {
 		d.Reset = d.RetryAfter
 		return
@@ -153,7 +159,7 @@ func Usage[S any, P StatePtr[S]](l *ratelimit.Limit, states []S, now int64, out 
 	for i := range states {
 		p := l.ParamsOf(i)
 		w := P(&states[i])
-		rem := w.Remaining(p, now)
+		rem := w.remaining(p, now)
 		u := ratelimit.WindowUsage{Used: p.Capacity - rem, Remaining: rem,
 			Reset: time.Duration(resetFrom(w, p, now, rem)) * ratelimit.Tick}
 		if i < len(l.Rates) {

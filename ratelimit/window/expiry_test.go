@@ -17,10 +17,10 @@ func expiryAfterOneHit[S any, P StatePtr[S]](t *testing.T, l *ratelimit.Limit, t
 	Init[S, P](l, states, t0)
 	now := t0 + 250_000
 	p := l.ParamsOf(0)
-	if ok, _ := P(&states[0]).Allow(p, now, 1); !ok {
+	if ok, _ := P(&states[0]).allow(p, now, 1); !ok {
 		t.Fatalf("%s: the first unit was denied", l.Algorithm)
 	}
-	P(&states[0]).Take(p, now, 1)
+	P(&states[0]).take(p, now, 1)
 	out := make([]ratelimit.WindowUsage, 1)
 	Usage[S, P](l, states, now, out)
 	return Expiry[S, P](l, states), out[0]
@@ -89,10 +89,10 @@ func TestExpiryAndUsage(t *testing.T) {
 	// A released slot and an empty log are fresh at once.
 	var c ConcurrencyState
 	p := mk(ratelimit.Concurrency).ParamsOf(0)
-	c.Take(p, t0, 2)
+	c.take(p, t0, 2)
 	c.Release(5)
-	if c.InFlight != 0 || c.Expiry(p) != math.MinInt64 || c.Remaining(p, t0) != 10 {
-		t.Errorf("after releasing more than held: %+v, Expiry %d, Remaining %d; want 0 in flight, fresh, 10", c, c.Expiry(p), c.Remaining(p, t0))
+	if c.InFlight != 0 || c.Expiry(p) != math.MinInt64 || c.remaining(p, t0) != 10 {
+		t.Errorf("after releasing more than held: %+v, Expiry %d, Remaining %d; want 0 in flight, fresh, 10", c, c.Expiry(p), c.remaining(p, t0))
 	}
 	var lg LogState
 	if lg.Expiry(mk(ratelimit.SlidingWindowLog).ParamsOf(0)) != math.MinInt64 {

@@ -26,18 +26,18 @@ func TestGCRAFullBurstAtRealInstants(t *testing.T) {
 		p := ratelimit.Params{Limit: tc.limit, Window: int64(tc.window / ratelimit.Tick), Capacity: tc.burst}
 		var s GCRAState
 		s.Init(&p, now)
-		if ok, _ := s.Allow(&p, now, tc.burst); !ok {
+		if ok, _ := s.allow(&p, now, tc.burst); !ok {
 			t.Fatalf("%+v: a fresh key denies a cost equal to the burst", tc)
 		}
-		s.Take(&p, now, tc.burst)
-		ok, ra := s.Allow(&p, now, tc.burst)
+		s.take(&p, now, tc.burst)
+		ok, ra := s.allow(&p, now, tc.burst)
 		if ok || ra <= 0 || ra > int64(tc.window/ratelimit.Tick)*tc.burst/tc.limit+1 {
 			t.Fatalf("%+v: after draining: allowed=%v retryAfter=%d", tc, ok, ra)
 		}
-		if ok, _ := s.Allow(&p, now+ra, tc.burst); !ok {
+		if ok, _ := s.allow(&p, now+ra, tc.burst); !ok {
 			t.Errorf("%+v: denied at now+RetryAfter", tc)
 		}
-		if ok, _ := s.Allow(&p, now+ra-1, tc.burst); ok {
+		if ok, _ := s.allow(&p, now+ra-1, tc.burst); ok {
 			t.Errorf("%+v: allowed one tick before now+RetryAfter", tc)
 		}
 	}

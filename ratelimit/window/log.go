@@ -6,9 +6,9 @@ import (
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// LogEntryBytes is the memory one sliding-log entry takes: its timestamp
+// logEntryBytes is the memory one sliding-log entry takes: its timestamp
 // and its unit count, 8 bytes each.
-const LogEntryBytes = 16
+const logEntryBytes = 16
 
 // logEntry is a run of units logged at one tick. units is as wide as any
 // cost (MaxLimit), so one request adds at most one entry however large its
@@ -21,7 +21,7 @@ type logEntry struct {
 // the counted units, oldest first, in a ring of (timestamp, units) entries,
 // one per tick that counted. Each entry holds at least one unit and the
 // units held never exceed L after a count, so the ring never holds more
-// than L entries: at most LogEntryBytes per unit of the limit plus a
+// than L entries: at most logEntryBytes per unit of the limit plus a
 // 48-byte header (see Limit.StateBytes). The zero value is an empty log.
 type LogState struct {
 	units int64      // units in the ring
@@ -60,11 +60,11 @@ func (s *LogState) expired(cut int64) (entries int, units int64) {
 	return entries, units
 }
 
-// Allow implements State. A unit logged at ts counts at now iff
+// allow implements State. A unit logged at ts counts at now iff
 // ts > now − W; with n counting units, cost c is allowed iff n + c ≤ L,
 // else RetryAfter = ts_k + W − now for the k-th oldest counting unit,
 // k = n + c − L.
-func (s *LogState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
+func (s *LogState) allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	first, gone := s.expired(now - p.Window)
 	n := s.units - gone
 	if n+cost <= p.Limit {
@@ -83,11 +83,11 @@ func (s *LogState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	return false, p.Window
 }
 
-// Take implements State: drop the units that no longer count, then log
+// take implements State: drop the units that no longer count, then log
 // cost units at max(now, newest logged timestamp) so the log stays sorted
 // when the clock steps back (a unit is never logged as older than one
 // already counted). Units logged at the newest entry's tick join it.
-func (s *LogState) Take(p *ratelimit.Params, now, cost int64) {
+func (s *LogState) take(p *ratelimit.Params, now, cost int64) {
 	drop, units := s.expired(now - p.Window)
 	if drop > 0 {
 		s.head = (s.head + drop) % len(s.ring)
@@ -124,8 +124,8 @@ func (s *LogState) grow(limit int64) {
 	s.ring, s.head = ring, 0
 }
 
-// Remaining implements State: L − n.
-func (s *LogState) Remaining(p *ratelimit.Params, now int64) int64 {
+// remaining implements State: L − n.
+func (s *LogState) remaining(p *ratelimit.Params, now int64) int64 {
 	_, gone := s.expired(now - p.Window)
 	return clamp(p.Limit-(s.units-gone), 0, p.Capacity)
 }
@@ -143,4 +143,4 @@ func (s *LogState) Expiry(p *ratelimit.Params) int64 {
 func (s *LogState) Units() int64 { return s.units }
 
 // Bytes returns the memory the log's ring holds, in bytes.
-func (s *LogState) Bytes() int { return LogEntryBytes * len(s.ring) }
+func (s *LogState) Bytes() int { return logEntryBytes * len(s.ring) }

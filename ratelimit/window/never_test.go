@@ -85,7 +85,7 @@ func TestNeverAdmittingStateReturns(t *testing.T) {
 			var usage [1]ratelimit.WindowUsage
 			var admitsAtMax bool
 			noHang(t, "Check/Report/Usage", func() {
-				admitsAtMax, _ = w.Allow(&p, now+maxW, tc.cost)
+				admitsAtMax, _ = w.allow(&p, now+maxW, tc.cost)
 				if tc.tb != nil {
 					s := []TokenBucketState{*tc.tb}
 					Check(l, s, now, tc.cost, &d)
@@ -107,7 +107,7 @@ func TestNeverAdmittingStateReturns(t *testing.T) {
 			if d.RetryAfter <= 0 || d.RetryAfter > ratelimit.MaxWait || d.Reset > d.RetryAfter || usage[0].Reset > ratelimit.MaxWait {
 				t.Fatalf("decision %+v, usage %+v: waits must lie in 1 tick..MaxWait (%s), Reset ≤ RetryAfter", d, usage[0], ratelimit.MaxWait)
 			}
-			want := oracleFirst(1, func(x int64) bool { ok, _ := w.Allow(&p, now+x, tc.cost); return ok })
+			want := oracleFirst(1, func(x int64) bool { ok, _ := w.allow(&p, now+x, tc.cost); return ok })
 			if got := int64(d.RetryAfter / ratelimit.Tick); got != want {
 				t.Fatalf("RetryAfter %d ticks, oracle %d (MaxWait %d)", got, want, maxW)
 			}

@@ -57,28 +57,28 @@ func simulate[S any, P StatePtr[S]](t *testing.T, l *ratelimit.Limit, seq []arri
 		if i > 0 {
 			up += max(a.at-seq[i-1].at, 0)
 		}
-		ok, ra := w.Allow(&p, a.at, a.cost)
+		ok, ra := w.allow(&p, a.at, a.cost)
 		decisions = append(decisions, ok)
 		if !ok && l.Algorithm != ratelimit.Concurrency && a.cost <= p.Capacity {
 			if ra < 1 {
 				t.Fatalf("request %d (t+%d, cost %d): RetryAfter %d < 1", i, a.at-seq[0].at, a.cost, ra)
 			}
 			c := clone(s)
-			if ok2, _ := P(&c).Allow(&p, a.at+ra, a.cost); !ok2 {
+			if ok2, _ := P(&c).allow(&p, a.at+ra, a.cost); !ok2 {
 				t.Fatalf("request %d (cost %d): denied at now+RetryAfter (%d)", i, a.cost, ra)
 			}
 			if ra > 1 && l.Algorithm.Exact() {
-				if ok2, _ := P(&c).Allow(&p, a.at+ra-1, a.cost); ok2 {
+				if ok2, _ := P(&c).allow(&p, a.at+ra-1, a.cost); ok2 {
 					t.Fatalf("request %d (cost %d): allowed at now+RetryAfter-1 (%d)", i, a.cost, ra-1)
 				}
 			}
 		}
 		if ok {
 			m = max(m, a.at)
-			w.Take(&p, a.at, a.cost)
+			w.take(&p, a.at, a.cost)
 			out = append(out, admitted{a.at, m, a.cost, up})
 		}
-		if r := w.Remaining(&p, a.at); r < 0 || r > p.Capacity {
+		if r := w.remaining(&p, a.at); r < 0 || r > p.Capacity {
 			t.Fatalf("request %d: Remaining %d outside 0..%d", i, r, p.Capacity)
 		}
 	}
@@ -376,7 +376,7 @@ func TestLogStateLargeCosts(t *testing.T) {
 			default:
 				cost = 1 + int64(x>>8)%L
 			}
-			ok, ra := s.Allow(&p, now, cost)
+			ok, ra := s.allow(&p, now, cost)
 			want := counting(now)+cost <= L
 			if ok != want {
 				t.Fatalf("L=%d t=%d cost %d: Allow %v, model %v", L, now, cost, ok, want)
@@ -396,14 +396,14 @@ func TestLogStateLargeCosts(t *testing.T) {
 				}
 				continue
 			}
-			s.Take(&p, now, cost)
+			s.take(&p, now, cost)
 			log = append(log, arrival{at: now, cost: cost})
 			requests++
-			if got, want := s.Remaining(&p, now), L-counting(now); got != want {
+			if got, want := s.remaining(&p, now), L-counting(now); got != want {
 				t.Fatalf("L=%d t=%d: Remaining %d, model %d", L, now, got, want)
 			}
 			peak = max(peak, s.n)
-			if s.n > requests || s.Bytes() > LogEntryBytes*max(4, 2*peak) {
+			if s.n > requests || s.Bytes() > logEntryBytes*max(4, 2*peak) {
 				t.Fatalf("L=%d: %d entries (peak %d), %d bytes after %d counted requests", L, s.n, peak, s.Bytes(), requests)
 			}
 		}
@@ -415,11 +415,11 @@ func TestLogStateLargeCosts(t *testing.T) {
 	// in the ring.
 	p := ratelimit.Params{Algorithm: ratelimit.SlidingWindowLog, Window: W, Limit: ratelimit.MaxLimit, Capacity: ratelimit.MaxLimit}
 	var s LogState
-	s.Take(&p, 1, ratelimit.MaxLimit-1)
-	if s.n != 1 || s.Units() != ratelimit.MaxLimit-1 || s.Bytes() > 4*LogEntryBytes {
+	s.take(&p, 1, ratelimit.MaxLimit-1)
+	if s.n != 1 || s.Units() != ratelimit.MaxLimit-1 || s.Bytes() > 4*logEntryBytes {
 		t.Fatalf("cost 2^53−1: %d entries, %d units, %d bytes", s.n, s.Units(), s.Bytes())
 	}
-	if ok, ra := s.Allow(&p, 2, 2); ok || ra != W-1 {
+	if ok, ra := s.allow(&p, 2, 2); ok || ra != W-1 {
 		t.Fatalf("cost 2 on a full log: %v, RetryAfter %d; want denied, %d", ok, ra, W-1)
 	}
 }

@@ -29,8 +29,8 @@ func (s *QuotaState) at(p *ratelimit.Params, now int64) QuotaState {
 	return *s
 }
 
-// Allow implements State. A denied request waits for the period's end.
-func (s *QuotaState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
+// allow implements State. A denied request waits for the period's end.
+func (s *QuotaState) allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	st := s.at(p, now)
 	if st.Count+cost <= p.Limit {
 		return true, 0
@@ -38,14 +38,14 @@ func (s *QuotaState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	return false, st.End - now
 }
 
-// Take implements State.
-func (s *QuotaState) Take(p *ratelimit.Params, now, cost int64) {
+// take implements State.
+func (s *QuotaState) take(p *ratelimit.Params, now, cost int64) {
 	*s = s.at(p, now)
 	s.Count += cost
 }
 
-// Remaining implements State.
-func (s *QuotaState) Remaining(p *ratelimit.Params, now int64) int64 {
+// remaining implements State.
+func (s *QuotaState) remaining(p *ratelimit.Params, now int64) int64 {
 	return clamp(p.Limit-s.at(p, now).Count, 0, p.Capacity)
 }
 

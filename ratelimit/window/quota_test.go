@@ -151,15 +151,15 @@ func TestQuotaStateExpiry(t *testing.T) {
 	at := time.Date(2024, 1, 31, 23, 59, 0, 0, ny).UnixMicro()
 	var s QuotaState
 	s.Init(&p, at)
-	s.Take(&p, at, 2)
+	s.take(&p, at, 2)
 	end := time.Date(2024, 2, 1, 0, 0, 0, 0, ny).UnixMicro()
 	if got := s.Expiry(&p); got != end {
 		t.Fatalf("Expiry = %s, want %s", time.UnixMicro(got).In(ny), time.UnixMicro(end).In(ny))
 	}
-	if ok, ra := s.Allow(&p, at, 1); ok || ra != end-at {
+	if ok, ra := s.allow(&p, at, 1); ok || ra != end-at {
 		t.Fatalf("Allow at 23:59 = %v, %d; want denied until midnight (%d)", ok, ra, end-at)
 	}
-	if ok, _ := s.Allow(&p, end, 2); !ok {
+	if ok, _ := s.allow(&p, end, 2); !ok {
 		t.Fatal("the quota did not reset at local midnight of the 1st")
 	}
 }

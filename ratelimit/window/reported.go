@@ -12,27 +12,27 @@ import "github.com/tollgate/gateway/ratelimit"
 // Reported returns the window's Remaining and Reset (ticks) at now, as
 // Report reports them.
 func (s *FixedWindowState) Reported(p *ratelimit.Params, now int64) (remaining, reset int64) {
-	remaining = s.Remaining(p, now)
-	return remaining, resetAfter(p, remaining, func(c int64) (bool, int64) { return s.Allow(p, now, c) })
+	remaining = s.remaining(p, now)
+	return remaining, resetAfter(p, remaining, func(c int64) (bool, int64) { return s.allow(p, now, c) })
 }
 
 // Reported returns the window's Remaining and Reset (ticks) at now, as
 // Report reports them.
 func (s *GCRAState) Reported(p *ratelimit.Params, now int64) (remaining, reset int64) {
-	remaining = s.Remaining(p, now)
-	return remaining, resetAfter(p, remaining, func(c int64) (bool, int64) { return s.Allow(p, now, c) })
+	remaining = s.remaining(p, now)
+	return remaining, resetAfter(p, remaining, func(c int64) (bool, int64) { return s.allow(p, now, c) })
 }
 
 // Reported returns the window's Remaining and Reset (ticks) at now, as
 // Report reports them.
 func (s *TokenBucketState) Reported(p *ratelimit.Params, now int64) (remaining, reset int64) {
-	remaining = s.Remaining(p, now)
-	return remaining, resetAfter(p, remaining, func(c int64) (bool, int64) { return s.Allow(p, now, c) })
+	remaining = s.remaining(p, now)
+	return remaining, resetAfter(p, remaining, func(c int64) (bool, int64) { return s.allow(p, now, c) })
 }
 
 // Reported returns the window's Remaining and Reset (ticks) at now, as
 // Report reports them. Counts may be a slice of the caller's array.
 func (s *SlidingCounterState) Reported(p *ratelimit.Params, now int64) (remaining, reset int64) {
-	remaining = s.Remaining(p, now)
-	return remaining, resetAfter(p, remaining, func(c int64) (bool, int64) { return s.Allow(p, now, c) })
+	remaining = s.remaining(p, now)
+	return remaining, resetAfter(p, remaining, func(c int64) (bool, int64) { return s.allow(p, now, c) })
 }

@@ -103,7 +103,7 @@ func TestRetryAfterAgainstOracle(t *testing.T) {
 		var s SlidingCounterState
 		s.Init(&p, now-r.Int64N(p.Window))
 		for range r.IntN(20) {
-			s.Take(&p, now-r.Int64N(p.Window), 1+r.Int64N(limit/4+1))
+			s.take(&p, now-r.Int64N(p.Window), 1+r.Int64N(limit/4+1))
 		}
 		checkOracle(t, "sliding_window_counter", &s, &p, now, 1+r.Int64N(limit))
 	}
@@ -122,21 +122,21 @@ func TestRetryAfterAgainstOracle(t *testing.T) {
 func checkOracle(t *testing.T, name string, w State, p *ratelimit.Params, now, cost int64) {
 	t.Helper()
 	ok := func(c int64) func(int64) bool {
-		return func(d int64) bool { a, _ := w.Allow(p, now+d, c); return a }
+		return func(d int64) bool { a, _ := w.allow(p, now+d, c); return a }
 	}
-	if a, ra := w.Allow(p, now, cost); !a {
+	if a, ra := w.allow(p, now, cost); !a {
 		if want := oracleFirst(1, ok(cost)); ra != want {
 			t.Fatalf("%s %+v at %d cost %d: RetryAfter %d, oracle %d", name, w, now, cost, ra, want)
 		}
 	}
-	rem := w.Remaining(p, now)
+	rem := w.remaining(p, now)
 	want := int64(0)
 	if rem < p.Capacity {
-		if a, _ := w.Allow(p, now, rem+1); !a {
+		if a, _ := w.allow(p, now, rem+1); !a {
 			want = oracleFirst(1, ok(rem+1))
 		}
 	}
-	if got := ResetOf(w, p, now); got != want {
+	if got := resetOf(w, p, now); got != want {
 		t.Fatalf("%s %+v at %d: Reset %d, oracle %d", name, w, now, got, want)
 	}
 	// The Reported methods (a one-hit reply's state, held by value) give

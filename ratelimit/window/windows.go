@@ -33,8 +33,8 @@ func (s *FixedWindowState) at(p *ratelimit.Params, now int64) FixedWindowState {
 	return *s
 }
 
-// Allow implements State.
-func (s *FixedWindowState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
+// allow implements State.
+func (s *FixedWindowState) allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	st := s.at(p, now)
 	if st.Count+cost <= p.Limit {
 		return true, 0
@@ -42,14 +42,14 @@ func (s *FixedWindowState) Allow(p *ratelimit.Params, now, cost int64) (bool, in
 	return false, st.Start + p.Window - now
 }
 
-// Take implements State.
-func (s *FixedWindowState) Take(p *ratelimit.Params, now, cost int64) {
+// take implements State.
+func (s *FixedWindowState) take(p *ratelimit.Params, now, cost int64) {
 	*s = s.at(p, now)
 	s.Count += cost
 }
 
-// Remaining implements State.
-func (s *FixedWindowState) Remaining(p *ratelimit.Params, now int64) int64 {
+// remaining implements State.
+func (s *FixedWindowState) remaining(p *ratelimit.Params, now int64) int64 {
 	return clamp(p.Limit-s.at(p, now).Count, 0, p.Capacity)
 }
 
@@ -74,23 +74,23 @@ func (s *ElasticState) count(now int64) int64 {
 	return s.Count
 }
 
-// Allow implements State.
-func (s *ElasticState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
+// allow implements State.
+func (s *ElasticState) allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	if s.count(now)+cost <= p.Limit {
 		return true, 0
 	}
 	return false, s.End - now
 }
 
-// Take implements State. The end moves to max(End, now + W): a clock
+// take implements State. The end moves to max(End, now + W): a clock
 // stepped back never shortens the box.
-func (s *ElasticState) Take(p *ratelimit.Params, now, cost int64) {
+func (s *ElasticState) take(p *ratelimit.Params, now, cost int64) {
 	s.Count = s.count(now) + cost
 	s.End = max(s.End, now+p.Window)
 }
 
-// Remaining implements State.
-func (s *ElasticState) Remaining(p *ratelimit.Params, now int64) int64 {
+// remaining implements State.
+func (s *ElasticState) remaining(p *ratelimit.Params, now int64) int64 {
 	return clamp(p.Limit-s.count(now), 0, p.Capacity)
 }
 
@@ -118,11 +118,11 @@ func (s *TokenBucketState) level(p *ratelimit.Params, now int64) float64 {
 	return math.Min(float64(p.Capacity), s.Tokens+float64(elapsed)*float64(p.Limit)/float64(p.Window))
 }
 
-// Allow implements State. RetryAfter is the smallest d in 1..MaxWait with
+// allow implements State. RetryAfter is the smallest d in 1..MaxWait with
 // level(now+d) ≥ c, searched from (max(ts, now) − now) +
 // ceil((c − tokens) * W / L), or MaxWait when there is none (a refill
 // longer than MaxWait, or a corrupted bucket that never refills).
-func (s *TokenBucketState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
+func (s *TokenBucketState) allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	t := s.level(p, now)
 	c := float64(cost)
 	if t >= c {
@@ -137,14 +137,14 @@ func (s *TokenBucketState) Allow(p *ratelimit.Params, now, cost int64) (bool, in
 	return false, d
 }
 
-// Take implements State.
-func (s *TokenBucketState) Take(p *ratelimit.Params, now, cost int64) {
+// take implements State.
+func (s *TokenBucketState) take(p *ratelimit.Params, now, cost int64) {
 	s.Tokens = s.level(p, now) - float64(cost)
 	s.TS = max(s.TS, now)
 }
 
-// Remaining implements State: floor(tokens).
-func (s *TokenBucketState) Remaining(p *ratelimit.Params, now int64) int64 {
+// remaining implements State: floor(tokens).
+func (s *TokenBucketState) remaining(p *ratelimit.Params, now int64) int64 {
 	return clamp(int64(math.Floor(s.level(p, now))), 0, p.Capacity)
 }
 
@@ -180,10 +180,10 @@ func (s *GCRAState) allowedAt(now int64, c, t, tau float64) bool {
 	return math.Max(s.TAT-float64(now), 0)+c*t <= tau
 }
 
-// Allow implements State. RetryAfter is the smallest d in 1..MaxWait
+// allow implements State. RetryAfter is the smallest d in 1..MaxWait
 // admitting cost at now+d, searched from ceil(tat' − τ − now), or MaxWait
 // when there is none (a TAT more than MaxWait ahead, or not a number).
-func (s *GCRAState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
+func (s *GCRAState) allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	t, tau := gcraParams(p)
 	c := float64(cost)
 	if s.allowedAt(now, c, t, tau) {
@@ -200,14 +200,14 @@ func (s *GCRAState) Allow(p *ratelimit.Params, now, cost int64) (bool, int64) {
 	return false, d
 }
 
-// Take implements State: tat = max(tat, now) + c·T.
-func (s *GCRAState) Take(p *ratelimit.Params, now, cost int64) {
+// take implements State: tat = max(tat, now) + c·T.
+func (s *GCRAState) take(p *ratelimit.Params, now, cost int64) {
 	t, _ := gcraParams(p)
 	s.TAT = math.Max(s.TAT, float64(now)) + float64(cost)*t
 }
 
-// Remaining implements State: floor((τ − (max(tat, now) − now)) / T).
-func (s *GCRAState) Remaining(p *ratelimit.Params, now int64) int64 {
+// remaining implements State: floor((τ − (max(tat, now) − now)) / T).
+func (s *GCRAState) remaining(p *ratelimit.Params, now int64) int64 {
 	t, tau := gcraParams(p)
 	n := float64(now)
 	return clamp(int64(math.Floor((tau-(math.Max(s.TAT, n)-n))/t)), 0, p.Capacity)
@@ -227,19 +227,19 @@ var _ State = (*ConcurrencyState)(nil)
 // Init implements State.
 func (s *ConcurrencyState) Init(*ratelimit.Params, int64) { s.InFlight = 0 }
 
-// Allow implements State; RetryAfter is unknown (0).
-func (s *ConcurrencyState) Allow(p *ratelimit.Params, _, cost int64) (bool, int64) {
+// allow implements State; RetryAfter is unknown (0).
+func (s *ConcurrencyState) allow(p *ratelimit.Params, _, cost int64) (bool, int64) {
 	return s.InFlight+cost <= p.Capacity, 0
 }
 
-// Take implements State.
-func (s *ConcurrencyState) Take(_ *ratelimit.Params, _, cost int64) { s.InFlight += cost }
+// take implements State.
+func (s *ConcurrencyState) take(_ *ratelimit.Params, _, cost int64) { s.InFlight += cost }
 
 // Release gives back cost units, never going below zero.
 func (s *ConcurrencyState) Release(cost int64) { s.InFlight = max(s.InFlight-cost, 0) }
 
-// Remaining implements State.
-func (s *ConcurrencyState) Remaining(p *ratelimit.Params, _ int64) int64 {
+// remaining implements State.
+func (s *ConcurrencyState) remaining(p *ratelimit.Params, _ int64) int64 {
 	return clamp(p.Capacity-s.InFlight, 0, p.Capacity)
 }
 
