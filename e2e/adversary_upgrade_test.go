@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/gateway/internal/testupstream"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -29,21 +30,7 @@ func echoTunnelUpstream(t *testing.T, requests, upgrades *atomic.Int64) *httptes
 			return
 		}
 		upgrades.Add(1)
-		conn, rw, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		fmt.Fprint(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		rw.Flush()
-		for {
-			line, err := rw.ReadString('\n')
-			if err != nil {
-				return
-			}
-			rw.WriteString("echo " + line)
-			rw.Flush()
-		}
+		testupstream.EchoTunnel(w)
 	}))
 	t.Cleanup(func() {
 		srv.CloseClientConnections()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/gateway/internal/testupstream"
 )
 
 // streamTimeout is the stream route's timeout: the budget for the
@@ -68,21 +70,7 @@ func newStreamUpstream(t testing.TB) *httptest.Server {
 			http.Error(w, "upgrade required", http.StatusUpgradeRequired)
 			return
 		}
-		conn, rw, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		fmt.Fprint(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		rw.Flush()
-		for {
-			line, err := rw.ReadString('\n')
-			if err != nil {
-				return
-			}
-			rw.WriteString("echo " + line)
-			rw.Flush()
-		}
+		testupstream.EchoTunnel(w)
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {

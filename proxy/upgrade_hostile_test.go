@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/gateway/internal/testupstream"
 	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -31,21 +32,7 @@ func echoUpgradeUpstream(t *testing.T, upgrades *atomic.Int64) *upstream {
 			fmt.Fprint(w, "plain")
 			return
 		}
-		conn, rw, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		fmt.Fprint(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		rw.Flush()
-		for {
-			line, err := rw.ReadString('\n')
-			if err != nil {
-				return
-			}
-			rw.WriteString("echo " + line)
-			rw.Flush()
-		}
+		testupstream.EchoTunnel(w)
 	})
 }
 

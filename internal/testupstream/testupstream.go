@@ -6,6 +6,7 @@
 package testupstream
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -135,4 +136,27 @@ func (w *Discard) WriteString(s string) (int, error) {
 		w.Status = http.StatusOK
 	}
 	return len(s), nil
+}
+
+// EchoTunnel takes over w's connection as an upstream that accepted a
+// WebSocket upgrade would: it answers 101 Switching Protocols and then
+// echoes each line it reads as "echo <line>" until the client closes.
+// Tests of upgrades put it behind the gateway to see whether a tunnel
+// opened.
+func EchoTunnel(w http.ResponseWriter) {
+	conn, rw, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	fmt.Fprint(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	rw.Flush()
+	for {
+		line, err := rw.ReadString('\n')
+		if err != nil {
+			return
+		}
+		rw.WriteString("echo " + line)
+		rw.Flush()
+	}
 }
