@@ -58,14 +58,7 @@ func TestReturnParity(t *testing.T) {
 		} else {
 			want := make([]ratelimit.Decision, 1)
 			got := make([]ratelimit.Decision, 1)
-			wa, err := ms.Decide(ctx, now, []ratelimit.Hit{h}, want)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ga, err := rs.Decide(ctx, now, []ratelimit.Hit{h}, got)
-			if err != nil {
-				t.Fatalf("step %d: %v", step, err)
-			}
+			wa, ga := decideBoth(t, ctx, ms, rs, now, []ratelimit.Hit{h}, want, got, step)
 			if wa != ga || got[0] != want[0] {
 				t.Fatalf("step %d (%s cost %d): got %v %+v, memstore %v %+v", step, l.Name, h.Cost, ga, got[0], wa, want[0])
 			}

@@ -112,14 +112,7 @@ func TestModesParity(t *testing.T) {
 		}
 		want := make([]ratelimit.Decision, len(hits))
 		got := make([]ratelimit.Decision, len(hits))
-		wa, err := ms.Decide(ctx, now, hits, want)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ga, err := rs.Decide(ctx, now, hits, got)
-		if err != nil {
-			t.Fatalf("step %d: %v", step, err)
-		}
+		wa, ga := decideBoth(t, ctx, ms, rs, now, hits, want, got, step)
 		if wa != ga {
 			t.Fatalf("step %d: allowed = %v, memstore %v; %s", step, ga, wa, describeModes(hits))
 		}

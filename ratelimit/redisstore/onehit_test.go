@@ -74,14 +74,7 @@ func TestOneHitParity(t *testing.T) {
 					cost = 1 + rng.Int64N(2*l.Params(0).Capacity)
 				}
 				hits := []ratelimit.Hit{{Limit: l, Key: "k" + strconv.Itoa(rng.IntN(2)), Cost: cost}}
-				wa, err := ms.Decide(ctx, now, hits, want)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ga, err := rs.Decide(ctx, now, hits, got)
-				if err != nil {
-					t.Fatalf("step %d: %v", step, err)
-				}
+				wa, ga := decideBoth(t, ctx, ms, rs, now, hits, want, got, step)
 				if ga != wa || got[0] != want[0] {
 					t.Fatalf("step %d at %s: %s cost %d on %s: got %v %+v, memstore %v %+v",
 						step, now.Format(time.RFC3339Nano), l.Name, cost, hits[0].Key, ga, got[0], wa, want[0])
@@ -252,14 +245,7 @@ func TestOneHitManyLimits(t *testing.T) {
 			l := finished(t, ratelimit.Limit{Name: "many" + strconv.Itoa(i), Algorithm: alg, Rates: []ratelimit.Rate{rate(int64(2+i), time.Second)}})
 			for k := range 3 {
 				hits := []ratelimit.Hit{{Limit: l, Key: "k", Cost: int64(1 + k*i%3)}}
-				wa, err := ms.Decide(ctx, now, hits, want)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ga, err := rs.Decide(ctx, now, hits, got)
-				if err != nil {
-					t.Fatal(err)
-				}
+				wa, ga := decideBoth(t, ctx, ms, rs, now, hits, want, got, 0)
 				if ga != wa || got[0] != want[0] {
 					t.Fatalf("limit %d call %d: got %v %+v, memstore %v %+v", i, k, ga, got[0], wa, want[0])
 				}

@@ -122,14 +122,7 @@ func quotaParity(t *testing.T, rs *redisstore.Store, now time.Time, seed int64, 
 		}
 		want := make([]ratelimit.Decision, n)
 		got := make([]ratelimit.Decision, n)
-		wa, err := ms.Decide(ctx, now, hits, want)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ga, err := rs.Decide(ctx, now, hits, got)
-		if err != nil {
-			t.Fatalf("step %d: %v", step, err)
-		}
+		wa, ga := decideBoth(t, ctx, ms, rs, now, hits, want, got, step)
 		if wa != ga {
 			t.Fatalf("seed %d step %d at %s: allowed = %v, memstore %v; hits %s", seed, step, now.Format(time.RFC3339Nano), ga, wa, describe(hits))
 		}

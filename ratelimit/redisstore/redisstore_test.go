@@ -261,14 +261,7 @@ func parity(t *testing.T, rs *redisstore.Store, steps int) {
 		}
 		want := make([]ratelimit.Decision, n)
 		got := make([]ratelimit.Decision, n)
-		wa, err := ms.Decide(ctx, now, hits, want)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ga, err := rs.Decide(ctx, now, hits, got)
-		if err != nil {
-			t.Fatalf("step %d: %v", step, err)
-		}
+		wa, ga := decideBoth(t, ctx, ms, rs, now, hits, want, got, step)
 		if wa != ga {
 			t.Fatalf("step %d at %s: allowed = %v, memstore %v; hits %s", step, now.Format(time.RFC3339Nano), ga, wa, describe(hits))
 		}
@@ -348,4 +341,20 @@ func TestErrorsWrapErrStore(t *testing.T) {
 	if !errors.Is(err, ratelimit.ErrStore) {
 		t.Fatalf("Decide on a stopped server: %v, want ErrStore", err)
 	}
+}
+
+// decideBoth decides hits at now on the memory store (the model) into
+// want and on Redis into got, failing t (naming step) on a store error,
+// and returns whether each allowed them.
+func decideBoth(t *testing.T, ctx context.Context, ms, rs ratelimit.Store, now time.Time, hits []ratelimit.Hit, want, got []ratelimit.Decision, step int) (wa, ga bool) {
+	t.Helper()
+	wa, err := ms.Decide(ctx, now, hits, want)
+	if err != nil {
+		t.Fatalf("step %d: memstore: %v", step, err)
+	}
+	ga, err = rs.Decide(ctx, now, hits, got)
+	if err != nil {
+		t.Fatalf("step %d: %v", step, err)
+	}
+	return wa, ga
 }
