@@ -206,7 +206,9 @@ func envName(key string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
-type override struct {
+// envValue is a configuration key's value given by its TOLLGATE_*
+// variable.
+type envValue struct {
 	key   string
 	value any
 }
@@ -214,7 +216,7 @@ type override struct {
 // envOverrides converts the TOLLGATE_* variables of environ into typed
 // values for their keys; a value that does not parse is an error naming
 // the variable. Unknown TOLLGATE_* names are left to unknownEnv.
-func envOverrides(environ []string, dp *decodeProblems) []override {
+func envOverrides(environ []string, dp *decodeProblems) []envValue {
 	env := map[string]string{}
 	for _, kv := range environ {
 		if k, val, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, envPrefix) {
@@ -224,7 +226,7 @@ func envOverrides(environ []string, dp *decodeProblems) []override {
 	if len(env) == 0 {
 		return nil
 	}
-	var out []override
+	var out []envValue
 	for _, l := range envLeaves(reflect.TypeFor[policy.Config](), "") {
 		name := envName(l.key)
 		s, ok := env[name]
@@ -255,7 +257,7 @@ func envOverrides(environ []string, dp *decodeProblems) []override {
 			dp.add(l.key, fmt.Sprintf("invalid value %q (environment %s)", s, name))
 			continue
 		}
-		out = append(out, override{l.key, val})
+		out = append(out, envValue{l.key, val})
 	}
 	return out
 }

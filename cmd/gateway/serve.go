@@ -25,7 +25,7 @@ import (
 	"github.com/tollgate/gateway/candidate"
 	"github.com/tollgate/gateway/internal/gcpace"
 	"github.com/tollgate/gateway/listener"
-	overrides "github.com/tollgate/gateway/override"
+	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
@@ -112,7 +112,7 @@ type gateway struct {
 	mem      *memstore.Store
 	rr       *redisRuntime // nil unless the backend is Redis
 	// overrides is this gateway's copy of the store's override table.
-	overrides *overrides.Sync
+	overrides *override.Sync
 	// now is the decision clock (nil: time.Now), which the admin API
 	// reads usage and resets counters by too: on another clock it would
 	// read other windows and periods than the requests counted in.
@@ -222,7 +222,7 @@ func (g *gateway) openOverrides() {
 	if t == nil {
 		return
 	}
-	g.overrides = overrides.New(t, overrides.Options{Logger: g.log, Changed: func() {
+	g.overrides = override.New(t, override.Options{Logger: g.log, Changed: func() {
 		if dc, ok := g.store.(interface{ PurgeDenials() }); ok {
 			dc.PurgeDenials()
 		}
