@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/tollgate/gateway/headers"
-	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -83,7 +83,7 @@ func (h *handler) limits(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *handler) usage(ctx context.Context, w http.ResponseWriter, l *ratelimit.Limit, key string, ov *policy.Override) {
+func (h *handler) usage(ctx context.Context, w http.ResponseWriter, l *ratelimit.Limit, key string, ov *override.Compiled) {
 	now := h.o.Now()
 	ws, err := h.o.Store.Usage(ctx, now, l, key)
 	if err != nil {

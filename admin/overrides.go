@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -25,7 +26,7 @@ const MaxOverrideBody = 16 << 10
 // OverrideSync is this gateway's copy of the store's override table.
 type OverrideSync interface {
 	// For returns the table compiled against p.
-	For(p *policy.Policy) *policy.Overrides
+	For(p *policy.Policy) *override.Table
 	// Refresh reads the table now, so that a change made through this
 	// gateway applies here at once.
 	Refresh(ctx context.Context) error
@@ -138,7 +139,7 @@ func (h *handler) listOverrides(ctx context.Context, w http.ResponseWriter) {
 		return
 	}
 	now := h.o.Now()
-	compiled := h.o.Policy().CompileOverrides(list)
+	compiled := override.Compile(h.o.Policy(), list)
 	views := make([]OverrideView, 0, len(list))
 	for _, st := range compiled.All {
 		views = append(views, viewOf(st.Override, st.Problem, now))
@@ -398,7 +399,7 @@ func (h *handler) refreshOverrides(ctx context.Context) {
 
 // activeOverride returns the override in force for the limit and client
 // a /admin/limits query names, or nil.
-func (h *handler) activeOverride(q url.Values) *policy.Override {
+func (h *handler) activeOverride(q url.Values) *override.Compiled {
 	if h.o.OverrideSync == nil {
 		return nil
 	}

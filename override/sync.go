@@ -1,11 +1,3 @@
-// Package override keeps a gateway's copy of the store's override table
-// (ratelimit.OverrideTable) and compiles it against the active policy, so
-// that an override set through any gateway of a fleet applies on every
-// one within a poll interval, without a reload.
-//
-// The table is read whole only when its version changes; a poll that
-// finds it unchanged is one small read. Expiry needs no poll: every
-// compiled override carries its expiry and is ignored from then on.
 package override
 
 import (
@@ -61,7 +53,7 @@ type state struct {
 	version  uint64
 	list     []ratelimit.Override
 	p        *policy.Policy
-	compiled *policy.Overrides
+	compiled *Table
 }
 
 // New returns a Sync of table; it reads nothing until Refresh or Start.
@@ -117,7 +109,7 @@ func (s *Sync) Refresh(ctx context.Context) error {
 
 // For returns the table compiled against p: nil when it holds nothing.
 // The compilation is kept until the table or the policy changes.
-func (s *Sync) For(p *policy.Policy) *policy.Overrides {
+func (s *Sync) For(p *policy.Policy) *Table {
 	if s == nil {
 		return nil
 	}
@@ -135,11 +127,12 @@ func (s *Sync) For(p *policy.Policy) *policy.Overrides {
 	return st.compiled
 }
 
-func compile(p *policy.Policy, list []ratelimit.Override) *policy.Overrides {
+// compile is Compile, but nil (none) for an empty table.
+func compile(p *policy.Policy, list []ratelimit.Override) *Table {
 	if len(list) == 0 {
 		return nil
 	}
-	return p.CompileOverrides(list)
+	return Compile(p, list)
 }
 
 // Start polls the table every Options.Interval until Stop.

@@ -149,8 +149,10 @@ func identityPart(k keys.PartKind) bool {
 	return false
 }
 
-// appendIdentityParts appends the identity parts of parts to dst.
-func appendIdentityParts(dst, parts []keys.Part) []keys.Part {
+// AppendIdentityParts appends the identity parts of parts (client, ip,
+// api_key, user, mtls, consumer) to dst: what an override's subject is
+// made of, here and when package override finds one for a request.
+func AppendIdentityParts(dst, parts []keys.Part) []keys.Part {
 	for _, p := range parts {
 		if identityPart(p.Kind) {
 			dst = append(dst, p)
@@ -167,7 +169,7 @@ func appendIdentityParts(dst, parts []keys.Part) []keys.Part {
 // client. The error says why l has no counter for id: it is not keyed by
 // a client, or it answers 401 to such a client.
 func (p *Policy) OverrideSubject(l *Limit, id *keys.Identity) (string, error) {
-	parts := appendIdentityParts(nil, l.By)
+	parts := AppendIdentityParts(nil, l.By)
 	if len(parts) == 0 {
 		return "", fmt.Errorf("limit %q is not keyed by a client (by = %s); change its rates in the configuration", l.Name, partsText(l.By))
 	}
@@ -176,7 +178,7 @@ func (p *Policy) OverrideSubject(l *Limit, id *keys.Identity) (string, error) {
 		case OnMissingReject:
 			return "", fmt.Errorf("limit %q answers 401 to requests without %s and counts them nowhere; name the client by those", l.Name, keys.MissingNames(parts))
 		case OnMissingIP:
-			parts = appendIdentityParts(nil, l.ByIP)
+			parts = AppendIdentityParts(nil, l.ByIP)
 		}
 	}
 	return "key:" + string(p.Identity.AppendKey(nil, parts, id, &keys.Values{})), nil

@@ -5,6 +5,7 @@ import (
 
 	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -13,7 +14,7 @@ import (
 // are parts and counter key is key: the override in force for its
 // consumer or client, if any, else base (l's variant for the identity,
 // l.For). Without overrides of l it costs one map lookup.
-func (h *Handler) limitFor(ovs *policy.Overrides, p *policy.Policy, l *policy.Limit, base *ratelimit.Limit, parts []keys.Part, key string, id *keys.Identity) *ratelimit.Limit {
+func (h *Handler) limitFor(ovs *override.Table, p *policy.Policy, l *policy.Limit, base *ratelimit.Limit, parts []keys.Part, key string, id *keys.Identity) *ratelimit.Limit {
 	if ov := h.override(ovs, p, l, parts, key, id); ov != nil {
 		return ov.Limit
 	}
@@ -21,7 +22,7 @@ func (h *Handler) limitFor(ovs *policy.Overrides, p *policy.Policy, l *policy.Li
 }
 
 // override returns the override of l in force for the request, or nil.
-func (h *Handler) override(ovs *policy.Overrides, p *policy.Policy, l *policy.Limit, parts []keys.Part, key string, id *keys.Identity) *policy.Override {
+func (h *Handler) override(ovs *override.Table, p *policy.Policy, l *policy.Limit, parts []keys.Part, key string, id *keys.Identity) *override.Compiled {
 	lo := ovs.For(l)
 	if lo == nil {
 		return nil

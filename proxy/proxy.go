@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/headers"
+	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -57,7 +58,7 @@ type Options struct {
 // OverrideSource gives the override table compiled against a policy (nil:
 // none).
 type OverrideSource interface {
-	For(p *policy.Policy) *policy.Overrides
+	For(p *policy.Policy) *override.Table
 }
 
 // Handler is the gateway's public http.Handler. It is safe for concurrent

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -64,7 +65,7 @@ type QuotaLimit struct {
 func (h *Handler) quota(w http.ResponseWriter, r *http.Request, snap *snapshot, rt *policy.Route, q *request, now time.Time) {
 	p := snap.p
 	id := p.Identity.Identify(r, h.identityClock(p))
-	var ovs *policy.Overrides
+	var ovs *override.Table
 	if h.overrides != nil {
 		ovs = h.overrides.For(p)
 	}

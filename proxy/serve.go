@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -118,7 +119,7 @@ func (h *Handler) serve(q *request) {
 			unknownKey(w, ev, p)
 			return
 		}
-		var ovs *policy.Overrides
+		var ovs *override.Table
 		if h.overrides != nil {
 			ovs = h.overrides.For(p)
 		}

@@ -4,8 +4,8 @@
 // below as data, and a new edge fails the test until someone adds it here
 // on purpose.
 //
-// Imports point down: cmd/gateway → proxy → policy → {keys, headers,
-// ratelimit}; headers → ratelimit; stores → ratelimit. ratelimit and keys
+// Imports point down: cmd/gateway → proxy → (override →) policy → {keys,
+// headers, ratelimit}; headers → ratelimit; stores → ratelimit. ratelimit and keys
 // import only the standard library. Only cmd/gateway imports viper, the
 // OpenTelemetry SDK and exporters, or calls the go-redis client
 // constructors.
@@ -65,7 +65,7 @@ var rules = map[string]rule{
 	// Policy, route matching (no viper: decoding happens in cmd/gateway).
 	"policy": {allow: []string{"policy/config", "keys", "headers", "ratelimit", "consumers"}},
 	// The request path.
-	"proxy": {allow: []string{"policy", "keys", "headers", "ratelimit", "internal/logthrottle"}},
+	"proxy": {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "internal/logthrottle"}},
 	// Stores.
 	// The algorithms' window states and the engine that applies them to a
 	// key's windows: only stores and the exact-log referee (accuracy) see
@@ -85,12 +85,13 @@ var rules = map[string]rule{
 	// structs and checked against the shipped examples (not linked into
 	// the gateway).
 	"schema": {allow: []string{"policy/config", "ratelimit", "consumers", "github.com/pelletier/go-toml/v2", "github.com/santhosh-tekuri/jsonschema/v6"}},
-	// A gateway's copy of the store's override table, compiled against
-	// the policy.
-	"override": {allow: []string{"policy", "ratelimit"}},
+	// Overrides of limits' numbers as a gateway holds them: its copy of
+	// the store's table (Sync) and that table compiled against the policy
+	// (Table), which the request path (proxy) and the admin API read.
+	"override": {allow: []string{"policy", "keys", "ratelimit"}},
 	// Admin API handlers.
 	"listener": {allow: []string{"policy"}},
-	"admin":    {allow: []string{"policy", "keys", "headers", "ratelimit", "topk"}},
+	"admin":    {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "topk"}},
 	// Heavy-hitter sketches of limited clients; standard library only.
 	"topk": {},
 	// Access log writer and parser (for replay).

@@ -1,26 +1,27 @@
-package policy
+package override
 
 import (
 	"strings"
 	"time"
 
 	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// Overrides is the override table compiled against one policy: for each of
+// Table is the override table compiled against one policy: for each of
 // its limits, the overrides that name it, as limits ready to decide. It
-// is immutable and safe for concurrent use; a nil *Overrides holds none.
-type Overrides struct {
-	limits map[*Limit]*LimitOverrides
+// is immutable and safe for concurrent use; a nil *Table holds none.
+type Table struct {
+	limits map[*policy.Limit]*LimitTable
 	// All is every override of the table with what became of it, in the
 	// table's order.
-	All []OverrideStatus
+	All []Status
 }
 
-// OverrideStatus is one override of the table and whether it applies
-// under the policy (its expiry aside).
-type OverrideStatus struct {
+// Status is one override of the table and whether it applies under the
+// policy (its expiry aside).
+type Status struct {
 	ratelimit.Override
 	// Problem says why it does not apply: its limit is gone, the limit's
 	// key parts changed since, or its numbers no longer fit the limit. ""
@@ -28,31 +29,32 @@ type OverrideStatus struct {
 	Problem string
 }
 
-// LimitOverrides are the overrides of one limit.
-type LimitOverrides struct {
+// LimitTable is the part of a Table for one limit: its overrides by
+// consumer and by client key.
+type LimitTable struct {
 	// keyIsSubject is set when the limit is keyed by identity parts only,
 	// so that a request's counter key is its subject.
 	keyIsSubject bool
-	consumers    map[string]*Override
-	keys         map[string]*Override
+	consumers    map[string]*Compiled
+	keys         map[string]*Compiled
 }
 
-// Override is one compiled override.
-type Override struct {
+// Compiled is one override compiled against the policy: the limit it
+// makes of its limit, and its stored record.
+type Compiled struct {
 	// Limit is the limit under the override (Finished).
 	Limit *ratelimit.Limit
 	// Record is the override as stored.
 	Record ratelimit.Override
 }
 
-// CompileOverrides compiles the stored overrides list against p. An
-// override whose limit is gone, whose limit's key parts changed since it
-// was made, or whose numbers no longer fit the limit does not apply (All
-// says why).
-func (p *Policy) CompileOverrides(list []ratelimit.Override) *Overrides {
-	o := &Overrides{All: make([]OverrideStatus, 0, len(list))}
+// Compile compiles the stored overrides list against p. An override
+// whose limit is gone, whose limit's key parts changed since it was made,
+// or whose numbers no longer fit the limit does not apply (All says why).
+func Compile(p *policy.Policy, list []ratelimit.Override) *Table {
+	o := &Table{All: make([]Status, 0, len(list))}
 	for _, rec := range list {
-		st := OverrideStatus{Override: rec}
+		st := Status{Override: rec}
 		l := p.Limit(rec.Limit)
 		switch {
 		case l == nil:
@@ -67,42 +69,42 @@ func (p *Policy) CompileOverrides(list []ratelimit.Override) *Overrides {
 			for _, r := range rec.Rates {
 				rates = append(rates, r.String())
 			}
-			v, errs := l.OverrideLimit(OverrideNumbers{Rates: rates, Burst: rec.Burst, MaxInFlight: rec.MaxInFlight})
+			v, errs := l.OverrideLimit(policy.OverrideNumbers{Rates: rates, Burst: rec.Burst, MaxInFlight: rec.MaxInFlight})
 			if len(errs) > 0 {
 				st.Problem = "its numbers no longer fit the limit: " + errs[0].Error()
 				break
 			}
-			o.add(l, &Override{Limit: v, Record: rec})
+			o.add(l, &Compiled{Limit: v, Record: rec})
 		}
 		o.All = append(o.All, st)
 	}
 	return o
 }
 
-func (o *Overrides) add(l *Limit, ov *Override) {
+func (o *Table) add(l *policy.Limit, ov *Compiled) {
 	if o.limits == nil {
-		o.limits = make(map[*Limit]*LimitOverrides)
+		o.limits = make(map[*policy.Limit]*LimitTable)
 	}
 	lo := o.limits[l]
 	if lo == nil {
-		lo = &LimitOverrides{keyIsSubject: len(appendIdentityParts(nil, l.By)) == len(l.By)}
+		lo = &LimitTable{keyIsSubject: len(policy.AppendIdentityParts(nil, l.By)) == len(l.By)}
 		o.limits[l] = lo
 	}
 	if name, ok := strings.CutPrefix(ov.Record.Subject, "consumer:"); ok {
 		if lo.consumers == nil {
-			lo.consumers = make(map[string]*Override)
+			lo.consumers = make(map[string]*Compiled)
 		}
 		lo.consumers[name] = ov
 	} else if key, ok := strings.CutPrefix(ov.Record.Subject, "key:"); ok {
 		if lo.keys == nil {
-			lo.keys = make(map[string]*Override)
+			lo.keys = make(map[string]*Compiled)
 		}
 		lo.keys[key] = ov
 	}
 }
 
 // For returns the overrides of l, or nil when it has none.
-func (o *Overrides) For(l *Limit) *LimitOverrides {
+func (o *Table) For(l *policy.Limit) *LimitTable {
 	if o == nil || o.limits == nil {
 		return nil
 	}
@@ -112,7 +114,7 @@ func (o *Overrides) For(l *Limit) *LimitOverrides {
 // Find returns the override in force at now (wall clock) for a request of
 // the named consumer ("" for none) whose subject key is subject (see
 // Subject), or nil. A consumer's override comes before one of its key.
-func (lo *LimitOverrides) Find(now time.Time, consumer, subject string) *Override {
+func (lo *LimitTable) Find(now time.Time, consumer, subject string) *Compiled {
 	if consumer != "" && lo.consumers != nil {
 		if ov := lo.consumers[consumer]; ov != nil && now.Before(ov.Record.Expires) {
 			return ov
@@ -128,18 +130,18 @@ func (lo *LimitOverrides) Find(now time.Time, consumer, subject string) *Overrid
 
 // NeedsSubject reports whether Find needs a subject key: some override
 // of the limit names a client by key.
-func (lo *LimitOverrides) NeedsSubject() bool { return len(lo.keys) > 0 }
+func (lo *LimitTable) NeedsSubject() bool { return len(lo.keys) > 0 }
 
 // Subject returns the subject key of a request whose key parts for the
 // limit are parts and whose counter key is counterKey: the counter key
 // itself when the limit is keyed by identity parts only (no hashing),
 // else the key of parts' identity parts.
-func (lo *LimitOverrides) Subject(e *keys.Extractor, parts []keys.Part, counterKey string, id *keys.Identity) string {
+func (lo *LimitTable) Subject(e *keys.Extractor, parts []keys.Part, counterKey string, id *keys.Identity) string {
 	if lo.keyIsSubject {
 		return counterKey
 	}
 	var buf [4]keys.Part
-	ids := appendIdentityParts(buf[:0], parts)
+	ids := policy.AppendIdentityParts(buf[:0], parts)
 	if len(ids) == 0 {
 		return ""
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-//go:embed overrides.lua
+//go:embed override.lua
 var overridesSrc string
 
 var overridesScript = redis.NewScript(overridesSrc)
