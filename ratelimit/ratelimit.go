@@ -189,8 +189,10 @@ func (l *Limit) Finish() error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
-	sortRates(l.Rates)
-	l.params = l.params[:0]
+	// Both slices are made afresh: the caller's Rates, or those of the
+	// limit l was copied from, must keep their order and their params.
+	l.Rates = sortedRates(l.Rates)
+	l.params = make([]Params, 0, l.Windows())
 	for i := range l.Windows() {
 		l.params = append(l.params, l.Params(i))
 	}

@@ -14,8 +14,7 @@ import (
 // them in does not matter.
 func (l *Limit) WithRates(rates []Rate) (*Limit, error) {
 	v := *l
-	v.Rates = slices.Clone(rates) // Finish sorts them: the caller's stay as they are
-	v.params = nil                // Finish fills its own; l's are shared by l's requests
+	v.Rates = rates // Finish sorts a copy: the caller's stay as they are
 	v.ID = ""
 	if err := v.Finish(); err != nil {
 		return nil, err
@@ -23,17 +22,22 @@ func (l *Limit) WithRates(rates []Rate) (*Limit, error) {
 	return &v, nil
 }
 
-// sortRates puts rates in their canonical order: by window, then by
-// count. A limit's ID and the layout of its state follow the order of its
+// sortedRates returns rates in their canonical order, by window, then by
+// count, in a slice of its own (rates itself is left as it is). A limit's ID and the layout of its state follow the order of its
 // windows, so without it a configuration that lists the same rates in
 // another order ("100/month", "2/minute" against "2/minute", "100/month")
 // would count in other counters, and a reload that only tidied the list
 // would give every client a fresh quota.
-func sortRates(rates []Rate) {
-	slices.SortStableFunc(rates, func(a, b Rate) int {
+func sortedRates(rates []Rate) []Rate {
+	if rates == nil {
+		return nil
+	}
+	out := slices.Clone(rates)
+	slices.SortStableFunc(out, func(a, b Rate) int {
 		if c := cmp.Compare(a.Window, b.Window); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Limit, b.Limit)
 	})
+	return out
 }

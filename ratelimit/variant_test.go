@@ -82,3 +82,31 @@ func TestVariantRateOrder(t *testing.T) {
 		t.Errorf("WithRates sorted its argument: %v, %v", plan, err)
 	}
 }
+
+// TestFinishOwnsItsSlices: Finish leaves the rates it was given in their
+// order, and finishing a copy of a finished limit with other rates
+// changes neither the original's rates nor its windows' parameters.
+func TestFinishOwnsItsSlices(t *testing.T) {
+	given := []Rate{{Limit: 100, Window: time.Hour}, {Limit: 5, Window: time.Second}}
+	l := &Limit{Name: "l", Algorithm: FixedWindow, Rates: given}
+	if err := l.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if given[0].Window != time.Hour || l.Rates[0].Window != time.Second {
+		t.Fatalf("given %v, limit %v: want the given order kept and the limit's shortest first", given, l.Rates)
+	}
+	c := *l
+	c.Rates = []Rate{{Limit: 7, Window: time.Minute}, {Limit: 1, Window: time.Second}}
+	if err := c.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if l.Rates[0] != (Rate{Limit: 5, Window: time.Second}) || l.Rates[1] != (Rate{Limit: 100, Window: time.Hour}) {
+		t.Errorf("the original's rates became %v", l.Rates)
+	}
+	if p := l.ParamsOf(0); p.Limit != 5 || p.Window != int64(time.Second/Tick) {
+		t.Errorf("the original's first window's params became %+v, want 5 per second", *p)
+	}
+	if p := l.ParamsOf(1); p.Limit != 100 || p.Window != int64(time.Hour/Tick) {
+		t.Errorf("the original's second window's params became %+v, want 100 per hour", *p)
+	}
+}
