@@ -107,13 +107,6 @@ func (r *room) leave(key string, keyed bool) {
 	r.total.Add(-1)
 }
 
-// keys returns the number of keys with waiters (for tests).
-func (r *room) keys() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.byKey)
-}
-
 // waitShare is l's WaitShare, or all of its room for a limit built
 // without one.
 func waitShare(l *policy.Limit) int {

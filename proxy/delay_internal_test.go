@@ -168,3 +168,10 @@ func BenchmarkRoom(b *testing.B) {
 		}
 	})
 }
+
+// keys returns the number of keys with waiters.
+func (r *room) keys() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.byKey)
+}
