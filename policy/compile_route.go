@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -47,27 +46,19 @@ func buildRoute(c *config.RouteConfig, path string, e *problems) *Route {
 		}
 		rt.Methods = append(rt.Methods, strings.ToUpper(m))
 	}
+	hasUpstream := c.Upstream != "" || len(c.Upstreams) > 0
 	switch {
-	case c.Upstream != "" && c.Respond != nil:
-		e.add(path, "set only one of upstream and respond")
-	case c.Upstream == "" && c.Respond == nil:
-		e.add(path, "set upstream or respond")
-	case c.Upstream != "":
-		u, err := url.Parse(c.Upstream)
-		switch {
-		case err != nil:
-			e.add(path+".upstream", "invalid URL %q (want http://host:port or https://...)", c.Upstream)
-		case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "h2c":
-			e.add(path+".upstream", "scheme must be http or https, got %q (want http://host:port or https://..., or h2c://host:port for cleartext HTTP/2)", c.Upstream)
-		case u.Host == "":
-			e.add(path+".upstream", "missing host in %q", c.Upstream)
-		case u.RawQuery != "" || u.Fragment != "":
-			e.add(path+".upstream", "must not have a query or fragment, got %q", c.Upstream)
-		default:
-			if u.Scheme == "h2c" {
-				u.Scheme, rt.H2C = "http", true
-			}
-			rt.Upstream = u
+	case c.Upstream != "" && len(c.Upstreams) > 0:
+		e.add(path, "set only one of upstream and upstreams")
+	case hasUpstream && c.Respond != nil:
+		e.add(path, "set only one of upstream (or upstreams) and respond")
+	case !hasUpstream && c.Respond == nil:
+		e.add(path, "set upstream, upstreams or respond")
+	case hasUpstream:
+		rt.Upstreams = buildUpstreams(c, path, e)
+		if rt.Upstreams != nil {
+			first := rt.Upstreams.Targets[0]
+			rt.Upstream, rt.H2C = first.URL, first.H2C
 		}
 	case c.Respond.Quota:
 		r := c.Respond

@@ -9,6 +9,7 @@ import (
 	"github.com/tollgate/gateway/keys"
 	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/upstream"
 )
 
 // Policy is a compiled config.Config: immutable after Compile and safe for
@@ -269,12 +270,17 @@ type Route struct {
 	PathPrefix string
 	// Methods are the allowed methods, upper case; empty allows all.
 	Methods []string
-	// Upstream is where requests go; nil when Respond is set. An h2c://
+	// Upstream is where requests go: the route's first target (its only
+	// one when Upstreams is Single); nil when Respond is set. An h2c://
 	// upstream is compiled to http:// with H2C set.
 	Upstream *url.URL
 	// H2C is set for an h2c:// upstream: cleartext HTTP/2 with prior
 	// knowledge (a gRPC server without TLS).
 	H2C bool
+	// Upstreams are the route's targets and how they are balanced,
+	// probed and retried (upstream or upstreams); nil when Respond is
+	// set.
+	Upstreams *upstream.Spec
 	// StripPrefix removes PathPrefix from the forwarded path.
 	StripPrefix bool
 	// Timeout is the budget for the upstream's response headers (then

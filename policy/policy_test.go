@@ -93,8 +93,8 @@ func TestValidate(t *testing.T) {
 		}, []string{`identity.sources[0]: mtls needs server.tls.client_ca_file`, `limits[0].by[0]: mtls needs server.tls.client_ca_file`}},
 		{"upstream h2c", func(c *config.Config) { c.Routes[0].Upstream = "h2c://" }, []string{`routes[0].upstream: missing host in "h2c://"`}},
 		{"upstream no host", func(c *config.Config) { c.Routes[0].Upstream = "http:///x" }, []string{`routes[0].upstream: missing host in "http:///x"`}},
-		{"neither upstream nor respond", func(c *config.Config) { c.Routes[1].Respond = nil }, []string{`routes[1]: set upstream or respond`}},
-		{"both upstream and respond", func(c *config.Config) { c.Routes[1].Upstream = "http://x" }, []string{`routes[1]: set only one of upstream and respond`}},
+		{"neither upstream nor respond", func(c *config.Config) { c.Routes[1].Respond = nil }, []string{`routes[1]: set upstream, upstreams or respond`}},
+		{"both upstream and respond", func(c *config.Config) { c.Routes[1].Upstream = "http://x" }, []string{`routes[1]: set only one of upstream (or upstreams) and respond`}},
 		{"bad durations", func(c *config.Config) {
 			c.Server.IdleTimeout = "soon"
 			c.Routes[0].Timeout = "0s"

@@ -32,6 +32,8 @@ func Gateway(configDir string) ([]byte, error) {
 			"store.backend":      config.BackendNames(),
 			"store.on_error":     config.OnErrorNames(),
 			"access_log.format":  config.LogFormatNames(),
+			"routes[].balance":   config.BalanceNames(),
 		},
+		OrString: map[string]bool{"routes[].upstreams[]": true},
 	})
 }

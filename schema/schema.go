@@ -31,6 +31,9 @@ type Options struct {
 	// Enums maps a key's path ("store.backend", "limits[].algorithm") to
 	// its allowed values.
 	Enums map[string][]string
+	// OrString lists the paths of tables that a string may stand in for
+	// (a route's upstreams[]: a URL or `{ url, weight }`).
+	OrString map[string]bool
 }
 
 // node is one JSON Schema node. Field order is the output order.
@@ -44,6 +47,7 @@ type node struct {
 	Properties           map[string]*node `json:"properties,omitempty"`
 	AdditionalProperties any              `json:"additionalProperties,omitempty"`
 	Items                *node            `json:"items,omitempty"`
+	AnyOf                []*node          `json:"anyOf,omitempty"`
 }
 
 // Generate returns the JSON Schema (draft 2020-12) of the TOML document
@@ -114,6 +118,10 @@ func (g *generator) node(t reflect.Type, path, doc string) (*node, error) {
 		n.AdditionalProperties = false
 		if err := g.fields(t, path, n); err != nil {
 			return nil, err
+		}
+		if g.opts.OrString[path] {
+			n.Description = ""
+			return &node{Description: doc, AnyOf: []*node{{Type: "string"}, n}}, nil
 		}
 	default:
 		return nil, fmt.Errorf("%s: unsupported type %s", path, t)

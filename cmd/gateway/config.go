@@ -73,9 +73,10 @@ func loadConfigData(path string, data []byte, environ []string) (config.Config, 
 		}
 	}
 	strict := func(c *mapstructure.DecoderConfig) {
-		c.WeaklyTypedInput = false  // TOML types are kept; env values are converted below
-		c.DecodeHook = noFloatToInt // durations stay strings; no string-to-list splitting
-		c.ErrorUnused = false       // unknown keys are reported by checkKeys, with suggestions
+		c.WeaklyTypedInput = false // TOML types are kept; env values are converted below
+		// Durations stay strings; no string-to-list splitting.
+		c.DecodeHook = mapstructure.ComposeDecodeHookFunc(noFloatToInt, targetHook)
+		c.ErrorUnused = false // unknown keys are reported by checkKeys, with suggestions
 	}
 	if err := v.Unmarshal(&cfg, strict); err != nil {
 		for _, p := range decodeErrors(err) {
@@ -140,6 +141,29 @@ func noFloatToInt(from, to reflect.Type, data any) (any, error) {
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 			return nil, fmt.Errorf("expected an integer, got %v", data)
+		}
+	}
+	return data, nil
+}
+
+// targetHook decodes an entry of a route's upstreams: a URL string is the
+// table { url = "...", weight = 1 }, and a table without a weight has
+// weight 1 (so that an explicit weight = 0 is refused, not taken for 1).
+func targetHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[config.TargetConfig]() {
+		return data, nil
+	}
+	switch v := data.(type) {
+	case string:
+		return map[string]any{"url": v, "weight": 1}, nil
+	case map[string]any:
+		if _, ok := v["weight"]; !ok {
+			m := make(map[string]any, len(v)+1)
+			for k, x := range v {
+				m[k] = x
+			}
+			m["weight"] = 1
+			return m, nil
 		}
 	}
 	return data, nil

@@ -63,9 +63,13 @@ var rules = map[string]rule{
 	"policy/config": {allow: []string{"keys"}, stdDeny: []string{"net/http/...", "log/..."}},
 	// Validation and compilation of a config.Config into the immutable
 	// Policy, route matching (no viper: decoding happens in cmd/gateway).
-	"policy": {allow: []string{"policy/config", "keys", "headers", "ratelimit", "consumers"}},
+	"policy": {allow: []string{"policy/config", "keys", "headers", "ratelimit", "consumers", "upstream"}},
+	// A route's targets at run time: balancing, health, DNS, retry budget.
+	// It forwards nothing itself (package proxy does), so it needs no
+	// more than the standard library.
+	"upstream": {allow: []string{"internal/logthrottle"}},
 	// The request path.
-	"proxy": {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "internal/logthrottle"}},
+	"proxy": {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "upstream", "internal/logthrottle"}},
 	// Stores.
 	// The algorithms' window states and the engine that applies them to a
 	// key's windows: only stores and the exact-log referee (accuracy) see

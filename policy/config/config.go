@@ -490,6 +490,42 @@ type RouteConfig struct {
 	// Upstream is the http:// or https:// URL requests are forwarded to.
 	// Default "".
 	Upstream string `mapstructure:"upstream" json:"upstream"`
+	// Upstreams are the targets requests are balanced over, each a URL
+	// ("http://10.0.0.1:8080") or a table `{ url = "...", weight = 3 }`;
+	// set either upstream or upstreams. A target's host may be a DNS name:
+	// every address it resolves to is a target of its weight, re-resolved
+	// every resolve_interval. Default none.
+	Upstreams []TargetConfig `mapstructure:"upstreams" json:"upstreams"`
+	// Balance picks a target for each request: "round_robin" (weighted),
+	// "least_request" (the less busy of two targets drawn by weight) or
+	// "hash" (consistent hashing on hash_on, so a client sticks to a
+	// target). Default "round_robin".
+	Balance string `mapstructure:"balance" json:"balance"`
+	// HashOn is what balance = "hash" hashes: "client" (the client's
+	// identity, as limits key it) or "header:<Name>". Default "client".
+	HashOn string `mapstructure:"hash_on" json:"hash_on"`
+	// HealthCheck, when set, probes every target with a GET on an
+	// interval; a target failing unhealthy_after probes in a row gets no
+	// traffic until it passes healthy_after in a row.
+	HealthCheck *HealthCheckConfig `mapstructure:"health_check" json:"health_check,omitempty"`
+	// OutlierDetection ejects a target that fails connections or answers
+	// 5xx several times in a row (passive health).
+	OutlierDetection OutlierConfig `mapstructure:"outlier_detection" json:"outlier_detection"`
+	// Retries is how many other targets a failed request is tried on
+	// (connection refused or reset before a response, or 502/503 from the
+	// target); only GET, HEAD, OPTIONS, PUT and DELETE requests whose body
+	// is empty or fits in retry_body_bytes are retried. Default 0.
+	Retries int `mapstructure:"retries" json:"retries"`
+	// RetryBodyBytes is the largest request body kept in memory so that a
+	// request can be retried; a larger body is streamed and never retried.
+	// Default 65536.
+	RetryBodyBytes int64 `mapstructure:"retry_body_bytes" json:"retry_body_bytes"`
+	// RetryBudget bounds the retries of a route, so that retries cannot
+	// multiply an outage.
+	RetryBudget RetryBudgetConfig `mapstructure:"retry_budget" json:"retry_budget"`
+	// ResolveInterval is how often the targets' DNS names are resolved
+	// again ("0s" resolves once, at load). Default "30s".
+	ResolveInterval string `mapstructure:"resolve_interval" json:"resolve_interval"`
 	// StripPrefix removes PathPrefix before forwarding. Default false.
 	StripPrefix bool `mapstructure:"strip_prefix" json:"strip_prefix"`
 	// Timeout is the budget for the upstream exchange up to the response
@@ -513,6 +549,61 @@ type RouteConfig struct {
 	Limits []string `mapstructure:"limits" json:"limits"`
 	// Respond, when set, answers the request itself instead of proxying.
 	Respond *RespondConfig `mapstructure:"respond" json:"respond,omitempty"`
+}
+
+// TargetConfig is one entry of a route's upstreams: a URL, or
+// `{ url = "...", weight = 3 }`.
+type TargetConfig struct {
+	// URL is the target's http://, https:// or h2c:// URL (scheme, host,
+	// port, optionally a base path). Required.
+	URL string `mapstructure:"url" json:"url"`
+	// Weight is the target's share of the route's requests relative to
+	// the others: 1..1000. Default 1.
+	Weight int `mapstructure:"weight" json:"weight"`
+}
+
+// HealthCheckConfig is a route's `health_check` table.
+type HealthCheckConfig struct {
+	// Path is the path requested from each target, starting with '/'.
+	// Default "/healthz".
+	Path string `mapstructure:"path" json:"path"`
+	// Interval is the time between two probes of one target. Default "5s".
+	Interval string `mapstructure:"interval" json:"interval"`
+	// Timeout bounds one probe (connection, headers and body). Default "1s".
+	Timeout string `mapstructure:"timeout" json:"timeout"`
+	// UnhealthyAfter is how many failed probes in a row make a target
+	// unhealthy; a probe fails when it errors, times out or answers a
+	// status outside 200..399. Default 2.
+	UnhealthyAfter int `mapstructure:"unhealthy_after" json:"unhealthy_after"`
+	// HealthyAfter is how many passed probes in a row make an unhealthy
+	// target healthy again. Default 2.
+	HealthyAfter int `mapstructure:"healthy_after" json:"healthy_after"`
+}
+
+// OutlierConfig is a route's `outlier_detection` table.
+type OutlierConfig struct {
+	// ConsecutiveFailures is how many failures in a row (a connection
+	// that fails, or a 5xx answer) eject a target; 0 turns passive health
+	// off. Default 5.
+	ConsecutiveFailures int `mapstructure:"consecutive_failures" json:"consecutive_failures"`
+	// BaseEjection is the first ejection's length; each further ejection
+	// of a target that keeps failing doubles it. Default "10s".
+	BaseEjection string `mapstructure:"base_ejection" json:"base_ejection"`
+	// MaxEjection bounds an ejection's length. Default "300s".
+	MaxEjection string `mapstructure:"max_ejection" json:"max_ejection"`
+}
+
+// RetryBudgetConfig is a route's `retry_budget` table.
+type RetryBudgetConfig struct {
+	// Percent is the largest share of a route's requests in Window that
+	// may be retries, 0..100. Default 20.
+	Percent int `mapstructure:"percent" json:"percent"`
+	// Window is the span over which requests and retries are counted.
+	// Default "10s".
+	Window string `mapstructure:"window" json:"window"`
+	// MinRetries is how many retries a Window allows whatever the share,
+	// so that a quiet route can still retry. Default 3.
+	MinRetries int `mapstructure:"min_retries" json:"min_retries"`
 }
 
 // RespondConfig is `respond = { status = 200, body = "...", content_type = "..." }`,
@@ -590,5 +681,9 @@ func DefaultLimit() LimitConfig {
 // DefaultRoute returns the defaults of one [[routes]] entry (Name and
 // Upstream or Respond are left for the configuration to fill in).
 func DefaultRoute() RouteConfig {
-	return RouteConfig{PathPrefix: "/", Timeout: "30s"}
+	return RouteConfig{PathPrefix: "/", Timeout: "30s", Balance: "round_robin", HashOn: "client",
+		OutlierDetection: OutlierConfig{ConsecutiveFailures: 5, BaseEjection: "10s", MaxEjection: "300s"},
+		RetryBodyBytes:   64 << 10,
+		RetryBudget:      RetryBudgetConfig{Percent: 20, Window: "10s", MinRetries: 3},
+		ResolveInterval:  "30s"}
 }

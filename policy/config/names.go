@@ -13,3 +13,6 @@ func OnErrorNames() []string { return []string{"local", "allow", "deny"} }
 
 // LogFormatNames lists the access_log.format values.
 func LogFormatNames() []string { return []string{"jsonl", "combined"} }
+
+// BalanceNames are the values of a route's balance.
+func BalanceNames() []string { return []string{"round_robin", "least_request", "hash"} }
