@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/upstream"
 )
 
 // Options configures a Handler. Store is required; the rest have defaults.
@@ -53,6 +54,11 @@ type Options struct {
 	// Overrides are the overrides of limits' numbers in force; nil has
 	// none.
 	Overrides OverrideSource
+	// Upstreams keeps the routes' targets (health, balancing state)
+	// across policy swaps and runs their health checks and DNS
+	// resolution; nil gives the Handler a registry of its own that probes
+	// and resolves nothing (replay and test, whose transport is a stub).
+	Upstreams *upstream.Registry
 }
 
 // OverrideSource gives the override table compiled against a policy (nil:
@@ -77,6 +83,7 @@ type Handler struct {
 	inflight  InFlight
 	tracer    Tracer
 	overrides OverrideSource
+	upstreams *upstream.Registry
 	// nonBlocking is set when the store promises never to block.
 	nonBlocking bool
 	// selfTimed is the budget a SelfTimed store bounds its calls by; 0
@@ -103,6 +110,8 @@ type snapshot struct {
 	p       *policy.Policy
 	proxies map[*policy.Route]*httputil.ReverseProxy
 	shadow  map[*ratelimit.Limit]*logThrottle
+	// pools are the targets of the routes that forward.
+	pools map[*policy.Route]*upstream.Pool
 }
 
 // New returns a Handler serving p.
@@ -120,6 +129,10 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 		observer:  opts.Observer,
 		tracer:    opts.Tracer,
 		overrides: opts.Overrides,
+		upstreams: opts.Upstreams,
+	}
+	if h.upstreams == nil {
+		h.upstreams = upstream.NewRegistry(upstream.Options{Logger: opts.Logger})
 	}
 	h.inflight, _ = opts.Observer.(InFlight)
 	if nb, ok := opts.Store.(NonBlocking); ok && nb.NonBlocking() {
@@ -210,8 +223,17 @@ func (h *Handler) Swap(p *policy.Policy) error {
 			}
 		}
 	}
+	specs := make(map[string]*upstream.Spec, len(p.Routes))
+	for _, rt := range p.Routes {
+		if rt.Respond == nil && rt.Upstreams != nil {
+			specs[rt.Name] = rt.Upstreams
+		}
+	}
+	pools := h.upstreams.Update(specs)
+	s.pools = make(map[*policy.Route]*upstream.Pool, len(pools))
 	for _, rt := range p.Routes {
 		if rt.Respond == nil && rt.Upstream != nil {
+			s.pools[rt] = pools[rt.Name]
 			s.proxies[rt] = h.reverseProxy(rt, p)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate/gateway/ratelimit/memstore"
 	"github.com/tollgate/gateway/telemetry"
 	"github.com/tollgate/gateway/topk"
+	"github.com/tollgate/gateway/upstream"
 )
 
 // gateway is one running Tollgate process: its stores, handler, servers
@@ -49,6 +50,9 @@ type gateway struct {
 	rr      *redisRuntime // nil unless the backend is Redis
 	// overrides is this gateway's copy of the store's override table.
 	overrides *override.Sync
+	// upstreams holds the routes' targets, their health checks and DNS
+	// resolution, across reloads.
+	upstreams *upstream.Registry
 	// now is the decision clock (nil: time.Now), which the admin API
 	// reads usage and resets counters by too: on another clock it would
 	// read other windows and periods than the requests counted in.
@@ -99,6 +103,8 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 	if g.overrides != nil {
 		opts.Overrides = g.overrides
 	}
+	g.upstreams = upstream.NewRegistry(upstream.Options{Logger: log})
+	opts.Upstreams = g.upstreams
 	h, err := proxy.New(p, opts)
 	if err != nil {
 		return nil, err
@@ -174,6 +180,9 @@ func (g *gateway) close() {
 	}
 	if g.overrides != nil {
 		g.overrides.Stop()
+	}
+	if g.upstreams != nil {
+		g.upstreams.Close() // health probes and DNS resolution
 	}
 	for _, ln := range []net.Listener{g.publicLn, g.adminLn} {
 		if ln != nil {
