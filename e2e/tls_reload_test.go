@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -126,4 +127,36 @@ func TestCertificateReloadUnderLoad(t *testing.T) {
 		t.Errorf("only %d requests were made: the load did not run", ok.Load())
 	}
 	t.Logf("%d requests across 3 certificate changes (serials %d → %d → %d)", ok.Load(), first, next.Serial, third.Serial)
+}
+
+// TestCertificateFIFOKeepsWatching: a FIFO renamed over the certificate
+// file (no writer ever comes) is refused as not a regular file, and the
+// watch goes on: the next real pair is picked up. Reading the FIFO
+// without O_NONBLOCK held the watch's goroutine in open(2) for good, so
+// no later change of the files was ever served.
+func TestCertificateFIFOKeepsWatching(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	body := fmt.Sprintf("[[routes]]\nname = \"api\"\npath_prefix = \"/\"\nupstream = %q\n", up.URL)
+	f := startFront(t, protocols[2], false, body)
+	first := servedSerial(t, f)
+
+	fifo := f.certFile + ".fifo"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(fifo, f.certFile); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // more than a poll
+	if got := servedSerial(t, f); got != first {
+		t.Errorf("with a FIFO for a certificate, handshakes get serial %d, want the previous %d", got, first)
+	}
+	next := f.ca.Server(t, "127.0.0.1", "localhost")
+	writeFileAtomic(t, f.keyFile, next.KeyPEM)
+	writeFileAtomic(t, f.certFile, next.CertPEM)
+	waitSerial(t, f, next.Serial, "after the FIFO was replaced by a certificate")
+	if !strings.Contains(f.output(), "not a regular file") {
+		t.Errorf("the log does not say why the FIFO was refused")
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/gateway/internal/regularfile"
 	"github.com/tollgate/gateway/policy"
 )
 
@@ -21,7 +22,10 @@ import (
 // for concurrent use.
 type Certs struct {
 	cur atomic.Pointer[certSet]
-	// readFile reads certificate files; os.ReadFile unless a test sets it.
+	// readFile reads certificate files: regular files of at most
+	// maxCertFile bytes, opened without waiting (a FIFO put in a
+	// certificate's place would otherwise hold the watcher's reload, and
+	// a startup, until someone writes to it), unless a test sets it.
 	readFile func(string) ([]byte, error)
 }
 
@@ -41,9 +45,16 @@ type stamp struct {
 	err  bool // the file could not be read
 }
 
+// maxCertFile bounds a certificate, key or CA file: a chain of a few
+// certificates is kilobytes; a CA bundle such as the system's is under a
+// megabyte.
+const maxCertFile = 16 << 20
+
+func readCertFile(path string) ([]byte, error) { return regularfile.Read(path, maxCertFile) }
+
 // Load reads t's certificates, keys and client CAs.
 func Load(t *policy.TLS) (*Certs, error) {
-	c := &Certs{readFile: os.ReadFile}
+	c := &Certs{readFile: readCertFile}
 	if err := c.Reload(t); err != nil {
 		return nil, err
 	}

@@ -2,13 +2,11 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
+
+	"github.com/tollgate/gateway/internal/regularfile"
 )
 
 // maxNamedFile bounds a file a configuration names (a secret, a key, a
@@ -131,39 +129,6 @@ func (r *fileReader) files() map[string]bool {
 	return out
 }
 
-// readRegular reads the regular file at path, at most maxNamedFile bytes.
-// O_NONBLOCK keeps the open of a FIFO from waiting for a writer; the
-// type is checked on the opened file, so it cannot change in between.
-func readRegular(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			// The last component is a symlink: follow it once resolved,
-			// so that O_NOFOLLOW holds for the file actually opened.
-			real, rerr := filepath.EvalSymlinks(path)
-			if rerr != nil {
-				return nil, err
-			}
-			f, err = os.OpenFile(real, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxNamedFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxNamedFile {
-		return nil, fmt.Errorf("%s: larger than %d MiB", path, maxNamedFile>>20)
-	}
-	return b, nil
-}
+// readRegular reads the regular file at path, at most maxNamedFile bytes,
+// refusing FIFOs, devices and directories (package regularfile).
+func readRegular(path string) ([]byte, error) { return regularfile.Read(path, maxNamedFile) }

@@ -94,7 +94,7 @@ var rules = map[string]rule{
 	// (Table), which the request path (proxy) and the admin API read.
 	"override": {allow: []string{"policy", "keys", "ratelimit"}},
 	// Admin API handlers.
-	"listener": {allow: []string{"policy"}},
+	"listener": {allow: []string{"policy", "internal/regularfile"}},
 	"admin":    {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "topk"}},
 	// Heavy-hitter sketches of limited clients; standard library only.
 	"topk": {},
@@ -142,6 +142,8 @@ var rules = map[string]rule{
 	"internal/redistest": {allow: []string{"internal/childproc"}},
 	// Test support: child processes that die with the test binary.
 	"internal/childproc": {},
+	// Reading a file a configuration names: regular files only, bounded.
+	"internal/regularfile": {},
 	// Throttled log lines (the request path's and the Redis client's):
 	// standard library only.
 	"internal/logthrottle": {},
