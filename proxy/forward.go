@@ -159,6 +159,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 	target := rt.Upstream
 	identity := p.Identity
 	owned := newOwnedHeaders(rt, identity.UserHeader(), p.Consumers.ForwardConsumer, p.Consumers.ForwardPlan)
+	msgs := h.newMessages(rt, p) // headerrules.go
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			peerTrusted := identity.PeerTrusted(pr.In)
@@ -171,6 +172,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 			}
 			owned.strip(pr.Out.Header, peerTrusted)
 			setConsumerHeaders(&p.Consumers, pr.In, pr.Out.Header)
+			msgs.rewrite(pr)
 			// The path is already the one to forward (Route.ForwardPath,
 			// strip_prefix applied): SetURL only joins it to the
 			// upstream's base path.
@@ -185,9 +187,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 		ErrorHandler: h.upstreamError,
 		ErrorLog:     slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 	}
-	if countsResponse(rt) {
-		rp.ModifyResponse = h.recordResponse
-	}
+	rp.ModifyResponse = h.modifyResponse(rt, msgs)
 	return rp
 }
 

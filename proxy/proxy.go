@@ -53,6 +53,11 @@ type Options struct {
 	// Overrides are the overrides of limits' numbers in force; nil has
 	// none.
 	Overrides OverrideSource
+	// ClientLabel names a client identity (its kind and raw value) as the
+	// access log shows it, for the {client} of header rules; it must
+	// never return an API key raw. Nil names every client by its kind
+	// alone ("api_key", "ip").
+	ClientLabel func(kind, value string) string
 }
 
 // OverrideSource gives the override table compiled against a policy (nil:
@@ -77,6 +82,8 @@ type Handler struct {
 	inflight  InFlight
 	tracer    Tracer
 	overrides OverrideSource
+	// clientLabel is Options.ClientLabel, never nil.
+	clientLabel func(kind, value string) string
 	// nonBlocking is set when the store promises never to block.
 	nonBlocking bool
 	// selfTimed is the budget a SelfTimed store bounds its calls by; 0
@@ -120,6 +127,11 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 		observer:  opts.Observer,
 		tracer:    opts.Tracer,
 		overrides: opts.Overrides,
+
+		clientLabel: opts.ClientLabel,
+	}
+	if h.clientLabel == nil {
+		h.clientLabel = func(kind, _ string) string { return kind }
 	}
 	h.inflight, _ = opts.Observer.(InFlight)
 	if nb, ok := opts.Store.(NonBlocking); ok && nb.NonBlocking() {

@@ -1,0 +1,99 @@
+package proxy
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"sync"
+
+	"github.com/tollgate/gateway/policy"
+)
+
+// requestIDHeader is the header that names a request across the gateway,
+// its upstream and their logs.
+const requestIDHeader = "X-Request-Id"
+
+// maxRequestIDLen bounds an X-Request-Id a trusted proxy sent: longer ones
+// are replaced (an id is a log field and a header on every hop).
+const maxRequestIDLen = 128
+
+// idsPerBatch is how many request ids one batch holds: the text of a
+// batch is one string and its header values one slice, so an id costs
+// two allocations per batch instead of two per request.
+const idsPerBatch = 64
+
+// idLen is the length of a generated id: 128 random bits in hex.
+const idLen = 32
+
+// idBatch is a run of generated ids. Each id is a substring of text and
+// each header value a one-element, full-capacity slice of vals, so that
+// nobody appending to a header value can write into its neighbour's.
+// The memory of a batch lives while any of its ids does.
+type idBatch struct {
+	vals []string
+	next int
+}
+
+// idBatches holds one partly used batch per P, roughly: an id is taken
+// without a lock shared by every request.
+var idBatches = sync.Pool{New: func() any { return &idBatch{next: idsPerBatch} }}
+
+// newRequestID returns a fresh request id as a header value. The ids are
+// random (math/rand/v2's runtime generator, seeded by the system): they
+// must be unique, not secret, and a counter would tell outsiders the
+// gateway's request rate.
+func newRequestID() []string {
+	b := idBatches.Get().(*idBatch)
+	if b.next == idsPerBatch {
+		b.refill()
+	}
+	v := b.vals[b.next : b.next+1 : b.next+1]
+	b.next++
+	idBatches.Put(b)
+	return v
+}
+
+func (b *idBatch) refill() {
+	const hexDigits = "0123456789abcdef"
+	var buf [idsPerBatch * idLen]byte
+	for i := 0; i < len(buf); i += 16 {
+		x := rand.Uint64()
+		for j := range 16 {
+			buf[i+j] = hexDigits[x&15]
+			x >>= 4
+		}
+	}
+	text := string(buf[:])
+	b.vals = make([]string, idsPerBatch)
+	for i := range b.vals {
+		b.vals[i] = text[i*idLen : (i+1)*idLen]
+	}
+	b.next = 0
+}
+
+// validRequestID reports whether an id a proxy sent may be kept: 1 to
+// maxRequestIDLen visible ASCII bytes (no space, no control byte: the id
+// is logged and sent on).
+func validRequestID(s string) bool {
+	if s == "" || len(s) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// requestID returns the id of r and sets it as r's X-Request-Id (which
+// the upstream receives): the one a trusted proxy sent when it is valid,
+// else a new one. A client's own id is replaced, since it could forge the
+// correlation of log lines; so is one listed twice.
+func requestID(r *http.Request, p *policy.Policy) []string {
+	if v := r.Header[requestIDHeader]; len(v) == 1 && validRequestID(v[0]) && p.Identity.PeerTrusted(r) {
+		return v
+	}
+	v := newRequestID()
+	r.Header[requestIDHeader] = v
+	return v
+}
