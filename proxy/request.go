@@ -43,6 +43,9 @@ type request struct {
 	// answers.
 	cors   *policy.CORS
 	origin string
+	// ids are the request ids this scratch space hands out; kept by
+	// reset, so that a batch serves 64 requests.
+	ids idBatch
 	// The request as serve, decide and proceed share it, so that each
 	// takes q alone: the client's request (with the tracer's context), the
 	// policy snapshot it is served under, the route it matched (nil before

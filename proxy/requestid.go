@@ -3,7 +3,6 @@ package proxy
 import (
 	"math/rand/v2"
 	"net/http"
-	"sync"
 
 	"github.com/tollgate/gateway/policy"
 )
@@ -24,42 +23,49 @@ const idsPerBatch = 64
 // idLen is the length of a generated id: 128 random bits in hex.
 const idLen = 32
 
-// idBatch is a run of generated ids. Each id is a substring of text and
-// each header value a one-element, full-capacity slice of vals, so that
-// nobody appending to a header value can write into its neighbour's.
-// The memory of a batch lives while any of its ids does.
+// hexPairs is every byte's two hex digits, so that a byte is written with
+// two lookups rather than two shifts, masks and lookups.
+var hexPairs = func() string {
+	const digits = "0123456789abcdef"
+	b := make([]byte, 0, 512)
+	for i := range 256 {
+		b = append(b, digits[i>>4], digits[i&15])
+	}
+	return string(b)
+}()
+
+// idBatch is a run of generated ids. Each id is a substring of one
+// string and each header value a one-element, full-capacity slice of
+// vals, so that nobody appending to a header value can write into its
+// neighbour's. The memory of a batch lives while any of its ids does.
+// Every pooled request holds a batch of its own (request.ids), so taking
+// an id needs no lock and no pool of its own.
 type idBatch struct {
 	vals []string
 	next int
 }
 
-// idBatches holds one partly used batch per P, roughly: an id is taken
-// without a lock shared by every request.
-var idBatches = sync.Pool{New: func() any { return &idBatch{next: idsPerBatch} }}
-
-// newRequestID returns a fresh request id as a header value. The ids are
-// random (math/rand/v2's runtime generator, seeded by the system): they
-// must be unique, not secret, and a counter would tell outsiders the
-// gateway's request rate.
-func newRequestID() []string {
-	b := idBatches.Get().(*idBatch)
-	if b.next == idsPerBatch {
+// take returns a fresh request id as a header value. The ids are random
+// (math/rand/v2's runtime generator, seeded by the system): they must be
+// unique, not secret, and a counter would tell outsiders the gateway's
+// request rate.
+func (b *idBatch) take() []string {
+	if b.next >= len(b.vals) {
 		b.refill()
 	}
 	v := b.vals[b.next : b.next+1 : b.next+1]
 	b.next++
-	idBatches.Put(b)
 	return v
 }
 
 func (b *idBatch) refill() {
-	const hexDigits = "0123456789abcdef"
 	var buf [idsPerBatch * idLen]byte
 	for i := 0; i < len(buf); i += 16 {
 		x := rand.Uint64()
-		for j := range 16 {
-			buf[i+j] = hexDigits[x&15]
-			x >>= 4
+		for j := 0; j < 16; j += 2 {
+			c := byte(x)
+			buf[i+j], buf[i+j+1] = hexPairs[2*int(c)], hexPairs[2*int(c)+1]
+			x >>= 8
 		}
 	}
 	text := string(buf[:])
@@ -89,11 +95,11 @@ func validRequestID(s string) bool {
 // the upstream receives): the one a trusted proxy sent when it is valid,
 // else a new one. A client's own id is replaced, since it could forge the
 // correlation of log lines; so is one listed twice.
-func requestID(r *http.Request, p *policy.Policy) []string {
+func requestID(r *http.Request, p *policy.Policy, ids *idBatch) []string {
 	if v := r.Header[requestIDHeader]; len(v) == 1 && validRequestID(v[0]) && p.Identity.PeerTrusted(r) {
 		return v
 	}
-	v := newRequestID()
+	v := ids.take()
 	r.Header[requestIDHeader] = v
 	return v
 }

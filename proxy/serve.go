@@ -54,7 +54,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	q.r, q.snap, q.start = r, snap, start
 	if snap.p.Server.RequestID {
-		q.rid = requestID(r, snap.p) // requestid.go
+		q.rid = requestID(r, snap.p, &q.ids) // requestid.go
 		ev.RequestID = q.rid[0]
 	}
 	h.serve(q)
