@@ -122,6 +122,11 @@ limits = ["one"]
 				t.Errorf("line without request_id (%v): %s", err, line)
 			}
 		}
+		// gateway replay reads the new field as it read lines without it.
+		code, stdout, stderr := runGateway(t, nil, "replay", "--config", f.Config, "--log", logPath)
+		if code != 0 || !strings.Contains(stdout, "(0 malformed)") {
+			t.Fatalf("replay of a log with request ids: exit %d\n%s%s", code, stdout, stderr)
+		}
 	})
 }
 

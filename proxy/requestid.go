@@ -20,7 +20,7 @@ const maxRequestIDLen = 128
 // two allocations per batch instead of two per request.
 const idsPerBatch = 64
 
-// idLen is the length of a generated id: 128 random bits in hex.
+// idLen is the length of a generated id: 128 bits in hex.
 const idLen = 32
 
 // hexPairs is every byte's two hex digits, so that a byte is written with
@@ -34,6 +34,16 @@ var hexPairs = func() string {
 	return string(b)
 }()
 
+// putHex writes x as 16 hex digits into dst[:16], a byte at a time.
+func putHex(dst []byte, x uint64) {
+	_ = dst[15]
+	for j := 0; j < 16; j += 2 {
+		c := int(byte(x))
+		dst[j], dst[j+1] = hexPairs[2*c], hexPairs[2*c+1]
+		x >>= 8
+	}
+}
+
 // idBatch is a run of generated ids. Each id is a substring of one
 // string and each header value a one-element, full-capacity slice of
 // vals, so that nobody appending to a header value can write into its
@@ -45,10 +55,10 @@ type idBatch struct {
 	next int
 }
 
-// take returns a fresh request id as a header value. The ids are random
-// (math/rand/v2's runtime generator, seeded by the system): they must be
-// unique, not secret, and a counter would tell outsiders the gateway's
-// request rate.
+// take returns a fresh request id as a header value. The ids are unique,
+// not secret: each batch starts at 128 random bits (math/rand/v2's
+// runtime generator, seeded by the system), so ids tell outsiders
+// nothing of the gateway's request rate; within a batch they count up.
 func (b *idBatch) take() []string {
 	if b.next >= len(b.vals) {
 		b.refill()
@@ -59,14 +69,19 @@ func (b *idBatch) take() []string {
 }
 
 func (b *idBatch) refill() {
+	// Two random words per batch: the first is every id's first half,
+	// the second plus the id's index its second half. Ids of one batch
+	// differ in their second half; two batches (two requests' scratch,
+	// two gateways) share one only if 64 random bits and a 64-bit range
+	// meet: never, in practice.
 	var buf [idsPerBatch * idLen]byte
-	for i := 0; i < len(buf); i += 16 {
-		x := rand.Uint64()
-		for j := 0; j < 16; j += 2 {
-			c := byte(x)
-			buf[i+j], buf[i+j+1] = hexPairs[2*int(c)], hexPairs[2*int(c)+1]
-			x >>= 8
-		}
+	var first [idLen / 2]byte
+	putHex(first[:], rand.Uint64())
+	next := rand.Uint64()
+	for i := 0; i < len(buf); i += idLen {
+		copy(buf[i:], first[:])
+		putHex(buf[i+idLen/2:i+idLen], next)
+		next++
 	}
 	text := string(buf[:])
 	b.vals = make([]string, idsPerBatch)
@@ -91,15 +106,14 @@ func validRequestID(s string) bool {
 	return true
 }
 
-// requestID returns the id of r and sets it as r's X-Request-Id (which
-// the upstream receives): the one a trusted proxy sent when it is valid,
-// else a new one. A client's own id is replaced, since it could forge the
-// correlation of log lines; so is one listed twice.
+// requestID returns the id of r: the one a trusted proxy sent when it is
+// valid, else a new one from ids. A client's own id is replaced, since it
+// could forge the correlation of log lines; so is one listed twice.
+// proceed sets it as r's X-Request-Id before forwarding, and the route's
+// Rewrite copies it to the upstream request.
 func requestID(r *http.Request, p *policy.Policy, ids *idBatch) []string {
 	if v := r.Header[requestIDHeader]; len(v) == 1 && validRequestID(v[0]) && p.Identity.PeerTrusted(r) {
 		return v
 	}
-	v := ids.take()
-	r.Header[requestIDHeader] = v
-	return v
+	return ids.take()
 }

@@ -247,6 +247,12 @@ func (h *Handler) proceed(q *request) {
 			r = r.WithContext(context.WithValue(r.Context(), uploadKey{}, q.body))
 		}
 	}
+	if q.rid != nil && r.Header != nil {
+		// The upstream's copy (messages.rewrite) and {request_id} read
+		// it here; set only now, so that an answer the gateway writes
+		// itself pays no header write for it.
+		r.Header[requestIDHeader] = q.rid
+	}
 	if forwardsConsumer(&p.Consumers, id) || rt.NeedsIdentity() {
 		// The route's Rewrite finds the identity here to name the
 		// consumer and plan to the upstream, and the header rules to
