@@ -116,7 +116,8 @@ func TestCORS(t *testing.T) {
 // origin with a custom header, which forces a preflight; it reads the
 // upstream's answer and an exposed header. A page from an origin not
 // allowed fails in the browser, and its preflight never reaches the
-// upstream. Mutations checked: dropping Access-Control-Allow-Headers
+// upstream. Over the limit, the page reads the gateway's 429 and its
+// Retry-After. Mutations checked: dropping Access-Control-Allow-Headers
 // from the preflight's answer, or the expose list, fails it.
 func TestCORSBrowser(t *testing.T) {
 	t.Parallel()
@@ -159,6 +160,17 @@ func TestCORSBrowser(t *testing.T) {
 	if n := up.count(); n != 1 {
 		t.Fatalf("the upstream saw %d requests, want 1 (the PUT; the preflight stays at the gateway)", n)
 	}
+	// The next one is over the limit: the page can read the gateway's 429
+	// and its Retry-After (exposed), so it can back off.
+	var limited struct {
+		Status     int    `json:"status"`
+		RetryAfter string `json:"retryAfter"`
+	}
+	b.eval(fmt.Sprintf(`fetch(%q, {method: "PUT", headers: {"X-Custom": "1"}, body: "hi"})
+		.then(r => ({status: r.status, retryAfter: r.headers.get("Retry-After")}))`, f.url("/api/x")), &limited)
+	if limited.Status != 429 || limited.RetryAfter == "" {
+		t.Fatalf("the page read %+v over the limit, want 429 with a Retry-After", limited)
+	}
 	b.navigate(other + "/")
 	got = struct {
 		OK       bool   `json:"ok"`
@@ -173,6 +185,6 @@ func TestCORSBrowser(t *testing.T) {
 		t.Fatalf("fetch from %s, an origin not allowed, succeeded in the browser: %+v", other, got)
 	}
 	if n := up.count(); n != 1 {
-		t.Fatalf("the upstream saw %d requests after a refused preflight, want still 1", n)
+		t.Fatalf("the upstream saw %d requests after a 429 and a refused preflight, want still 1", n)
 	}
 }

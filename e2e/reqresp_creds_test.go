@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -14,7 +15,9 @@ import (
 // scheme in Authorization (Basic) is not the gateway's credential and
 // passes; so does everything on a route without the setting. Mutations
 // checked: without the deletions in messages.rewrite each credential row
-// fails; re-encoding the query (url.Values) fails "query kept".
+// fails; re-encoding the query (url.Values) fails "query kept"; without
+// the identity resolved and put in the context for a rule naming
+// {client} (serve, proceed: Route.NeedsIdentity), X-Caller is empty.
 func TestHideCredentials(t *testing.T) {
 	t.Parallel()
 	const secret = "e2e-secret-of-at-least-32-bytes-length"
@@ -64,5 +67,41 @@ upstream = %[1]q
 	s = get(t, c, f.url("/open/x?api_key=k1&b=2"), map[string]string{"X-API-Key": "k0", "Authorization": valid}).echo(t)
 	if s.Header.Get("X-Api-Key") != "k0" || s.Header.Get("Authorization") != valid || s.RawQuery != "api_key=k1&b=2" {
 		t.Errorf("a route without hide_credentials changed credentials: %+v", s)
+	}
+}
+
+// TestHideCredentialsConsumer: with a consumer registry, a route that
+// hides the API key still tells the upstream who called: the consumer
+// and plan forward headers, and header rules naming {consumer}, {plan}
+// and {client} (the consumer's name, as the access log shows it), on a
+// route without limits. Mutation checked: without the consumer and plan
+// in the template values (messages.values), X-Caller is "//acme".
+func TestHideCredentialsConsumer(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	reg := filepath.Join(t.TempDir(), "consumers.toml")
+	writeFileAtomic(t, reg, []byte(fmt.Sprintf("[[consumers]]\nname = \"acme\"\nplan = \"pro\"\napi_keys_sha256 = [%q]\n", keySum("acme-key"))))
+	f := startMessages(t, "", fmt.Sprintf(`
+[consumers]
+file = %q
+forward_headers = { consumer = "X-Consumer", plan = "X-Plan" }
+
+[[plans]]
+name = "pro"
+
+[[routes]]
+name = "hidden"
+path_prefix = "/"
+upstream = %q
+hide_credentials = true
+request_headers = { set = { "X-Caller" = "{consumer}/{plan}/{client}" } }
+`, reg, up.URL))
+	s := get(t, newClient(t, ""), f.url("/x"), map[string]string{"X-API-Key": "acme-key", "X-Consumer": "spoofed"}).echo(t)
+	if s.Header.Get("X-Api-Key") != "" {
+		t.Errorf("the API key reached the upstream")
+	}
+	if s.Header.Get("X-Consumer") != "acme" || s.Header.Get("X-Plan") != "pro" || s.Header.Get("X-Caller") != "acme/pro/acme" {
+		t.Errorf("upstream saw X-Consumer %q, X-Plan %q, X-Caller %q; want acme, pro, acme/pro/acme",
+			s.Header.Get("X-Consumer"), s.Header.Get("X-Plan"), s.Header.Get("X-Caller"))
 	}
 }

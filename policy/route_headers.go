@@ -33,9 +33,11 @@ type HeaderRules struct {
 	Needs TemplateField
 }
 
-// HeaderRule is one header name (canonical) and its value template.
+// HeaderRule is one header of a set or add list.
 type HeaderRule struct {
-	Name  string
+	// Name is the header's canonical name.
+	Name string
+	// Value is its value template.
 	Value Template
 }
 
@@ -80,9 +82,15 @@ type templatePart struct {
 	field TemplateField // 0: lit
 }
 
-// TemplateValues are a request's values for Template.Expand, unescaped.
+// TemplateValues are a request's values for Template.Expand, raw:
+// Expand escapes them.
 type TemplateValues struct {
-	Client, Consumer, Plan, RequestID string
+	// Client is {client}, already in the access log's form.
+	Client string
+	// Consumer and Plan are {consumer} and {plan}, "" for none.
+	Consumer, Plan string
+	// RequestID is {request_id}.
+	RequestID string
 }
 
 // Expand returns the template's value for v. A field's value is escaped
