@@ -19,7 +19,9 @@ func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
-	if code >= 200 && !w.headed {
+	// A 101 is the last answer of its request too (the connection is a
+	// tunnel after it); other 1xx come before the final one.
+	if (code >= 200 || code == http.StatusSwitchingProtocols) && !w.headed {
 		w.head()
 	}
 	w.ResponseWriter.WriteHeader(code)
