@@ -75,6 +75,10 @@ limits = ["one"]
 		t.Fatalf("Connection: X-Request-Id stripped the id: upstream saw %q", s.Header.Values("X-Request-Id"))
 	}
 
+	// A respelling a CGI-style upstream reads as the id goes.
+	if s := get(t, c, f.url("/api/x"), map[string]string{"X_Request_Id": "forged"}).echo(t); s.Header.Get("X_Request_Id") != "" || s.Header.Get("X-Request-Id") == "forged" {
+		t.Fatalf("X_Request_Id reached the upstream: %v", s.Header)
+	}
 	t.Run("untrusted", func(t *testing.T) {
 		r := get(t, c, f.url("/api/x"), map[string]string{"X-Request-Id": "forged-correlation"})
 		got := r.Header.Get("X-Request-Id")
@@ -187,13 +191,18 @@ upstream = %[1]q
 	c := newClient(t, "")
 	const key = "raw-api-key-123"
 	r := get(t, c, f.url("/api/x"), map[string]string{"X-API-Key": key, "X-Gateway": "evil", "X-Debug": "1", "X-Via": "client-proxy",
-		"Connection": "X-Gateway, X-Via"})
+		"Connection": "X-Gateway, X-Via", "X_Gateway": "evil", "x_debug": "1"})
 	s := r.echo(t)
 	if got := s.Header.Values("X-Gateway"); len(got) != 1 || got[0] != "tollgate" {
 		t.Errorf("upstream X-Gateway %q, want [tollgate] (the client's value and its Connection trick replaced)", got)
 	}
 	if s.Header.Get("X-Debug") != "" {
 		t.Errorf("X-Debug reached the upstream: %q", s.Header.Values("X-Debug"))
+	}
+	// Respelled with '_', a CGI-style upstream would read them as the
+	// header the rule sets or removes.
+	if s.Header.Get("X_Gateway") != "" || s.Header.Get("X_Debug") != "" {
+		t.Errorf("respelled copies reached the upstream: %v", s.Header)
 	}
 	if got := s.Header.Values("X-Via"); len(got) != 1 || got[0] != "tollgate" {
 		// The client's X-Via was named in Connection: hop-by-hop, gone
