@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/http/httputil"
+	"strings"
 
 	"github.com/tollgate/gateway/keys"
 	"github.com/tollgate/gateway/policy"
@@ -18,6 +19,11 @@ type messages struct {
 	requestID bool
 	// req and resp are the route's header rules (nil: none).
 	req, resp *policy.HeaderRules
+	// respelled are the names request rules set or remove: a client's
+	// copy spelled with '_' (X_Gateway) goes too, since CGI, WSGI, PHP
+	// and Rack read it as the same header and could take it for the
+	// gateway's.
+	respelled []string
 	// hide holds the credentials hide_credentials removes; nil when off.
 	hide *keys.Extractor
 	// label turns a client identity into what the access log shows.
@@ -36,6 +42,12 @@ func (h *Handler) newMessages(rt *policy.Route, p *policy.Policy) *messages {
 	}
 	if countsResponse(rt) {
 		m.record = h.recordResponse
+	}
+	if r := rt.RequestHeaders; r != nil {
+		m.respelled = append(m.respelled, r.Remove...)
+		for _, s := range r.Set {
+			m.respelled = append(m.respelled, s.Name)
+		}
 	}
 	if !m.requestID && m.req == nil && m.resp == nil && m.hide == nil {
 		return nil
@@ -62,6 +74,13 @@ func (m *messages) rewrite(pr *httputil.ProxyRequest) {
 		}
 		if e.CarriesToken(out) {
 			delete(out, e.TokenHeader())
+		}
+	}
+	if len(m.respelled) > 0 {
+		for name := range out {
+			if strings.IndexByte(name, '_') >= 0 && dashedAny(name, m.respelled) {
+				delete(out, name)
+			}
 		}
 	}
 	if m.req != nil {
