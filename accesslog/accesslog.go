@@ -28,6 +28,9 @@ const (
 	//
 	//	CLIENT - - [02/Jan/2006:15:04:05.000000 -0700] "GET /path HTTP/1.1" 200 512 "REFERER" "USER-AGENT" route=R outcome=O decision=D limit=L latency=0.001234 kind=K key=H ip=I
 	//
+	// followed by consumer=C plan=P when the request had a consumer or a
+	// plan, and request_id=ID when it had an id.
+	//
 	// Every value is written with %XX escapes for bytes outside printable
 	// ASCII and for '%', '"', '\\' and space; "-" stands for an empty value.
 	Combined
@@ -102,6 +105,9 @@ type Entry struct {
 	// plan, "" for none. Both are operator-chosen names and logged as
 	// they are.
 	Consumer, Plan string
+	// RequestID is the request's X-Request-Id, "" when none was given
+	// (server.request_id off, or a line written before it existed).
+	RequestID string
 }
 
 // Hash returns the logged form of an identity value of the given kind:

@@ -27,6 +27,9 @@ func sample() []Entry {
 		{Time: t0, Client: "acme", ClientKind: "consumer", IP: "198.51.100.1", Method: "GET", Path: "/v1", Status: 200,
 			Bytes: 2, Route: "api", Outcome: "forwarded", Decision: "allowed", Limit: "per-consumer", Consumer: "acme", Plan: "pro"},
 		{Time: t0, Client: "u1", ClientKind: "user", Method: "GET", Path: "/v1", Status: 200, Bytes: 2, Plan: "free"},
+		{Time: t0, Client: "u2", ClientKind: "user", Method: "GET", Path: "/v1", Status: 200, Bytes: 2, RequestID: "0123456789abcdef0123456789abcdef"},
+		{Time: t0, Client: "acme", ClientKind: "consumer", Method: "GET", Path: "/v1", Status: 429, Bytes: 2, Consumer: "acme",
+			Plan: "pro", RequestID: "lb-7f3a/0001~%-"},
 	}
 }
 
@@ -91,6 +94,30 @@ func TestRoundTrip(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestRequestIDLines: lines written before request ids existed (no
+// request_id field) and lines with one both parse, in both formats, and
+// the ids are not interned (each is unique).
+func TestRequestIDLines(t *testing.T) {
+	const (
+		oldJSON     = `{"time":"2025-03-14T15:09:26.535897+02:00","client":"c","kind":"ip","method":"GET","path":"/v1","proto":"HTTP/1.1","status":200,"bytes":2,"route":"api","outcome":"forwarded","latency":0.001234}`
+		newJSON     = `{"time":"2025-03-14T15:09:26.535897+02:00","client":"c","kind":"ip","method":"GET","path":"/v1","proto":"HTTP/1.1","status":200,"bytes":2,"route":"api","outcome":"forwarded","request_id":"abc123","latency":0.001234}`
+		oldCombined = `c - - [14/Mar/2025:15:09:26.535897 +0200] "GET /v1 HTTP/1.1" 200 2 "-" "-" route=api outcome=forwarded decision=- limit=- latency=0.001234 kind=ip key=- ip=c`
+		newCombined = oldCombined + " request_id=abc123"
+	)
+	for _, tc := range []struct{ line, want string }{{oldJSON, ""}, {newJSON, "abc123"}, {oldCombined, ""}, {newCombined, "abc123"}} {
+		p := NewParser(strings.NewReader(tc.line+"\n"), Auto)
+		if !p.Next() {
+			t.Fatalf("%s: not parsed: %v %v", tc.line, p.Err(), p.Malformed())
+		}
+		if got := p.Entry().RequestID; got != tc.want || p.Entry().Route != "api" {
+			t.Errorf("%s: request id %q, want %q", tc.line, got, tc.want)
+		}
+		if _, interned := p.intern[tc.want]; interned && tc.want != "" {
+			t.Errorf("request id %q interned", tc.want)
 		}
 	}
 }

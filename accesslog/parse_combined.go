@@ -161,6 +161,9 @@ func (p *Parser) field(k, v []byte) (identity bool, err error) {
 		e.Consumer, err = p.token(v, true)
 	case "plan":
 		e.Plan, err = p.token(v, true)
+	case "request_id":
+		// Unique per line: not interned.
+		e.RequestID, err = p.token(v, false)
 	}
 	return identity, err
 }

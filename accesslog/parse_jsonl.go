@@ -27,6 +27,7 @@ type jsonEntry struct {
 	Limit     string   `json:"limit"`
 	Consumer  string   `json:"consumer"`
 	Plan      string   `json:"plan"`
+	RequestID string   `json:"request_id"`
 	Latency   *float64 `json:"latency"`
 }
 
@@ -51,7 +52,8 @@ func (p *Parser) fromJSON() error {
 	*e = Entry{Time: t, Client: j.Client, ClientKind: p.strS(j.Kind), APIKey: j.Key, IP: j.IP,
 		Method: p.strS(j.Method), Path: j.Path, Proto: p.strS(j.Proto), Status: j.Status, Bytes: -1,
 		Referer: j.Referer, UserAgent: j.UserAgent, Route: p.strS(j.Route), Outcome: p.strS(j.Outcome),
-		Decision: p.strS(j.Decision), Limit: p.strS(j.Limit), Consumer: p.strS(j.Consumer), Plan: p.strS(j.Plan)}
+		Decision: p.strS(j.Decision), Limit: p.strS(j.Limit), Consumer: p.strS(j.Consumer), Plan: p.strS(j.Plan),
+		RequestID: j.RequestID}
 	if j.Bytes != nil {
 		if *j.Bytes < 0 {
 			return fmt.Errorf("bytes %d is negative", *j.Bytes)

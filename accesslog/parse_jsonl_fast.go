@@ -76,10 +76,13 @@ func (p *Parser) fastJSON(b []byte) bool {
 				dst = &j.Consumer
 			case "plan":
 				dst = &j.Plan
+			case "request_id":
+				dst = &j.RequestID
 			default:
 				return false
 			}
-			if dst == &j.Time {
+			if dst == &j.Time || dst == &j.RequestID {
+				// Unique per line: not interned.
 				*dst = string(v)
 			} else {
 				*dst = p.str(v)

@@ -202,6 +202,10 @@ func appendCombined(b []byte, e *Entry, client, ip, key []byte) []byte {
 		b = append(b, " plan="...)
 		b = appendToken(b, e.Plan)
 	}
+	if e.RequestID != "" {
+		b = append(b, " request_id="...)
+		b = appendToken(b, e.RequestID)
+	}
 	return append(b, '\n')
 }
 
@@ -267,6 +271,7 @@ func appendJSON(b []byte, e *Entry, client, ip, key []byte) []byte {
 	b = appendField(b, "limit", e.Limit)
 	b = appendField(b, "consumer", e.Consumer)
 	b = appendField(b, "plan", e.Plan)
+	b = appendField(b, "request_id", e.RequestID)
 	b = append(b, `,"latency":`...)
 	b = appendSeconds(b, e.Latency)
 	return append(b, "}\n"...)

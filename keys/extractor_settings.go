@@ -1,6 +1,9 @@
 package keys
 
-import "net/netip"
+import (
+	"net/http"
+	"net/netip"
+)
 
 // The compiled settings an Extractor resolves identities with, for callers
 // that must build requests it will read (replay) or name what it keys by
@@ -39,3 +42,28 @@ func (e *Extractor) MaxValueLen() int { return e.maxValueLen }
 // thing it reads its clock for: a caller without it may pass the zero
 // time and spare a clock read per request.
 func (e *Extractor) VerifiesTokens() bool { return e.jwt != nil }
+
+// APIKeyQuery returns the query parameter that carries the API key, ""
+// when none is configured.
+func (e *Extractor) APIKeyQuery() string { return e.apiQuery }
+
+// TokenHeader returns the canonical name of the header that carries
+// bearer tokens, "" when tokens are not verified.
+func (e *Extractor) TokenHeader() string {
+	if e.jwt == nil {
+		return ""
+	}
+	return e.jwt.header
+}
+
+// CarriesToken reports whether h holds, in the token header, what
+// Identify would take for a token and verify (whether or not it is
+// valid): a Bearer credential in Authorization, any value in another
+// header. Authorization with another scheme (Basic) carries none.
+func (e *Extractor) CarriesToken(h http.Header) bool {
+	if e.jwt == nil {
+		return false
+	}
+	_, ok := e.jwt.token(firstHeader(h, e.jwt.header))
+	return ok
+}

@@ -50,6 +50,43 @@ func queryValue(q, name string, maxLen int) string {
 	return ""
 }
 
+// WithoutQueryParam returns the raw query q without every parameter whose
+// name, read as queryValue reads it, is name; the other parameters are
+// kept byte for byte, in order (nothing is decoded and encoded again, so
+// an upstream that signs or parses the query sees what the client sent).
+func WithoutQueryParam(q, name string) string {
+	if name == "" || q == "" {
+		return q
+	}
+	var b strings.Builder
+	dropped := false
+	for rest := q; ; {
+		kv, next, more := strings.Cut(rest, "&")
+		k, _, _ := strings.Cut(kv, "=")
+		match := k == name
+		if !match && strings.ContainsAny(k, "%+") {
+			uk, err := url.QueryUnescape(k)
+			match = err == nil && uk == name
+		}
+		if match {
+			dropped = true
+		} else {
+			if b.Len() > 0 {
+				b.WriteByte('&')
+			}
+			b.WriteString(kv)
+		}
+		if !more {
+			break
+		}
+		rest = next
+	}
+	if !dropped {
+		return q
+	}
+	return b.String()
+}
+
 // IsToken reports whether s is an HTTP token (RFC 9110 §5.6.2): what a
 // header name or a method must be. It is the one check of header names
 // for the configuration too.

@@ -158,6 +158,7 @@ func build(c *config.Config) (*Policy, []error) {
 	for i := range c.Routes {
 		path := fmt.Sprintf("routes[%d]", i)
 		rt := buildRoute(&c.Routes[i], path, &e)
+		buildRouteMessages(rt, &c.Routes[i], c, path, &e)
 		own := resolveLimits(c.Routes[i].Limits, p.byName, path+".limits", &e)
 		rt.Limits = mergeLimits(global, own)
 		rl := make([]*ratelimit.Limit, len(rt.Limits))

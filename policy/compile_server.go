@@ -12,7 +12,8 @@ const maxGCMinHeap = 64 << 30
 
 func buildServer(c *config.ServerConfig, e *problems) Server {
 	s := Server{Listen: c.Listen, AdminListen: c.AdminListen, MaxHeaderBytes: c.MaxHeaderBytes, WatchConfig: c.WatchConfig,
-		H2C: c.H2C, HTTP2MaxConcurrentStreams: c.HTTP2MaxConcurrentStreams, GCMinHeap: c.GCMinHeap}
+		H2C: c.H2C, HTTP2MaxConcurrentStreams: c.HTTP2MaxConcurrentStreams, GCMinHeap: c.GCMinHeap,
+		MaxBodyBytes: c.MaxBodyBytes, RequestID: c.RequestID}
 	checkAddr(c.Listen, "server.listen", false, e)
 	checkAddr(c.AdminListen, "server.admin_listen", true, e)
 	s.ReadHeaderTimeout = duration(c.ReadHeaderTimeout, "server.read_header_timeout", true, e)
@@ -29,6 +30,9 @@ func buildServer(c *config.ServerConfig, e *problems) Server {
 	}
 	if c.GCMinHeap < 0 || c.GCMinHeap > maxGCMinHeap {
 		e.add("server.gc_min_heap", "must be in 0..%d bytes (0: Go's own pacing), got %d", int64(maxGCMinHeap), c.GCMinHeap)
+	}
+	if c.MaxBodyBytes < 0 {
+		e.add("server.max_body_bytes", "must not be negative (0: no bound), got %d", c.MaxBodyBytes)
 	}
 	if c.TLS.Enabled() {
 		s.TLS = buildTLS(&c.TLS, e)

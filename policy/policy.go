@@ -94,6 +94,11 @@ type Server struct {
 	// GCMinHeap is the garbage collector's minimum heap in bytes; 0 leaves
 	// Go's pacing alone.
 	GCMinHeap int64
+	// MaxBodyBytes is the routes' default bound of a request body; 0 is
+	// none.
+	MaxBodyBytes int64
+	// RequestID gives every request an X-Request-Id.
+	RequestID bool
 }
 
 // TLS is the compiled server.tls table.
@@ -296,6 +301,18 @@ type Route struct {
 	Upgrades []string
 	// Respond, when not nil, is the route's own answer (no upstream).
 	Respond *Respond
+	// RequestHeaders and ResponseHeaders are the route's header rules
+	// (nil: none): the request's before it is forwarded, the upstream
+	// answer's before it is sent on.
+	RequestHeaders, ResponseHeaders *HeaderRules
+	// HideCredentials removes the API key and bearer token the gateway
+	// reads before forwarding.
+	HideCredentials bool
+	// MaxBodyBytes bounds the request body (413 past it); 0: no bound.
+	// The route's own max_body_bytes, else server.max_body_bytes.
+	MaxBodyBytes int64
+	// CORS is the route's cors table; nil: the gateway does no CORS.
+	CORS *CORS
 	// Limits are gateway.limits then the route's own, duplicates removed.
 	Limits []*Limit
 	// RateLimitPolicy is the RateLimit-Policy header value of Limits'

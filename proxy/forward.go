@@ -57,7 +57,7 @@ type ownedHeaders struct {
 // that forwards the consumer and plan in the named headers ("" for none).
 func newOwnedHeaders(rt *policy.Route, userHeader, consumer, plan string) *ownedHeaders {
 	o := &ownedHeaders{user: userHeader, consumer: consumer, plan: plan, route: rt}
-	names := append(append([]string{"Upgrade", userHeader, consumer, plan}, gatewayOwned...), forwardingHeaders...)
+	names := append(append([]string{"Upgrade", userHeader, consumer, plan, requestIDHeader}, gatewayOwned...), forwardingHeaders...)
 	for _, n := range names {
 		if n == "" {
 			continue
@@ -105,6 +105,9 @@ func (o *ownedHeaders) strip(h http.Header, peerTrusted bool) {
 			// every other spelling goes, whatever the peer.
 			o.user != "" && dashedEqual(name, o.user) && (name != o.user || !peerTrusted),
 			strings.IndexByte(name, '_') >= 0 && dashedAny(name, forwardingHeaders),
+			// X_Request_Id would pose to such an upstream as the id
+			// (requestid.go); the canonical one is the gateway's to set.
+			strings.IndexByte(name, '_') >= 0 && dashedEqual(name, requestIDHeader),
 			o.consumer != "" && dashedEqual(name, o.consumer),
 			o.plan != "" && dashedEqual(name, o.plan):
 			delete(h, name)
@@ -159,6 +162,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 	target := rt.Upstream
 	identity := p.Identity
 	owned := newOwnedHeaders(rt, identity.UserHeader(), p.Consumers.ForwardConsumer, p.Consumers.ForwardPlan)
+	msgs := h.newMessages(rt, p) // headerrules.go
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			peerTrusted := identity.PeerTrusted(pr.In)
@@ -171,6 +175,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 			}
 			owned.strip(pr.Out.Header, peerTrusted)
 			setConsumerHeaders(&p.Consumers, pr.In, pr.Out.Header)
+			msgs.rewrite(pr)
 			// The path is already the one to forward (Route.ForwardPath,
 			// strip_prefix applied): SetURL only joins it to the
 			// upstream's base path.
@@ -185,9 +190,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 		ErrorHandler: h.upstreamError,
 		ErrorLog:     slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 	}
-	if countsResponse(rt) {
-		rp.ModifyResponse = h.recordResponse
-	}
+	rp.ModifyResponse = h.modifyResponse(rt, msgs)
 	return rp
 }
 

@@ -105,6 +105,9 @@ func TestStripOwned(t *testing.T) {
 		{"owned, consumer id", "", false, "X_Consumer_Id", true, ""},
 		{"forwarding, canonical, kept for SetXForwarded", "", false, "X-Forwarded-For", false, ""},
 		{"forwarding, respelled", "", false, "X_Forwarded_For", true, ""},
+		{"request id respelled", "", false, "X_Request_Id", true, ""},
+		{"request id respelled lower", "", true, "x-request_id", true, ""},
+		{"request id, canonical", "", false, "X-Request-Id", false, ""},
 		{"forwarding, Forwarded respelled", "", false, "FORWARDED", false, ""},
 		{"forwarding, proto respelled", "", false, "X_Forwarded_Proto", true, ""},
 		{"user header, untrusted", "X-User", false, "X-User", true, ""},
@@ -119,7 +122,7 @@ func TestStripOwned(t *testing.T) {
 		{"same length, not owned", "", false, "X-Real-Io", false, ""},
 		{"unrelated", "X-User", false, "User-Agent", false, ""},
 		{"api key", "", false, "X-Api-Key", false, ""},
-		{"underscore, not owned", "", false, "X_Request_Id", false, ""},
+		{"underscore, not owned", "", false, "X_Trace_Id", false, ""},
 		// Header names configured with '_' (canonical "X_user"): every
 		// spelling is that header, and only a trusted peer's copy in the
 		// configured spelling is kept.
@@ -197,6 +200,7 @@ func TestStripOwnedMatchesModel(t *testing.T) {
 			n := norm(name)
 			drop := slices.ContainsFunc(gatewayOwned, func(o string) bool { return norm(o) == n }) ||
 				strings.Contains(name, "_") && slices.ContainsFunc(forwardingHeaders, func(o string) bool { return norm(o) == n }) ||
+				strings.Contains(name, "_") && n == "x-request-id" ||
 				n == "x-consumer" || n == "x-plan" ||
 				user != "" && n == norm(user) && (name != user || !trusted)
 			want[name] = !drop

@@ -119,6 +119,9 @@ type Event struct {
 	// not make it a metric label (the plan is bounded by the
 	// configuration).
 	Consumer, Plan string
+	// RequestID is the request's X-Request-Id, "" when
+	// server.request_id is off.
+	RequestID string
 	// Status is the status code sent to the client.
 	Status int
 	// Outcome is what the gateway did.

@@ -59,6 +59,11 @@ type Options struct {
 	// resolution; nil gives the Handler a registry of its own that probes
 	// and resolves nothing (replay and test, whose transport is a stub).
 	Upstreams *upstream.Registry
+	// ClientLabel names a client identity (its kind and raw value) as the
+	// access log shows it, for the {client} of header rules; it must
+	// never return an API key raw. Nil names every client by its kind
+	// alone ("api_key", "ip").
+	ClientLabel func(kind, value string) string
 }
 
 // OverrideSource gives the override table compiled against a policy (nil:
@@ -84,6 +89,8 @@ type Handler struct {
 	tracer    Tracer
 	overrides OverrideSource
 	upstreams *upstream.Registry
+	// clientLabel is Options.ClientLabel, never nil.
+	clientLabel func(kind, value string) string
 	// nonBlocking is set when the store promises never to block.
 	nonBlocking bool
 	// selfTimed is the budget a SelfTimed store bounds its calls by; 0
@@ -130,9 +137,14 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 		tracer:    opts.Tracer,
 		overrides: opts.Overrides,
 		upstreams: opts.Upstreams,
+
+		clientLabel: opts.ClientLabel,
 	}
 	if h.upstreams == nil {
 		h.upstreams = upstream.NewRegistry(upstream.Options{Logger: opts.Logger})
+	}
+	if h.clientLabel == nil {
+		h.clientLabel = func(kind, _ string) string { return kind }
 	}
 	h.inflight, _ = opts.Observer.(InFlight)
 	if nb, ok := opts.Store.(NonBlocking); ok && nb.NonBlocking() {

@@ -33,6 +33,19 @@ type request struct {
 	w statusWriter
 	// resp is the state of limits that count by response.
 	resp respCount
+	// rid is the request's X-Request-Id as a header value (nil when
+	// server.request_id is off), set on the answer when its header is
+	// written.
+	rid []string
+	// cors is the matched route's cors table (nil: none) and origin the
+	// request's Origin when it is allowed: the answer's CORS headers are
+	// set when its header is written (statusWriter.WriteHeader), whoever
+	// answers.
+	cors   *policy.CORS
+	origin string
+	// ids are the request ids this scratch space hands out; kept by
+	// reset, so that a batch serves 64 requests.
+	ids idBatch
 	// The request as serve, decide and proceed share it, so that each
 	// takes q alone: the client's request (with the tracer's context), the
 	// policy snapshot it is served under, the route it matched (nil before
@@ -59,10 +72,24 @@ type bodyReader struct {
 	aborted atomic.Bool
 	// rw is the client's ResponseWriter, whose connection abort cuts off.
 	rw http.ResponseWriter
+	// limit is the route's max_body_bytes (0: none) and n the bytes read
+	// so far (only the one goroutine that reads the body touches it).
+	limit, n int64
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
+	if b.limit > 0 {
+		p = b.bounded(p)
+	}
 	n, err := b.ReadCloser.Read(p)
+	if b.limit > 0 {
+		var over bool
+		if n, over = b.count(n); over {
+			err = errBodyTooLarge
+			b.err.CompareAndSwap(nil, &err)
+			return n, err
+		}
+	}
 	if err == io.EOF {
 		b.eof.Store(true)
 	} else if err != nil {
@@ -93,6 +120,7 @@ func (q *request) reset() {
 	q.body = nil
 	q.w = statusWriter{}
 	q.resp.reset()
+	q.rid, q.cors, q.origin = nil, nil, ""
 	q.r, q.snap, q.rt = nil, nil, nil
 	q.raw, q.path, q.start = "", "", time.Time{}
 }
@@ -104,4 +132,17 @@ func grow(ds []ratelimit.Decision, n int) []ratelimit.Decision {
 	ds = ds[:n]
 	clear(ds)
 	return ds
+}
+
+// finishHeader sets what every answer carries, the upstream's and the
+// gateway's alike, once its status is known and just before its header
+// is written: the request id (replacing an upstream's) and the CORS
+// headers.
+func (q *request) finishHeader(hd http.Header) {
+	if q.rid != nil {
+		hd[requestIDHeader] = q.rid
+	}
+	if q.cors != nil {
+		setCORSHeaders(hd, q.cors, q.origin)
+	}
 }

@@ -53,6 +53,10 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	q.r, q.snap, q.start = r, snap, start
+	if snap.p.Server.RequestID {
+		q.rid = requestID(r, snap.p, &q.ids) // requestid.go
+		ev.RequestID = q.rid[0]
+	}
 	h.serve(q)
 }
 
@@ -83,6 +87,9 @@ func (h *Handler) serve(q *request) {
 	if raw == "" {
 		raw = r.URL.EscapedPath()
 	}
+	if r.Method == http.MethodOptions && h.preflight(q, raw) { // cors.go
+		return
+	}
 	rt, path, err := p.Match(r.Host, r.Method, raw)
 	if err != nil {
 		ev.Path = raw
@@ -106,9 +113,22 @@ func (h *Handler) serve(q *request) {
 	}
 	ev.Route = rt.Name
 	q.rt, q.raw, q.path = rt, raw, path
+	if rt.CORS != nil {
+		q.cors = rt.CORS
+		if o := firstValue(r.Header, "Origin"); o != "" && rt.CORS.AllowsOrigin(o) {
+			q.origin = o
+		}
+	}
+	if rt.MaxBodyBytes > 0 && r.ContentLength > rt.MaxBodyBytes {
+		// Refused on its Content-Length before any limit counts it or
+		// any of it is read (bodylimit.go).
+		ev.Outcome = OutcomeBadRequest
+		tooLarge(w, rt.MaxBodyBytes)
+		return
+	}
 
 	id := &q.id
-	if len(rt.Limits) > 0 || p.Consumers.Enabled() {
+	if len(rt.Limits) > 0 || p.Consumers.Enabled() || rt.NeedsIdentity() {
 		*id = p.Identity.Identify(r, h.identityClock(p))
 		if h.observer != nil {
 			ev.ClientKind, ev.Client, ev.APIKey, ev.IP = id.ClientKind.String(), id.Client, id.APIKey, id.IP
@@ -218,7 +238,7 @@ func (h *Handler) proceed(q *request) {
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		q.body = &bodyReader{ReadCloser: r.Body, rw: w.ResponseWriter}
+		q.body = &bodyReader{ReadCloser: r.Body, rw: w.ResponseWriter, limit: rt.MaxBodyBytes}
 		r.Body = q.body
 		if rt.Timeout > 0 {
 			// ReverseProxy hides the body from the transport behind a
@@ -227,9 +247,16 @@ func (h *Handler) proceed(q *request) {
 			r = r.WithContext(context.WithValue(r.Context(), uploadKey{}, q.body))
 		}
 	}
-	if forwardsConsumer(&p.Consumers, id) {
+	if q.rid != nil && r.Header != nil {
+		// The upstream's copy (messages.rewrite) and {request_id} read
+		// it here; set only now, so that an answer the gateway writes
+		// itself pays no header write for it.
+		r.Header[requestIDHeader] = q.rid
+	}
+	if forwardsConsumer(&p.Consumers, id) || rt.NeedsIdentity() {
 		// The route's Rewrite finds the identity here to name the
-		// consumer and plan to the upstream.
+		// consumer and plan to the upstream, and the header rules to
+		// name the client.
 		r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
 	}
 	if esc, plain := rt.ForwardPath(q.path); esc != q.raw {

@@ -34,6 +34,11 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 			Title:  "Request Timeout",
 			Detail: "the request body did not arrive within the route's timeout",
 		})
+	case bodyErr != nil && *bodyErr == errBodyTooLarge:
+		// A body without a Content-Length (chunked, HTTP/2) went past the
+		// route's max_body_bytes while it streamed: the exchange was cut.
+		q.ev.Outcome = OutcomeBadRequest
+		tooLarge(w, q.body.limit)
 	case bodyErr != nil:
 		// The client's body was malformed (bad chunk framing, too large):
 		// the client's fault, not the upstream's.

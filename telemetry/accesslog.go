@@ -43,6 +43,7 @@ func (a AccessLog) Observe(ev *proxy.Event) {
 		Latency:    ev.Duration,
 		Consumer:   ev.Consumer,
 		Plan:       ev.Plan,
+		RequestID:  ev.RequestID,
 	}
 	a.W.Log(&e)
 }

@@ -253,6 +253,8 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 	label := accesslog.Options{RawClient: p.AccessLog.RawClient, Salt: []byte(p.AccessLog.Salt.Reveal()),
 		IPv6Prefix: p.Identity.IPv6Prefix()}
 	g.top = topk.New(p.Config.Admin.TopK, label.Client)
+	// Header rules name a client ({client}) as the log does.
+	opts.ClientLabel = label.Client
 	observers := telemetry.Observers{g.metrics, telemetry.Top{T: g.top}}
 	if al := p.AccessLog; al.Path != "" {
 		var out io.Writer

@@ -165,6 +165,17 @@ type ServerConfig struct {
 	// pacing applies. 0 leaves Go's pacing (GOGC) alone; so does a GOGC
 	// environment variable. Applied on reload. Default 33554432 (32 MiB).
 	GCMinHeap int64 `mapstructure:"gc_min_heap" json:"gc_min_heap"`
+	// MaxBodyBytes bounds a request body, in bytes, on every route that
+	// does not set its own max_body_bytes: a larger body is answered 413
+	// and never reaches the upstream whole. 0 means no bound. Applied on
+	// reload. Default 0.
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes" json:"max_body_bytes"`
+	// RequestID gives every request an X-Request-Id: kept when a trusted
+	// proxy (identity.trusted_proxies) sent a valid one, generated
+	// otherwise; forwarded upstream, returned in the response and logged.
+	// false passes a client's X-Request-Id through untouched and adds
+	// none. Applied on reload. Default true.
+	RequestID bool `mapstructure:"request_id" json:"request_id"`
 }
 
 // TLSConfig is `tls = { cert_file, key_file, certificates, client_ca_file,
@@ -549,6 +560,61 @@ type RouteConfig struct {
 	Limits []string `mapstructure:"limits" json:"limits"`
 	// Respond, when set, answers the request itself instead of proxying.
 	Respond *RespondConfig `mapstructure:"respond" json:"respond,omitempty"`
+	// RequestHeaders change the request's headers before it is forwarded:
+	// removed, then set, then added. Values may name {client},
+	// {consumer}, {plan}, {route} and {request_id}. Headers the gateway
+	// owns cannot be named. Default none.
+	RequestHeaders *HeaderRulesConfig `mapstructure:"request_headers" json:"request_headers,omitempty"`
+	// ResponseHeaders change the headers of the upstream's answer the same
+	// way (not of the gateway's own answers). Default none.
+	ResponseHeaders *HeaderRulesConfig `mapstructure:"response_headers" json:"response_headers,omitempty"`
+	// HideCredentials removes the credentials the gateway reads (the API
+	// key's header and query parameter, the JWT header's bearer token)
+	// before forwarding. Default false.
+	HideCredentials bool `mapstructure:"hide_credentials" json:"hide_credentials,omitempty"`
+	// MaxBodyBytes bounds the request body, in bytes (413 past it); 0
+	// means server.max_body_bytes. Default 0.
+	MaxBodyBytes int64 `mapstructure:"max_body_bytes" json:"max_body_bytes,omitempty"`
+	// CORS, when set, answers browsers' preflights at the gateway and adds
+	// the Access-Control-* headers to answers for allowed origins.
+	CORS *CORSConfig `mapstructure:"cors" json:"cors,omitempty"`
+}
+
+// HeaderRulesConfig is `{ set = { "Name" = "value" }, add = { ... },
+// remove = ["Name"] }`.
+type HeaderRulesConfig struct {
+	// Set replaces each named header with the value. Default none.
+	Set map[string]string `mapstructure:"set" json:"set,omitempty"`
+	// Add adds the value to each named header, after the ones present.
+	// Default none.
+	Add map[string]string `mapstructure:"add" json:"add,omitempty"`
+	// Remove deletes the named headers. Default none.
+	Remove []string `mapstructure:"remove" json:"remove,omitempty"`
+}
+
+// CORSConfig is `cors = { origins = [...], methods = [...], headers =
+// [...], expose_headers = [...], max_age = "10m", credentials = false }`.
+type CORSConfig struct {
+	// Origins are the allowed origins, scheme://host[:port], or "*" for
+	// any. Required.
+	Origins []string `mapstructure:"origins" json:"origins"`
+	// Methods are the methods a preflight may ask for. Default ["GET",
+	// "HEAD", "POST"].
+	Methods []string `mapstructure:"methods" json:"methods,omitempty"`
+	// Headers are the request headers a preflight may ask for; "*"
+	// allows any. Default none.
+	Headers []string `mapstructure:"headers" json:"headers,omitempty"`
+	// ExposeHeaders are response headers a page may read besides the
+	// CORS-safelisted ones; the rate-limit headers, Retry-After and
+	// X-Request-Id are always exposed. Default none.
+	ExposeHeaders []string `mapstructure:"expose_headers" json:"expose_headers,omitempty"`
+	// MaxAge is how long a browser may cache a preflight's answer.
+	// Default "" (the browser's default, 5s).
+	MaxAge string `mapstructure:"max_age" json:"max_age,omitempty"`
+	// Credentials lets a page send cookies and HTTP authentication
+	// (Access-Control-Allow-Credentials). Not with origins = ["*"].
+	// Default false.
+	Credentials bool `mapstructure:"credentials" json:"credentials,omitempty"`
 }
 
 // TargetConfig is one entry of a route's upstreams: a URL, or
@@ -639,6 +705,7 @@ func Default() Config {
 
 			HTTP2MaxConcurrentStreams: 100,
 			GCMinHeap:                 32 << 20,
+			RequestID:                 true,
 		},
 		Store: StoreConfig{
 			Backend: "memory",

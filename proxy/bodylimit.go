@@ -1,0 +1,47 @@
+package proxy
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/tollgate/gateway/headers"
+)
+
+// errBodyTooLarge is the error a request body past its route's
+// max_body_bytes reads as: the transport then aborts the upstream
+// exchange and upstreamError answers 413.
+var errBodyTooLarge = errors.New("request body larger than the route's max_body_bytes")
+
+// tooLarge answers 413 for a body past limit bytes. The connection is
+// closed after the answer: the rest of the body is not read.
+func tooLarge(w http.ResponseWriter, limit int64) {
+	w.Header().Set("Connection", "close")
+	headers.WriteProblem(w, headers.Problem{
+		Status: http.StatusRequestEntityTooLarge,
+		Title:  "Content Too Large",
+		Detail: "the request body is larger than the route's limit of " + strconv.FormatInt(limit, 10) + " bytes",
+	})
+}
+
+// bounded cuts p so that reading it can take the body at most one byte
+// past its limit: enough to know that it is too large, no more for the
+// upstream.
+func (b *bodyReader) bounded(p []byte) []byte {
+	if rem := b.limit - b.n + 1; int64(len(p)) > rem {
+		return p[:rem]
+	}
+	return p
+}
+
+// count adds n bytes read and reports whether the body went past its
+// limit; the bytes past it are not passed on.
+func (b *bodyReader) count(n int) (int, bool) {
+	b.n += int64(n)
+	if b.n <= b.limit {
+		return n, false
+	}
+	over := b.n - b.limit
+	b.n = b.limit
+	return n - int(over), true
+}
