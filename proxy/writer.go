@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"strings"
 )
 
 // statusWriter records the status code and body size sent.
@@ -13,25 +14,52 @@ type statusWriter struct {
 	q      *request
 	// headed is set once a final (non-1xx) header has been written.
 	headed bool
+	// limitHeaders are the rate-limit headers the gateway had set when
+	// the upstream sent an informational answer (103 Early Hints), nil
+	// before one: ReverseProxy clears the header map after relaying a
+	// 1xx, and the final answer must still carry them.
+	limitHeaders http.Header
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
+	// A 101 is the last answer of its request too (the connection is a
+	// tunnel after it); other 1xx come before the final one, which is
+	// the status the request is logged and counted with.
+	final := code >= 200 || code == http.StatusSwitchingProtocols
+	if w.status == 0 && final {
 		w.status = code
 	}
-	// A 101 is the last answer of its request too (the connection is a
-	// tunnel after it); other 1xx come before the final one.
-	if (code >= 200 || code == http.StatusSwitchingProtocols) && !w.headed {
+	if final && !w.headed {
 		w.head()
 	}
+	if !final && w.limitHeaders == nil {
+		w.keepLimitHeaders()
+	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// keepLimitHeaders keeps the rate-limit headers set so far for the final
+// answer (the access log and metrics see only that one).
+func (w *statusWriter) keepLimitHeaders() {
+	w.limitHeaders = http.Header{}
+	for name, v := range w.ResponseWriter.Header() {
+		if strings.HasPrefix(name, "Ratelimit") || strings.HasPrefix(name, "X-Ratelimit-") {
+			w.limitHeaders[name] = v
+		}
+	}
 }
 
 // head completes the final header before it is written.
 func (w *statusWriter) head() {
 	w.headed = true
+	hd := w.ResponseWriter.Header()
+	for name, v := range w.limitHeaders {
+		if _, ok := hd[name]; !ok {
+			hd[name] = v
+		}
+	}
 	if w.q != nil {
-		w.q.finishHeader(w.ResponseWriter.Header())
+		w.q.finishHeader(hd)
 	}
 }
 
