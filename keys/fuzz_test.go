@@ -2,6 +2,7 @@ package keys
 
 import (
 	"bytes"
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
@@ -141,7 +142,7 @@ func FuzzJWT(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, tok string) {
 		var c tokenClaims
-		err := v.verify(tok, now, &c)
+		err := v.verify(context.Background(), tok, now, &c)
 		user := c.user
 		if err == nil && tok != good {
 			t.Fatalf("forged token %q verified as %q", tok, user)

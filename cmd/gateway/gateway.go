@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/candidate"
 	"github.com/tollgate/gateway/internal/gcpace"
+	"github.com/tollgate/gateway/jwks"
 	"github.com/tollgate/gateway/listener"
 	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
@@ -47,6 +48,9 @@ type gateway struct {
 	started restartOnly
 	mem     *memstore.Store
 	rr      *redisRuntime // nil unless the backend is Redis
+	// jwks is the key set identity.jwt fetches (jwks_url, oidc_issuer),
+	// nil without one. It outlives reloads that keep its URL.
+	jwks atomic.Pointer[jwks.Set]
 	// overrides is this gateway's copy of the store's override table.
 	overrides *override.Sync
 	// now is the decision clock (nil: time.Now), which the admin API
@@ -99,6 +103,11 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 	if g.overrides != nil {
 		opts.Overrides = g.overrides
 	}
+	set, err := g.keysFor(p)
+	if err != nil {
+		return nil, err
+	}
+	g.useKeys(set)
 	h, err := proxy.New(p, opts)
 	if err != nil {
 		return nil, err
@@ -175,6 +184,7 @@ func (g *gateway) close() {
 	if g.overrides != nil {
 		g.overrides.Stop()
 	}
+	g.useKeys(nil)
 	for _, ln := range []net.Listener{g.publicLn, g.adminLn} {
 		if ln != nil {
 			ln.Close() // already closed after a server's Shutdown; the error says so
@@ -229,6 +239,10 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 		LiveKeys:  func() int64 { return int64(g.mem.Len()) },
 		Bytes:     func() int64 { return g.mem.Bytes() },
 		Evictions: func() int64 { return int64(g.mem.Evictions()) },
+		JWKS: func() (int64, time.Time, bool) {
+			st, ok := g.jwksStatus()
+			return int64(st.Keys), st.LastSuccess, ok
+		},
 	})
 	if err != nil {
 		return opts, fmt.Errorf("metrics: %w", err)
