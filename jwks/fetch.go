@@ -19,11 +19,11 @@ import (
 )
 
 // NewClient returns the HTTP client a Set fetches with when Options.Client
-// is nil: FetchTimeout for the whole exchange, at most MaxRedirects
-// redirects, each keeping the scheme (and loopback, for http).
+// is nil: at most MaxRedirects redirects, each keeping the scheme (and
+// loopback, for http). The fetch's context bounds the whole exchange,
+// body included (FetchTimeout).
 func NewClient() *http.Client {
 	return &http.Client{
-		Timeout:       FetchTimeout,
 		Transport:     http.DefaultTransport.(*http.Transport).Clone(),
 		CheckRedirect: checkRedirect,
 	}

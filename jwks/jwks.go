@@ -124,6 +124,9 @@ type Set struct {
 	log    *slog.Logger
 	now    func() time.Time
 	onDone func(bool)
+	// kidWait and fetchTimeout are UnknownKidWait and FetchTimeout; the
+	// package's tests lengthen them to show who waits on what.
+	kidWait, fetchTimeout time.Duration
 
 	cur      atomic.Pointer[keySet]
 	mu       sync.Mutex
@@ -139,7 +142,7 @@ type Set struct {
 // New returns a Set for cfg that has fetched nothing yet; Start fetches.
 func New(cfg Config, o Options) *Set {
 	s := &Set{cfg: cfg, client: o.Client, log: o.Logger, now: o.Now, onDone: o.Fetched,
-		stop: make(chan struct{})}
+		stop: make(chan struct{}), kidWait: UnknownKidWait, fetchTimeout: FetchTimeout}
 	if s.client == nil {
 		s.client = NewClient()
 	}
@@ -246,7 +249,7 @@ func (s *Set) begin(forKid bool) (chan struct{}, bool) {
 
 // run fetches and publishes the set, then ends the fetch ch.
 func (s *Set) run(ch chan struct{}) {
-	ctx, cancel := context.WithTimeout(context.Background(), FetchTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.fetchTimeout)
 	ks, err := s.download(ctx)
 	cancel()
 	s.mu.Lock()
@@ -299,7 +302,7 @@ func (s *Set) VerificationKey(ctx context.Context, kid, alg string) (crypto.Publ
 		return nil, err
 	}
 	go s.run(ch)
-	t := time.NewTimer(UnknownKidWait)
+	t := time.NewTimer(s.kidWait)
 	defer t.Stop()
 	select {
 	case <-ch:

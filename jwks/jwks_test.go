@@ -127,7 +127,15 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 // newSet returns a started Set on p's URL on clock c, closed at cleanup.
 func newSet(t *testing.T, p *provider, c *fakeClock) *Set {
+	return newSetWait(t, p, c, UnknownKidWait)
+}
+
+// newSetWait is newSet with the unknown-kid wait and the fetch timeout
+// set to wait: an hour shows who waits for a held fetch (a hang, caught by
+// the test's guard), since nothing then ends the wait but the fetch.
+func newSetWait(t *testing.T, p *provider, c *fakeClock, wait time.Duration) *Set {
 	s := New(Config{URL: p.srv.URL, Refresh: time.Hour}, Options{Logger: quiet(), Now: c.now})
+	s.kidWait, s.fetchTimeout = wait, max(wait, FetchTimeout)
 	s.Start()
 	t.Cleanup(s.Close)
 	return s
@@ -213,7 +221,7 @@ func TestRotation(t *testing.T) {
 func TestForgedKidFlood(t *testing.T) {
 	rk, _ := testRSA(t)
 	p := newProvider(t, doc(jwk(t, &rk[0].PublicKey, "k", nil)))
-	s := newSet(t, p, &fakeClock{t: time.Unix(1e9, 0)})
+	s := newSetWait(t, p, &fakeClock{t: time.Unix(1e9, 0)}, time.Hour)
 	hold := make(chan struct{})
 	p.hold.Store(&hold)
 	first := make(chan error)
@@ -231,7 +239,7 @@ func TestForgedKidFlood(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait() // returns only if none waited for the held fetch
+	waitOrFail(t, &wg) // returns only if none waited for the held fetch
 	close(hold)
 	if err := <-first; !errors.Is(err, ErrUnknownKid) {
 		t.Errorf("first forged kid: %v", err)
@@ -375,7 +383,7 @@ func TestOversizedKeepsLastGood(t *testing.T) {
 func TestSlowProvider(t *testing.T) {
 	rk, _ := testRSA(t)
 	p := newProvider(t, doc(jwk(t, &rk[0].PublicKey, "k", nil)))
-	s := newSet(t, p, &fakeClock{t: time.Unix(1e9, 0)})
+	s := newSetWait(t, p, &fakeClock{t: time.Unix(1e9, 0)}, time.Hour)
 	hold := make(chan struct{})
 	p.hold.Store(&hold)
 	defer close(hold)
@@ -394,6 +402,19 @@ func TestSlowProvider(t *testing.T) {
 	// The known key answers at once while the fetch hangs.
 	if _, err := s.VerificationKey(context.Background(), "k", "RS256"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitOrFail waits for wg, failing the test after a minute: a hang guard,
+// not a timing assertion.
+func waitOrFail(t *testing.T, wg *sync.WaitGroup) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("lookups waited for a fetch they did not start")
 	}
 }
 
