@@ -104,7 +104,13 @@ func newProvider(t *testing.T, body []byte) *provider {
 		w.WriteHeader(int(p.status.Load()))
 		w.Write(*p.body.Load())
 	}))
-	t.Cleanup(p.srv.Close)
+	t.Cleanup(func() {
+		// A held request would keep Close waiting (a failed test's).
+		if h := p.hold.Swap(nil); h != nil {
+			close(*h)
+		}
+		p.srv.Close()
+	})
 	return p
 }
 
@@ -240,7 +246,9 @@ func TestForgedKidFlood(t *testing.T) {
 		})
 	}
 	waitOrFail(t, &wg) // returns only if none waited for the held fetch
-	close(hold)
+	if p.hold.CompareAndSwap(&hold, nil) {
+		close(hold)
+	}
 	if err := <-first; !errors.Is(err, ErrUnknownKid) {
 		t.Errorf("first forged kid: %v", err)
 	}
@@ -386,7 +394,6 @@ func TestSlowProvider(t *testing.T) {
 	s := newSetWait(t, p, &fakeClock{t: time.Unix(1e9, 0)}, time.Hour)
 	hold := make(chan struct{})
 	p.hold.Store(&hold)
-	defer close(hold)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
