@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -266,8 +267,8 @@ func (v *jwtVerifier) check(ctx context.Context, tok string, now time.Time) (str
 	if v.keySet != nil {
 		// "kid", when present, must be a string; absent, the set decides
 		// whether one key fits without it.
-		var kid string
-		if raw, ok := hdr["kid"]; ok && json.Unmarshal(raw, &kid) != nil {
+		kid, ok := jsonString(hdr["kid"])
+		if !ok {
 			return "", nil, errTokenMalformed
 		}
 		key, err := v.keySet.VerificationKey(ctx, kid, alg)
@@ -336,6 +337,20 @@ func (v *jwtVerifier) check(ctx context.Context, tok string, now time.Time) (str
 		return "", nil, errTokenClaim
 	}
 	return user, claims, nil
+}
+
+// jsonString decodes raw, a member of an object json.Unmarshal accepted,
+// as a string: "" when absent, false when not a string. A string without
+// escapes is its bytes (the common kid costs no decoder).
+func jsonString(raw json.RawMessage) (string, bool) {
+	if raw == nil {
+		return "", true
+	}
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	var v string
+	return v, json.Unmarshal(raw, &v) == nil
 }
 
 // verifyAsymmetric checks sig over signed with key under alg, one of

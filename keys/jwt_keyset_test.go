@@ -163,3 +163,27 @@ func TestCheckKeySetURL(t *testing.T) {
 		}
 	}
 }
+
+func TestJSONString(t *testing.T) {
+	for raw, want := range map[string]struct {
+		s  string
+		ok bool
+	}{
+		``:             {"", true},
+		`"k1"`:         {"k1", true},
+		`"k\u0031"`:    {"k1", true},
+		`"a\"b"`:       {`a"b`, true},
+		`""`:           {"", true},
+		`7`:            {"", false},
+		`["k1"]`:       {"", false},
+		`{"kid":"k1"}`: {"", false},
+	} {
+		var r []byte
+		if raw != "" {
+			r = []byte(raw)
+		}
+		if s, ok := jsonString(r); s != want.s || ok != want.ok {
+			t.Errorf("jsonString(%s) = %q, %v; want %q, %v", raw, s, ok, want.s, want.ok)
+		}
+	}
+}
