@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -152,6 +153,18 @@ func jwksGateway(t *testing.T, p *idp, keySource, refresh string) (*gw, *http.Cl
 	return g, c
 }
 
+// spendIP sends requests without a token until the client's IP is denied,
+// so that a 200 again means "the token was an identity".
+func spendIP(t testing.TB, g *gw, c *http.Client) {
+	t.Helper()
+	for range 5 {
+		if get(t, c, g.url("/api"), nil).Status == 429 {
+			return
+		}
+	}
+	t.Fatal("the IP's budget was never spent")
+}
+
 // accepted reports whether the gateway took tok as an identity (see
 // jwksGateway); each sub may be asked about once.
 func accepted(t testing.TB, g *gw, c *http.Client, tok string) bool {
@@ -191,19 +204,43 @@ func TestJWKSRotation(t *testing.T) {
 	if n := p.requests.Load() - before; n != 1 {
 		t.Fatalf("the rotation cost %d fetches, want 1", n)
 	}
-	// A reload with the same URL (another rate) keeps the set.
+	// A reload with the same URL (another rate, one that keeps the IP's
+	// budget spent) keeps the set.
 	before = p.requests.Load()
 	at := time.Now()
-	g.rewrite(t, map[string]any{"Rate": "2/minute"})
+	g.rewrite(t, map[string]any{"Rate": "1/hour"})
 	g.signal(t, syscall.SIGHUP)
 	if rd := waitReload(t, g, at); !rd.LastReload.OK {
 		t.Fatalf("reload failed: %+v", rd.LastReload)
 	}
+	spendIP(t, g, c) // a new window size counts afresh
 	if !accepted(t, g, c, rs256(t, k2, "k2", "carol", nil)) {
 		t.Fatal("k2 refused after the reload")
 	}
 	if n := p.requests.Load() - before; n != 0 {
 		t.Fatalf("a reload with the same jwks_url fetched %d times, want 0", n)
+	}
+	// A reload to another provider's URL takes its keys, and the old set
+	// stops: the old provider hears nothing more.
+	p2 := newIdP(t)
+	k3 := rsaKeyT(t)
+	p2.publish(map[string]*rsa.PrivateKey{"k3": k3})
+	at = time.Now()
+	g.rewrite(t, map[string]any{"KeySource": fmt.Sprintf("jwks_url = %q", p2.srv.URL+"/jwks")})
+	g.signal(t, syscall.SIGHUP)
+	if rd := waitReload(t, g, at); !rd.LastReload.OK || rd.JWKS == nil || rd.JWKS.Keys != 1 {
+		t.Fatalf("reload to another provider: %+v jwks %+v", rd.LastReload, rd.JWKS)
+	}
+	spendIP(t, g, c)
+	if !accepted(t, g, c, rs256(t, k3, "k3", "dave", nil)) {
+		t.Fatal("the new provider's key refused after the reload")
+	}
+	before = p.requests.Load()
+	if accepted(t, g, c, rs256(t, k1, "k1", "erin", nil)) {
+		t.Fatal("the old provider's key accepted after the reload")
+	}
+	if n := p.requests.Load() - before; n != 0 {
+		t.Fatalf("the old provider was asked %d times after the reload", n)
 	}
 }
 
@@ -416,4 +453,27 @@ func TestJWKSOIDCDiscovery(t *testing.T) {
 			t.Fatalf("the JWKS of a mismatched issuer was fetched %d times", p.requests.Load())
 		}
 	})
+}
+
+// TestJWKSValidateOffline: `gateway validate` judges a key set's settings
+// without the network: a provider nobody can reach is no problem of the
+// file, plain http beyond loopback is.
+func TestJWKSValidateOffline(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, keySource string) string {
+		path := filepath.Join(dir, name)
+		writeFileAtomic(t, path, renderTemplate(t, "identity_jwks.toml.tmpl", map[string]any{
+			"Listen": "127.0.0.1:18080", "Admin": "127.0.0.1:18081", "Upstream": "http://127.0.0.1:9",
+			"KeySource": keySource, "Refresh": "5m", "Rate": "1/minute"}))
+		return path
+	}
+	// Port 9 on loopback (discard) refuses: a fetch would fail.
+	if code, _, stderr := runGateway(t, nil, "validate", "--config", write("ok.toml", `jwks_url = "http://127.0.0.1:9/keys"`)); code != 0 {
+		t.Fatalf("validate of an unreachable jwks_url: exit %d: %s", code, stderr)
+	}
+	code, _, stderr := runGateway(t, nil, "validate", "--config", write("bad.toml", `oidc_issuer = "http://idp.example/realm"`))
+	if code == 0 || !strings.Contains(stderr, "identity.jwt.oidc_issuer: plain http is accepted only to a loopback host") {
+		t.Fatalf("validate of plain http beyond loopback: exit %d: %s", code, stderr)
+	}
 }
