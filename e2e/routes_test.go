@@ -140,6 +140,11 @@ type readyzBody struct {
 		OK    bool      `json:"ok"`
 		Error string    `json:"error"`
 	} `json:"last_reload"`
+	JWKS *struct {
+		Keys        int       `json:"keys"`
+		LastSuccess time.Time `json:"last_success"`
+		Error       string    `json:"error"`
+	} `json:"jwks"`
 	status int
 }
 

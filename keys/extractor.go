@@ -202,6 +202,24 @@ func NewExtractor(cfg Config) (*Extractor, error) {
 	return e, nil
 }
 
+// WithKeySet returns a copy of e whose tokens are verified with the keys
+// of ks: the compiled configuration names a key set (a JWKS URL), and the
+// process that serves it owns the one set that fetches, across reloads.
+// It is an error when e does not verify tokens with a key set.
+func (e *Extractor) WithKeySet(ks KeySet) (*Extractor, error) {
+	if e.jwt == nil || e.jwt.keySet == nil {
+		return nil, errors.New("identity: jwt: no key set configured")
+	}
+	if ks == nil {
+		return nil, errors.New("identity: jwt: nil key set")
+	}
+	c := *e
+	v := *e.jwt
+	v.keySet = ks
+	c.jwt = &v
+	return &c, nil
+}
+
 // NormalizePrefix masks p and rewrites an IPv4-mapped IPv6 prefix
 // (::ffff:a.b.c.d/n, n ≥ 96) as the IPv4 prefix it denotes, because client
 // addresses are unmapped before they are compared with it. It is the one
@@ -278,7 +296,7 @@ func (e *Extractor) user(r *http.Request, peer netip.Addr, now time.Time, id *Id
 	if !ok {
 		return ""
 	}
-	err := e.jwt.verify(t, now, tok)
+	err := e.jwt.verify(r.Context(), t, now, tok)
 	if err != nil {
 		id.TokenRejected = true
 		*tok = tokenClaims{}

@@ -1,10 +1,16 @@
 package keys
 
 import (
+	"bytes"
+	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/hmac"
 	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/sha512"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -12,13 +18,19 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
+	"net"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
 
 // JWTConfig configures the verification of bearer tokens whose claim names
-// the user. Exactly one of HS256Secret and RS256Key must be set; a token is
-// accepted only if its "alg" names that algorithm exactly.
+// the user. Exactly one of HS256Secret, RS256Key and KeySet must be set.
+// With a secret or a key a token is accepted only if its "alg" names that
+// algorithm exactly; with a key set, only if its "alg" is one of
+// Algorithms and the set holds a key of that algorithm's type for it.
 type JWTConfig struct {
 	// Header carries the token; default "Authorization". Its value is
 	// "Bearer <token>" (the scheme is matched case-insensitively); in a
@@ -32,6 +44,13 @@ type JWTConfig struct {
 	// RS256Key is the RSA public key (at least 2048 bits) for RSASSA-PKCS1-v1_5
 	// with SHA-256.
 	RS256Key *rsa.PublicKey
+	// KeySet supplies the keys of asymmetric algorithms by the token's
+	// "kid" (a JWKS fetched from an identity provider).
+	KeySet KeySet
+	// Algorithms are the "alg" values accepted with KeySet; empty means
+	// all of KeySetAlgorithms. HS* and "none" are never accepted from a
+	// key set: a public key must not become an HMAC secret.
+	Algorithms []string
 	// Audience, when not empty, must equal "aud" or be one of its elements.
 	Audience string
 	// Issuer, when not empty, must equal "iss".
@@ -42,6 +61,22 @@ type JWTConfig struct {
 	// Default 8192.
 	MaxTokenLen int
 }
+
+// KeySet supplies the public keys tokens are verified with, chosen by the
+// token's "kid" and "alg".
+type KeySet interface {
+	// VerificationKey returns the key for a token whose header names kid
+	// ("" when it names none) and alg, one of KeySetAlgorithms. The key
+	// must be of alg's type (an *rsa.PublicKey for RS*, an
+	// *ecdsa.PublicKey on alg's curve for ES*, an ed25519.PublicKey for
+	// EdDSA); the verifier checks it again. It may wait, bounded, for a
+	// fetch the lookup started; ctx is the request's.
+	VerificationKey(ctx context.Context, kid, alg string) (crypto.PublicKey, error)
+}
+
+// KeySetAlgorithms are the algorithms a KeySet's keys verify, in the
+// order JWTConfig.Algorithms defaults to.
+var KeySetAlgorithms = []string{"RS256", "RS384", "RS512", "ES256", "ES384", "EdDSA"}
 
 // Errors returned by token verification. They are reported through
 // Identity.TokenRejected only; a rejected token is never an identity.
@@ -54,16 +89,20 @@ var (
 	errTokenAudience  = errors.New("jwt: wrong audience")
 	errTokenIssuer    = errors.New("jwt: wrong issuer")
 	errTokenClaim     = errors.New("jwt: user claim missing or not a string")
+	errTokenKey       = errors.New("jwt: key of the wrong type for the algorithm")
 )
 
 // jwtVerifier is a validated, defaulted JWTConfig.
 type jwtVerifier struct {
-	header   string
-	bearer   bool // header is Authorization: the Bearer scheme is required
-	claim    string
-	secret   []byte
-	key      *rsa.PublicKey
-	alg      string
+	header string
+	bearer bool // header is Authorization: the Bearer scheme is required
+	claim  string
+	secret []byte
+	key    *rsa.PublicKey
+	alg    string
+	// keySet and algs replace key and alg when keys come from a key set.
+	keySet   KeySet
+	algs     []string
 	audience string
 	issuer   string
 	leeway   time.Duration
@@ -105,9 +144,29 @@ func newJWTVerifier(c *JWTConfig, consumerClaim, planClaim string) (*jwtVerifier
 	if v.maxLen == 0 {
 		v.maxLen = 8192
 	}
+	n := 0
+	for _, set := range []bool{len(c.HS256Secret) > 0, c.RS256Key != nil, c.KeySet != nil} {
+		if set {
+			n++
+		}
+	}
+	if len(c.Algorithms) > 0 && c.KeySet == nil {
+		return nil, errors.New("jwt.algorithms: only with a key set (jwks_url or oidc_issuer)")
+	}
 	switch {
-	case len(c.HS256Secret) > 0 && c.RS256Key != nil:
-		return nil, errors.New("jwt: set one of hs256 secret and rs256 public key, not both")
+	case n > 1:
+		return nil, errors.New("jwt: set one of hs256 secret, rs256 public key and key set, not both")
+	case c.KeySet != nil:
+		v.keySet = c.KeySet
+		v.algs = KeySetAlgorithms
+		if len(c.Algorithms) > 0 {
+			for i, a := range c.Algorithms {
+				if !slices.Contains(KeySetAlgorithms, a) {
+					return nil, fmt.Errorf("jwt.algorithms[%d]: %q is not one of %s", i, a, strings.Join(KeySetAlgorithms, ", "))
+				}
+			}
+			v.algs = slices.Clone(c.Algorithms)
+		}
 	case len(c.HS256Secret) > 0:
 		if len(c.HS256Secret) < 32 {
 			return nil, errors.New("jwt.hs256 secret: too short, want at least 32 bytes") // no length: it would say something of the secret
@@ -121,7 +180,7 @@ func newJWTVerifier(c *JWTConfig, consumerClaim, planClaim string) (*jwtVerifier
 		v.key = c.RS256Key
 		v.alg = "RS256"
 	default:
-		return nil, errors.New("jwt: one of hs256 secret and rs256 public key is required")
+		return nil, errors.New("jwt: one of hs256 secret, rs256 public key and key set is required")
 	}
 	return v, nil
 }
@@ -140,8 +199,8 @@ func (v *jwtVerifier) token(h string) (string, bool) {
 // verify checks the token's signature, algorithm and registered claims at
 // now and fills out with the claims identity reads. Nothing of a token
 // that fails is read.
-func (v *jwtVerifier) verify(tok string, now time.Time, out *tokenClaims) error {
-	u, claims, err := v.check(tok, now)
+func (v *jwtVerifier) verify(ctx context.Context, tok string, now time.Time, out *tokenClaims) error {
+	u, claims, err := v.check(ctx, tok, now)
 	if err != nil {
 		return err
 	}
@@ -163,7 +222,7 @@ func (v *jwtVerifier) verify(tok string, now time.Time, out *tokenClaims) error 
 }
 
 // check verifies the token and returns its user claim and every claim.
-func (v *jwtVerifier) check(tok string, now time.Time) (string, map[string]json.RawMessage, error) {
+func (v *jwtVerifier) check(ctx context.Context, tok string, now time.Time) (string, map[string]json.RawMessage, error) {
 	if len(tok) > v.maxLen {
 		return "", nil, errTokenMalformed
 	}
@@ -187,7 +246,14 @@ func (v *jwtVerifier) check(tok string, now time.Time) (string, map[string]json.
 		return "", nil, errTokenMalformed
 	}
 	var alg string
-	if json.Unmarshal(hdr["alg"], &alg) != nil || alg != v.alg {
+	if json.Unmarshal(hdr["alg"], &alg) != nil {
+		return "", nil, errTokenAlg
+	}
+	if v.keySet != nil {
+		if !slices.Contains(v.algs, alg) {
+			return "", nil, errTokenAlg
+		}
+	} else if alg != v.alg {
 		return "", nil, errTokenAlg
 	}
 	if _, ok := hdr["crit"]; ok {
@@ -198,7 +264,24 @@ func (v *jwtVerifier) check(tok string, now time.Time) (string, map[string]json.
 		return "", nil, errTokenMalformed
 	}
 	signed := tok[:len(h)+1+len(p)]
+	if v.keySet != nil {
+		// "kid", when present, must be a string; absent, the set decides
+		// whether one key fits without it.
+		kid, ok := jsonString(hdr["kid"])
+		if !ok {
+			return "", nil, errTokenMalformed
+		}
+		key, err := v.keySet.VerificationKey(ctx, kid, alg)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := verifyAsymmetric(alg, key, signed, sig); err != nil {
+			return "", nil, err
+		}
+	}
 	switch v.alg {
+	case "":
+		// Verified above by the key set's key.
 	case "HS256":
 		m := hmac.New(sha256.New, v.secret)
 		m.Write([]byte(signed))
@@ -254,6 +337,129 @@ func (v *jwtVerifier) check(tok string, now time.Time) (string, map[string]json.
 		return "", nil, errTokenClaim
 	}
 	return user, claims, nil
+}
+
+// jsonString decodes raw, a member of an object json.Unmarshal accepted,
+// as a string: "" when absent, false when not a string. A string without
+// escapes is its bytes (the common kid costs no decoder).
+func jsonString(raw json.RawMessage) (string, bool) {
+	if raw == nil {
+		return "", true
+	}
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	var v string
+	return v, json.Unmarshal(raw, &v) == nil
+}
+
+// verifyAsymmetric checks sig over signed with key under alg, one of
+// KeySetAlgorithms. A key of another type than alg's (an RSA key for an
+// ES256 token, a P-384 key for ES256) verifies nothing.
+func verifyAsymmetric(alg string, key crypto.PublicKey, signed string, sig []byte) error {
+	switch alg {
+	case "RS256", "RS384", "RS512":
+		k, ok := key.(*rsa.PublicKey)
+		if !ok {
+			return errTokenKey
+		}
+		h, d := rsaDigest(alg, signed)
+		if rsa.VerifyPKCS1v15(k, h, d, sig) != nil {
+			return errTokenSignature
+		}
+		return nil
+	case "ES256", "ES384":
+		k, ok := key.(*ecdsa.PublicKey)
+		curve, size := elliptic.P256(), 32
+		if alg == "ES384" {
+			curve, size = elliptic.P384(), 48
+		}
+		if !ok || k.Curve != curve {
+			return errTokenKey
+		}
+		// RFC 7518 §3.4: R and S, each left-padded to the curve's size,
+		// concatenated (not ASN.1).
+		if len(sig) != 2*size {
+			return errTokenSignature
+		}
+		r, s := new(big.Int).SetBytes(sig[:size]), new(big.Int).SetBytes(sig[size:])
+		var d []byte
+		if alg == "ES256" {
+			x := sha256.Sum256([]byte(signed))
+			d = x[:]
+		} else {
+			x := sha512.Sum384([]byte(signed))
+			d = x[:]
+		}
+		if !ecdsa.Verify(k, d, r, s) {
+			return errTokenSignature
+		}
+		return nil
+	case "EdDSA":
+		k, ok := key.(ed25519.PublicKey)
+		if !ok || len(k) != ed25519.PublicKeySize {
+			return errTokenKey
+		}
+		if !ed25519.Verify(k, []byte(signed), sig) {
+			return errTokenSignature
+		}
+		return nil
+	}
+	return errTokenAlg
+}
+
+// rsaDigest hashes signed for RS256, RS384 or RS512.
+func rsaDigest(alg, signed string) (crypto.Hash, []byte) {
+	switch alg {
+	case "RS384":
+		d := sha512.Sum384([]byte(signed))
+		return crypto.SHA384, d[:]
+	case "RS512":
+		d := sha512.Sum512([]byte(signed))
+		return crypto.SHA512, d[:]
+	}
+	d := sha256.Sum256([]byte(signed))
+	return crypto.SHA256, d[:]
+}
+
+// CheckKeySetURL reports why u may not be fetched for keys (a JWKS URL, an
+// OpenID Connect issuer): it must be an absolute https
+// URL without credentials or fragment, or http to a loopback host
+// (127.0.0.0/8, ::1, localhost): keys fetched in the clear from elsewhere
+// would be anyone's on the path. field names u in the message.
+func CheckKeySetURL(field, u string) error {
+	p, err := url.Parse(u)
+	if err != nil {
+		return fmt.Errorf("%s: not a URL: %v", field, err)
+	}
+	if p.Host == "" || p.Hostname() == "" {
+		return fmt.Errorf("%s: %q has no host", field, u)
+	}
+	if p.User != nil {
+		return fmt.Errorf("%s: credentials in the URL are not accepted (they would show in logs and /readyz)", field)
+	}
+	if p.Fragment != "" || strings.HasSuffix(u, "#") {
+		return fmt.Errorf("%s: a fragment is not accepted", field)
+	}
+	switch p.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if loopback(p.Hostname()) {
+			return nil
+		}
+		return fmt.Errorf("%s: plain http is accepted only to a loopback host (127.0.0.1, ::1, localhost); use https", field)
+	}
+	return fmt.Errorf("%s: scheme %q: want https", field, p.Scheme)
+}
+
+// loopback reports whether host is a loopback address or "localhost".
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // numericDate decodes a JWT NumericDate (seconds since the epoch, possibly

@@ -50,6 +50,8 @@ func Compile(c config.Config, getenv func(string) string, readFile func(string) 
 		switch hs := hs256Source(j); {
 		case hs.set():
 			kc.JWT.HS256Secret = []byte(hs.read(getenv, readFile, &e))
+		case j.JWKSURL != "" || j.OIDCIssuer != "":
+			// The keys are fetched by whoever serves the policy.
 		default:
 			pem, err := readFile(j.RS256PublicKeyFile)
 			if err != nil {
@@ -107,7 +109,7 @@ func build(c *config.Config) (*Policy, []error) {
 	p.Server = buildServer(&c.Server, &e)
 	checkMTLS(c, p.Server, &e)
 	p.Store = buildStore(&c.Store, &e)
-	p.identity = identityConfig(&c.Identity, &e)
+	p.identity, p.JWKS = identityConfig(&c.Identity, &e)
 	p.Warnings = append(p.Warnings, p.identity.Warnings()...)
 	p.Headers = buildStyles(c.Headers.Emit, &e)
 	p.AccessLog = buildAccessLog(&c.AccessLog, &e)

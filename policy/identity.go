@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tollgate/gateway/keys"
 	"github.com/tollgate/gateway/policy/config"
@@ -17,8 +20,8 @@ import (
 // must not be left empty or 0, the JWT secret's source), and every rule on
 // the parsed values once, in keys.Config.Check, whose problems get the
 // "identity." prefix.
-func identityConfig(c *config.IdentityConfig, e *problems) keys.Config {
-	kc := keys.Config{APIKeyHeader: c.APIKeyHeader, APIKeyQuery: c.APIKeyQuery, UserHeader: c.UserHeader,
+func identityConfig(c *config.IdentityConfig, e *problems) (kc keys.Config, jwksSpec *JWKS) {
+	kc = keys.Config{APIKeyHeader: c.APIKeyHeader, APIKeyQuery: c.APIKeyQuery, UserHeader: c.UserHeader,
 		IPv6Prefix: c.IPv6Prefix, MaxValueLen: c.MaxValueLen}
 	// To keys, an empty or zero value means its default; in the file the
 	// defaults are already filled in, so one there was written on purpose.
@@ -49,10 +52,57 @@ func identityConfig(c *config.IdentityConfig, e *problems) keys.Config {
 	if j.Enabled() {
 		kc.JWT = &keys.JWTConfig{Header: j.Header, Claim: j.Claim, Audience: j.Audience, Issuer: j.Issuer}
 		hs := hs256Source(*j)
-		if hs.set() && j.RS256PublicKeyFile != "" {
-			e.add("identity.jwt", "set only one of hs256_secret_env, hs256_secret_file and rs256_public_key_file")
+		n := 0
+		for _, set := range []bool{hs.set(), j.RS256PublicKeyFile != "", j.JWKSURL != "", j.OIDCIssuer != ""} {
+			if set {
+				n++
+			}
+		}
+		if n > 1 {
+			e.add("identity.jwt", "set only one of hs256_secret_env, hs256_secret_file, rs256_public_key_file, jwks_url and oidc_issuer")
 		}
 		hs.check(e)
+		jwks := j.JWKSURL != "" || j.OIDCIssuer != ""
+		if j.JWKSURL != "" {
+			if err := keys.CheckKeySetURL("identity.jwt.jwks_url", j.JWKSURL); err != nil {
+				*e = append(*e, err)
+			}
+		}
+		if j.OIDCIssuer != "" {
+			if err := keys.CheckKeySetURL("identity.jwt.oidc_issuer", j.OIDCIssuer); err != nil {
+				*e = append(*e, err)
+			} else if u, _ := url.Parse(j.OIDCIssuer); u.RawQuery != "" || u.ForceQuery {
+				e.add("identity.jwt.oidc_issuer", "an issuer has no query (OpenID Connect Discovery §2)")
+			}
+			if j.Issuer == "" {
+				// The discovered issuer must equal the configured one, so
+				// it is the one tokens must name too.
+				kc.JWT.Issuer = j.OIDCIssuer
+			}
+		}
+		refresh := duration(j.JWKSRefresh, "identity.jwt.jwks_refresh", true, e)
+		if j.JWKSRefresh != "" && refresh != 0 && (refresh < time.Second || refresh > 24*time.Hour) {
+			e.add("identity.jwt.jwks_refresh", "must be in 1s..24h, got %s", j.JWKSRefresh)
+		}
+		seen := map[string]bool{}
+		for i, a := range j.Algorithms {
+			path := fmt.Sprintf("identity.jwt.algorithms[%d]", i)
+			switch {
+			case !slices.Contains(keys.KeySetAlgorithms, a):
+				e.add(path, "%q is not one of %s", a, strings.Join(keys.KeySetAlgorithms, ", "))
+			case seen[a]:
+				e.add(path, "duplicate %q", a)
+			}
+			seen[a] = true
+		}
+		if len(j.Algorithms) > 0 && !jwks {
+			e.add("identity.jwt.algorithms", "applies to jwks_url and oidc_issuer only (a secret or key file fixes the algorithm)")
+		}
+		if jwks {
+			kc.JWT.Algorithms = slices.Clone(j.Algorithms)
+			kc.JWT.KeySet = UnboundKeys
+			jwksSpec = &JWKS{URL: j.JWKSURL, Issuer: j.OIDCIssuer, Refresh: refresh}
+		}
 		if j.Header == "" {
 			e.add("identity.jwt.header", "must not be empty")
 		}
@@ -61,7 +111,7 @@ func identityConfig(c *config.IdentityConfig, e *problems) keys.Config {
 		}
 		kc.JWT.Leeway = duration(j.Leeway, "identity.jwt.leeway", false, e)
 	} else if j.Audience != "" || j.Issuer != "" {
-		e.add("identity.jwt", "audience or issuer set, but none of hs256_secret_env, hs256_secret_file and rs256_public_key_file")
+		e.add("identity.jwt", "audience or issuer set, but none of hs256_secret_env, hs256_secret_file, rs256_public_key_file, jwks_url and oidc_issuer")
 	}
 	for _, err := range kc.Check() {
 		msg := err.Error()
@@ -75,7 +125,7 @@ func identityConfig(c *config.IdentityConfig, e *problems) keys.Config {
 		}
 		*e = append(*e, errors.New("identity."+msg))
 	}
-	return kc
+	return kc, jwksSpec
 }
 
 // prefixes parses CIDRs; a bare address is its own single-address prefix.

@@ -1,6 +1,9 @@
 package policy
 
 import (
+	"context"
+	"crypto"
+	"errors"
 	"net/netip"
 	"net/url"
 	"time"
@@ -47,11 +50,38 @@ type Policy struct {
 	Plans []string
 	// Consumers holds the [consumers] settings and the registry.
 	Consumers Consumers
+	// JWKS is the key set identity.jwt fetches (jwks_url or
+	// oidc_issuer), nil without one. Identity then verifies tokens with
+	// UnboundKeys, which holds no key, until the process that serves the
+	// policy binds the set it fetches (keys.Extractor.WithKeySet): the
+	// policy itself touches no network.
+	JWKS *JWKS
 
 	byName map[string]*Limit
 	// identity is the [identity] table as build parsed and checked it,
 	// without secrets; Compile adds them and builds Identity from it.
 	identity keys.Config
+}
+
+// JWKS is where identity.jwt's key set comes from.
+type JWKS struct {
+	// URL is jwks_url, "" with Issuer.
+	URL string
+	// Issuer is oidc_issuer, "" with URL.
+	Issuer string
+	// Refresh is jwks_refresh.
+	Refresh time.Duration
+}
+
+// UnboundKeys is the key set of a compiled policy whose keys come from a
+// JWKS that nothing fetches yet: it holds no key, so every token is
+// refused.
+var UnboundKeys keys.KeySet = unboundKeys{}
+
+type unboundKeys struct{}
+
+func (unboundKeys) VerificationKey(context.Context, string, string) (crypto.PublicKey, error) {
+	return nil, errors.New("jwks: key set not fetched")
 }
 
 // AccessLog is the compiled [access_log] table.

@@ -124,7 +124,7 @@ func TestValidate(t *testing.T) {
 		{"user header without trusted proxies", func(c *config.Config) { c.Identity.UserHeader = "X-User-ID" }, []string{`identity.user_header: set, but trusted_proxies is empty`}},
 		{"jwt both keys", func(c *config.Config) {
 			c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.RS256PublicKeyFile = "S", "k.pem"
-		}, []string{`identity.jwt: set only one of hs256_secret_env, hs256_secret_file and rs256_public_key_file`}},
+		}, []string{`identity.jwt: set only one of hs256_secret_env, hs256_secret_file, rs256_public_key_file, jwks_url and oidc_issuer`}},
 		{"server addresses", func(c *config.Config) { c.Server.Listen = "8080"; c.Server.MaxHeaderBytes = 0 }, []string{`server.listen: want host:port, got "8080"`, `server.max_header_bytes: must be in 1024..16777216, got 0`}},
 	}
 	testProblems(t, base, tests)

@@ -66,7 +66,7 @@ func TestSecretFiles(t *testing.T) {
 		}, "store.redis.password_file: file /s/empty is empty"},
 		{"jwt file and key file", func(c *config.Config) {
 			c.Identity.JWT.HS256SecretFile, c.Identity.JWT.RS256PublicKeyFile = "/s/jwt", "/s/key.pem"
-		}, "identity.jwt: set only one of hs256_secret_env, hs256_secret_file and rs256_public_key_file"},
+		}, "identity.jwt: set only one of hs256_secret_env, hs256_secret_file, rs256_public_key_file, jwks_url and oidc_issuer"},
 		{"jwt env and file", func(c *config.Config) {
 			c.Identity.JWT.HS256SecretEnv, c.Identity.JWT.HS256SecretFile = "JWT", "/s/jwt"
 		},

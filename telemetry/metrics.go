@@ -36,6 +36,9 @@ const (
 	MetricClientIPFallback = "tollgate.client_ip_fallback"
 	MetricDelayed          = "tollgate.delayed"
 	MetricDelayDuration    = "tollgate.delay.duration"
+	MetricJWKSRefreshes    = "tollgate.jwks.refreshes"
+	MetricJWKSKeys         = "tollgate.jwks.keys"
+	MetricJWKSLastSuccess  = "tollgate.jwks.last_success_timestamp"
 )
 
 // Attribute keys.
@@ -78,6 +81,10 @@ type MetricsOptions struct {
 	// has evicted to stay within max_keys (a key-rotation attack shows
 	// here). Nil: the counter is not registered.
 	Evictions func() int64
+	// JWKS, when set, reports the identity provider's key set: the keys
+	// held and when they were fetched, ok false while there is none (no
+	// jwks_url or oidc_issuer: nothing is observed). Called at collection.
+	JWKS func() (keys int64, lastSuccess time.Time, ok bool)
 }
 
 // Metrics records Tollgate's metrics. It implements proxy.Observer; its
@@ -98,6 +105,7 @@ type Metrics struct {
 	reloads    metric.Int64Counter
 	ipFallback metric.Int64Counter
 	delayed    metric.Int64Counter
+	jwksFetch  metric.Int64Counter
 	reg        metric.Registration
 
 	start       time.Time
@@ -112,7 +120,7 @@ type Metrics struct {
 	nearCounts     counters[string]
 	routeAttrs     cache[string] // the delayed counter's
 	storeErrAttrs  [storeErrKinds]opts
-	reloadAttrs    [2]opts
+	reloadAttrs    [2]opts // also the JWKS refreshes'
 }
 
 // NewMetrics creates every instrument from meter.
@@ -133,6 +141,7 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 		{&m.reloads, MetricConfigReloads, "{reload}", "Configuration reloads, by result (success, failure)."},
 		{&m.delayed, MetricDelayed, "{request}", "Requests that waited for the slot a delay limit (on_limit = \"delay\") reserved before they were forwarded, by route."},
 		{&m.ipFallback, MetricClientIPFallback, "{request}", "Requests whose selected X-Forwarded-For entry was invalid, so the peer address was used."},
+		{&m.jwksFetch, MetricJWKSRefreshes, "{refresh}", "Fetches of the identity provider's key set (identity.jwt.jwks_url, oidc_issuer), by result (success, failure)."},
 	} {
 		*c.dst, e = meter.Int64Counter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.desc))
 		err = errors.Join(err, e)
@@ -177,6 +186,16 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 		err = errors.Join(err, e)
 		obs = append(obs, observed{evictions, o.Evictions})
 	}
+	var jwksKeys metric.Int64ObservableGauge
+	var jwksLast metric.Float64ObservableGauge
+	if o.JWKS != nil {
+		jwksKeys, e = meter.Int64ObservableGauge(MetricJWKSKeys, metric.WithUnit("{key}"),
+			metric.WithDescription("Usable keys in the identity provider's key set the gateway holds."))
+		err = errors.Join(err, e)
+		jwksLast, e = meter.Float64ObservableGauge(MetricJWKSLastSuccess, metric.WithUnit("s"),
+			metric.WithDescription("When the key set held was fetched, in seconds since the epoch (0: never)."))
+		err = errors.Join(err, e)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +203,21 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 	for _, ob := range obs {
 		insts = append(insts, ob.inst)
 	}
+	if o.JWKS != nil {
+		insts = append(insts, jwksKeys, jwksLast)
+	}
+	jwksStatus := o.JWKS
 	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if jwksStatus != nil {
+			if n, last, ok := jwksStatus(); ok {
+				o.ObserveInt64(jwksKeys, n)
+				var ts float64
+				if !last.IsZero() {
+					ts = float64(last.UnixNano()) / 1e9
+				}
+				o.ObserveFloat64(jwksLast, ts)
+			}
+		}
 		for _, ob := range obs {
 			o.ObserveInt64(ob.inst, ob.read())
 		}

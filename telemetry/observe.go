@@ -103,6 +103,19 @@ func (m *Metrics) Reload(ok bool) {
 	m.reloads.Add(context.Background(), 1, m.reloadAttrs[i].add...)
 }
 
+// JWKSFetched counts a fetch of the identity provider's key set by
+// result.
+func (m *Metrics) JWKSFetched(ok bool) {
+	if m == nil {
+		return
+	}
+	i := 0
+	if ok {
+		i = 1
+	}
+	m.jwksFetch.Add(context.Background(), 1, m.reloadAttrs[i].add...)
+}
+
 // MethodClass maps a request method to a bounded label, as the semantic
 // conventions do: a known method is itself, anything else is "_OTHER".
 func MethodClass(method string) string {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate/gateway/admin"
+	"github.com/tollgate/gateway/jwks"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/redisstore"
@@ -95,7 +96,8 @@ func (g *gateway) adminOverrideSync() admin.OverrideSync {
 }
 
 // readyz reports 200 when the gateway should receive traffic: not
-// draining, a configuration loaded, and the store reachable.
+// draining, a configuration loaded, the store reachable, and, with a JWKS,
+// some key fetched.
 func (g *gateway) readyz(w http.ResponseWriter, r *http.Request) {
 	type status struct {
 		Ready      bool          `json:"ready"`
@@ -103,8 +105,19 @@ func (g *gateway) readyz(w http.ResponseWriter, r *http.Request) {
 		Store      string        `json:"store"`
 		StoreError string        `json:"store_error,omitempty"`
 		LastReload *reloadResult `json:"last_reload"`
+		// JWKS is the key set's state, absent without one.
+		JWKS *jwks.Status `json:"jwks,omitempty"`
 	}
 	st := status{Ready: true, Draining: g.draining.Load(), Store: "ok", LastReload: g.lastReload.Load()}
+	if ks, ok := g.jwksStatus(); ok {
+		st.JWKS = &ks
+		// Without a key every token is refused: a gateway that never got
+		// one is not ready. One that keeps its last good keys through a
+		// failing provider is (the error shows).
+		if ks.Keys == 0 {
+			st.Ready = false
+		}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
 	if err := g.ready(ctx); err != nil {

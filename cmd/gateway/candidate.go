@@ -35,6 +35,9 @@ func (g *gateway) candidateManager() *candidate.Manager {
 			if err == nil {
 				err = requireRoutes(p, g.allowEmpty)
 			}
+			if err == nil {
+				g.bindLiveKeys(p)
+			}
 			return p, err
 		},
 		NewStore: g.candidateStore,

@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/candidate"
 	"github.com/tollgate/gateway/internal/gcpace"
+	"github.com/tollgate/gateway/jwks"
 	"github.com/tollgate/gateway/listener"
 	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
@@ -48,6 +49,9 @@ type gateway struct {
 	started restartOnly
 	mem     *memstore.Store
 	rr      *redisRuntime // nil unless the backend is Redis
+	// jwks is the key set identity.jwt fetches (jwks_url, oidc_issuer),
+	// nil without one. It outlives reloads that keep its URL.
+	jwks atomic.Pointer[jwks.Set]
 	// overrides is this gateway's copy of the store's override table.
 	overrides *override.Sync
 	// upstreams holds the routes' targets, their health checks and DNS
@@ -105,6 +109,11 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 	}
 	g.upstreams = upstream.NewRegistry(upstream.Options{Logger: log})
 	opts.Upstreams = g.upstreams
+	set, err := g.keysFor(p)
+	if err != nil {
+		return nil, err
+	}
+	g.useKeys(set)
 	h, err := proxy.New(p, opts)
 	if err != nil {
 		return nil, err
@@ -184,6 +193,7 @@ func (g *gateway) close() {
 	if g.upstreams != nil {
 		g.upstreams.Close() // health probes and DNS resolution
 	}
+	g.useKeys(nil)
 	for _, ln := range []net.Listener{g.publicLn, g.adminLn} {
 		if ln != nil {
 			ln.Close() // already closed after a server's Shutdown; the error says so
@@ -238,6 +248,10 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 		LiveKeys:  func() int64 { return int64(g.mem.Len()) },
 		Bytes:     func() int64 { return g.mem.Bytes() },
 		Evictions: func() int64 { return int64(g.mem.Evictions()) },
+		JWKS: func() (int64, time.Time, bool) {
+			st, ok := g.jwksStatus()
+			return int64(st.Keys), st.LastSuccess, ok
+		},
 	})
 	if err != nil {
 		return opts, fmt.Errorf("metrics: %w", err)

@@ -60,11 +60,19 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 	if !g.started.same(restartOnlyOf(p)) {
 		g.log.Warn("server, admin or access_log settings changed; they take effect on restart (other changes applied now)")
 	}
-	if err := g.handler.Swap(p); err != nil {
+	set, err := g.keysFor(p)
+	if err != nil {
 		g.lastReload.Store(&reloadResult{At: time.Now(), OK: false, Error: err.Error()})
 		g.log.Error("reload rejected", "err", err)
 		return err
 	}
+	if err := g.handler.Swap(p); err != nil {
+		g.dropKeys(set)
+		g.lastReload.Store(&reloadResult{At: time.Now(), OK: false, Error: err.Error()})
+		g.log.Error("reload rejected", "err", err)
+		return err
+	}
+	g.useKeys(set)
 	if g.pacer != nil {
 		g.pacer.Set(p.Server.GCMinHeap)
 	}

@@ -51,6 +51,11 @@ var rules = map[string]rule{
 	"ratelimit": {stdDeny: []string{"net/...", "log/..."}},
 	// Identity extraction: standard library only.
 	"keys": {},
+	// The identity provider's key set (JWKS, OpenID Connect discovery):
+	// fetched over HTTP and refreshed, so it is not in keys, which stays
+	// pure. JWKs are parsed by go-jose (key material is security-sensitive
+	// parsing); the fetch policy is its own.
+	"jwks": {allow: []string{"keys", "internal/logthrottle", "github.com/go-jose/go-jose/v4"}},
 	// Header formatting and problem bodies: pure functions of decisions.
 	"headers": {allow: []string{"ratelimit"}},
 	// The consumer registry: its own file (TOML, decoded here because it

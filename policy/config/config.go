@@ -313,14 +313,15 @@ type IdentityConfig struct {
 	// MaxValueLen bounds an API key or user value; longer ones are not an
 	// identity. Default 1024.
 	MaxValueLen int `mapstructure:"max_value_len" json:"max_value_len"`
-	// JWT is the [identity.jwt] table. It is enabled when HS256SecretEnv or
-	// RS256PublicKeyFile is set.
+	// JWT is the [identity.jwt] table. It is enabled when one of its key
+	// sources is set (see JWTConfig.Enabled).
 	JWT JWTConfig `mapstructure:"jwt" json:"jwt"`
 }
 
 // JWTConfig is the [identity.jwt] table: the user is a claim of a verified
-// bearer token. Exactly one of HS256SecretEnv and RS256PublicKeyFile
-// enables it; with neither, JWT is off and the other fields are ignored.
+// bearer token. Exactly one key source enables it: HS256SecretEnv (or
+// HS256SecretFile), RS256PublicKeyFile, JWKSURL or OIDCIssuer; with none,
+// JWT is off and the other fields are ignored.
 type JWTConfig struct {
 	// Header carries "Bearer <token>". Default "Authorization".
 	Header string `mapstructure:"header" json:"header"`
@@ -334,6 +335,23 @@ type JWTConfig struct {
 	HS256SecretFile string `mapstructure:"hs256_secret_file" json:"hs256_secret_file"`
 	// RS256PublicKeyFile is a PEM file with the RSA public key. Default "".
 	RS256PublicKeyFile string `mapstructure:"rs256_public_key_file" json:"rs256_public_key_file"`
+	// JWKSURL is the URL of the identity provider's JSON Web Key Set:
+	// https, or http to a loopback host only. Tokens are verified with
+	// the key their "kid" names. Default "".
+	JWKSURL string `mapstructure:"jwks_url" json:"jwks_url"`
+	// OIDCIssuer is an OpenID Connect issuer whose discovery document
+	// (<issuer>/.well-known/openid-configuration) names the JWKS; its
+	// "issuer" must equal this value, which is also the expected "iss"
+	// unless Issuer is set. Default "".
+	OIDCIssuer string `mapstructure:"oidc_issuer" json:"oidc_issuer"`
+	// JWKSRefresh is the interval between fetches of the key set when the
+	// response has no Cache-Control max-age (which, clamped to 1m..24h,
+	// wins); 1s..24h. Default "5m".
+	JWKSRefresh string `mapstructure:"jwks_refresh" json:"jwks_refresh"`
+	// Algorithms are the "alg" values accepted with jwks_url or
+	// oidc_issuer: any of RS256, RS384, RS512, ES256, ES384, EdDSA.
+	// Default [] (all of them).
+	Algorithms []string `mapstructure:"algorithms" json:"algorithms"`
 	// Audience, when set, must match "aud". Default "".
 	Audience string `mapstructure:"audience" json:"audience"`
 	// Issuer, when set, must equal "iss". Default "".
@@ -344,7 +362,8 @@ type JWTConfig struct {
 
 // Enabled reports whether JWT verification is configured.
 func (j JWTConfig) Enabled() bool {
-	return j.HS256SecretEnv != "" || j.HS256SecretFile != "" || j.RS256PublicKeyFile != ""
+	return j.HS256SecretEnv != "" || j.HS256SecretFile != "" || j.RS256PublicKeyFile != "" ||
+		j.JWKSURL != "" || j.OIDCIssuer != ""
 }
 
 // HeadersConfig is the [headers] table.
@@ -719,7 +738,7 @@ func Default() Config {
 			APIKeyHeader: keys.DefaultAPIKeyHeader,
 			IPv6Prefix:   64,
 			MaxValueLen:  1024,
-			JWT:          JWTConfig{Header: "Authorization", Claim: "sub", Leeway: "0s"},
+			JWT:          JWTConfig{Header: "Authorization", Claim: "sub", Leeway: "0s", JWKSRefresh: "5m"},
 		},
 		Headers:   HeadersConfig{Emit: []string{"ietf"}},
 		AccessLog: AccessLogConfig{Format: "jsonl", FlushInterval: "1s"},
