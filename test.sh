@@ -89,6 +89,14 @@ go test -race -count=1 -timeout 25m -p 2 ./...
 echo "== helm chart" >&2
 (cd deploy/helm/test && go vet ./... && go test -count=1 -timeout 15m ./...)
 
+# The benchmark programs with modules of their own (they import go-redis
+# or a peer library the gateway does not): built and vetted, so that the
+# commands BENCHMARKS.md gives still run.
+echo "== benchmark modules" >&2
+for mod in bench/fleetbench bench/redispeers; do
+  (cd "$mod" && go vet ./... && go build -o /dev/null .)
+done
+
 # The Dockerfile's build, for both image architectures: a static binary
 # (no cgo) per GOARCH, checked to be an ELF file for that machine.
 echo "== static builds (linux/amd64, linux/arm64)" >&2
