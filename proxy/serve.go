@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/upstream"
 )
 
 // allowed is the Allow header of a 405: the methods routes can take.
@@ -108,7 +109,7 @@ func (h *Handler) serve(q *request) {
 	q.rt, q.raw, q.path = rt, raw, path
 
 	id := &q.id
-	if len(rt.Limits) > 0 || p.Consumers.Enabled() {
+	if len(rt.Limits) > 0 || p.Consumers.Enabled() || hashesClient(rt) {
 		*id = p.Identity.Identify(r, h.identityClock(p))
 		if h.observer != nil {
 			ev.ClientKind, ev.Client, ev.APIKey, ev.IP = id.ClientKind.String(), id.Client, id.APIKey, id.IP
@@ -231,6 +232,9 @@ func (h *Handler) proceed(q *request) {
 		// The route's Rewrite finds the identity here to name the
 		// consumer and plan to the upstream.
 		r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
+	}
+	if s := rt.Upstreams; s != nil && s.Balance == upstream.Hash && !s.Single() {
+		r = withHashKey(r, s, id)
 	}
 	if esc, plain := rt.ForwardPath(q.path); esc != q.raw {
 		// The upstream receives the path the route was matched on. A
@@ -362,4 +366,27 @@ func respond(w http.ResponseWriter, rs *policy.Respond) {
 	h["Content-Length"] = rs.ContentLengthHeader
 	w.WriteHeader(rs.Status)
 	_, _ = io.WriteString(w, rs.Body)
+}
+
+// hashesClient reports whether rt balances by a hash of the client's
+// identity, which must then be resolved even when no limit needs it.
+func hashesClient(rt *policy.Route) bool {
+	s := rt.Upstreams
+	return s != nil && s.Balance == upstream.Hash && s.HashHeader == "" && !s.Single()
+}
+
+// withHashKey returns r carrying its hash key for the route's transport:
+// the hash of the hash_on header's first value, or of the client's
+// identity (as limits key it: API key, user or IP). A request without
+// one (the header absent or empty) carries none and is balanced by
+// round robin: it has nothing to stick by.
+func withHashKey(r *http.Request, s *upstream.Spec, id *keys.Identity) *http.Request {
+	v := id.Client
+	if s.HashHeader != "" {
+		v = firstValue(r.Header, s.HashHeader)
+	}
+	if v == "" {
+		return r
+	}
+	return r.WithContext(context.WithValue(r.Context(), hashKeyKey{}, upstream.HashKey(v)))
 }

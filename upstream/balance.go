@@ -159,13 +159,28 @@ func (b *balancer) scan(i int, tried []*Target) *Target {
 	return nil
 }
 
-// draw returns the index of a target drawn at random by weight.
-func (b *balancer) draw() int {
+// draw returns the index of a target drawn at random by weight, other
+// than skip (-1: none).
+func (b *balancer) draw(skip int) int {
 	n := len(b.ts)
 	if b.cum == nil {
-		return int(b.rnd() % uint64(n))
+		if skip < 0 {
+			return int(b.rnd() % uint64(n))
+		}
+		i := int(b.rnd() % uint64(n-1))
+		if i >= skip {
+			i++
+		}
+		return i
 	}
-	r := int64(b.rnd() % uint64(b.total))
+	total := b.total
+	if skip >= 0 {
+		total -= b.w[skip]
+	}
+	r := int64(b.rnd() % uint64(total))
+	if skip >= 0 && r >= b.cum[skip]-b.w[skip] {
+		r += b.w[skip] // past skip's span of the running sums
+	}
 	lo, hi := 0, n-1
 	for lo < hi { // the first i with r < cum[i]
 		m := int(uint(lo+hi) >> 1)
@@ -178,16 +193,21 @@ func (b *balancer) draw() int {
 	return lo
 }
 
-// leastRequest draws two targets by weight and takes the one with fewer
-// requests in flight (the first drawn on a tie): the power of two
-// choices, which keeps a slow target from piling up requests without
-// the cost of comparing them all. When neither drawn target is usable,
-// the round robin chooses.
+// leastRequest draws two different targets by weight and takes the one
+// with fewer requests in flight (the first drawn on a tie): the power of
+// two choices, which keeps a slow target from piling up requests without
+// the cost of comparing them all; the busiest target is never taken
+// while another is usable. When neither drawn target is usable, the
+// round robin chooses.
 func (b *balancer) leastRequest(tried []*Target) *Target {
-	if len(b.ts) == 0 {
+	switch len(b.ts) {
+	case 0:
 		return nil
+	case 1:
+		return b.scan(0, tried)
 	}
-	x, y := b.ts[b.draw()], b.ts[b.draw()]
+	i := b.draw(-1)
+	x, y := b.ts[i], b.ts[b.draw(i)]
 	xu, yu := usable(x, tried), usable(y, tried)
 	switch {
 	case xu && yu:

@@ -109,29 +109,37 @@ func TestPickSkipsUnusable(t *testing.T) {
 }
 
 // Least request: with target i having i requests in flight (8 targets of
-// one weight), the power of two choices (two draws with replacement,
-// the less busy wins) takes target i with probability
-// ((n-i)² - (n-i-1)²) / n². Fixed seed: the frequencies are the same on
-// every run.
+// one weight), the power of two choices (two different targets drawn,
+// the less busy wins) takes target i when the other drawn is busier:
+// with probability (n-1-i) / C(n, 2), and the busiest never. Fixed seed:
+// the frequencies are the same on every run.
 func TestLeastRequestTwoChoices(t *testing.T) {
-	const n, picks = 8, 80000
-	p := testPool(LeastRequest, 1, 1, 1, 1, 1, 1, 1, 1)
-	for i, x := range p.Targets() {
-		x.inflight.Store(int64(i))
-	}
-	got := make([]int, n)
-	for range picks {
-		got[index(p, p.Pick(0, nil))]++
-	}
-	for i := range n {
-		a, b := float64(n-i), float64(n-i-1)
-		want := (a*a - b*b) / (n * n)
-		if f := float64(got[i]) / picks; f < want-0.01 || f > want+0.01 {
-			t.Errorf("target %d (in flight %d): share %.4f, want %.4f", i, i, f, want)
+	const n, picks = 8, 84000
+	for _, weighted := range []bool{false, true} {
+		w := []int{1, 1, 1, 1, 1, 1, 1, 1}
+		if weighted {
+			w = []int{2, 2, 2, 2, 2, 2, 2, 4} // the busiest is the heaviest
 		}
-	}
-	if got[n-1] > picks/n/n*2 {
-		t.Errorf("the busiest target was taken %d times of %d", got[n-1], picks)
+		p := testPool(LeastRequest, w...)
+		for i, x := range p.Targets() {
+			x.inflight.Store(int64(i))
+		}
+		got := make([]int, n)
+		for range picks {
+			got[index(p, p.Pick(0, nil))]++
+		}
+		if got[n-1] != 0 {
+			t.Fatalf("weights %v: the busiest target was taken %d times", w, got[n-1])
+		}
+		if weighted {
+			continue
+		}
+		for i := range n {
+			want := float64(n-1-i) / (n * (n - 1) / 2)
+			if f := float64(got[i]) / picks; f < want-0.01 || f > want+0.01 {
+				t.Errorf("target %d (in flight %d): share %.4f, want %.4f", i, i, f, want)
+			}
+		}
 	}
 }
 
