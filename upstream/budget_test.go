@@ -61,3 +61,23 @@ func TestBudgetZero(t *testing.T) {
 		t.Fatal("a retry with no budget")
 	}
 }
+
+// A bucket left over from an older window (not yet reused) counts for
+// nothing: 13 s after a burst the window holds none of it.
+func TestBudgetStaleBucket(t *testing.T) {
+	c := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	b := NewBudget(RetryBudget{Percent: 50, Window: 10 * time.Second, MinRetries: 1}, c.now)
+	for range 100 {
+		b.Request()
+	}
+	for b.TryRetry() {
+	}
+	c.t = c.t.Add(13 * time.Second)
+	n := 0
+	for b.TryRetry() {
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("%d retries in a window without requests, want 1 (min_retries)", n)
+	}
+}
