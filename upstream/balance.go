@@ -122,13 +122,20 @@ func usable(t *Target, tried []*Target) bool {
 // roundRobin takes the next target of the cycle. One that may not take
 // the request passes its turn to the next of the cycle; when the next
 // few cannot either, the first usable target after the turn's position
-// in the list takes it.
+// in the list takes it. A retry (tried not empty) looks from the next
+// turn without taking it: otherwise a target that fails would be every
+// request's first attempt, the retries taking the turns in between.
 func (b *balancer) roundRobin(tried []*Target) *Target {
 	n := len(b.ts)
 	if n == 0 {
 		return nil
 	}
-	turn := b.rr.Add(1) - 1
+	var turn uint64
+	if len(tried) == 0 {
+		turn = b.rr.Add(1) - 1
+	} else {
+		turn = b.rr.Load()
+	}
 	var i int
 	if b.seq != nil {
 		for j := range min(n, len(b.seq)) {
@@ -137,13 +144,15 @@ func (b *balancer) roundRobin(tried []*Target) *Target {
 				return t
 			}
 		}
-	} else {
+	} else if len(tried) == 0 {
 		b.mu.Lock()
 		i = b.smooth(b.cur)
 		b.mu.Unlock()
 		if t := b.ts[i]; usable(t, tried) {
 			return t
 		}
+	} else {
+		i = int(turn % uint64(n))
 	}
 	return b.scan(i, tried)
 }
