@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -93,8 +94,19 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if t == nil {
 		return nil, errNoTarget
 	}
+	// The first attempt points req itself at its target (ReverseProxy's
+	// copy, not the client's); later ones copy it, since the transport
+	// may still be reading an earlier attempt's request.
+	path, raw := req.URL.Path, req.URL.RawPath
 	for attempt := 0; ; attempt++ {
-		out := b.request(req, t, body)
+		out := req
+		if attempt > 0 {
+			out = new(http.Request)
+			*out = *req
+			u := *req.URL
+			out.URL = &u
+		}
+		point(out, t, path, raw, body)
 		b.pool.Begin(t)
 		resp, err := b.transport(t).RoundTrip(out)
 		ctxDone := req.Context().Err() != nil
@@ -116,14 +128,18 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 			resp.Body = endOnClose(resp, b.pool, t, failed)
 			return resp, nil
 		}
-		reason := "error"
 		if err == nil {
-			reason = resp.Status
 			discard(resp.Body)
 		}
 		b.pool.End(t, failed)
-		b.h.log.Debug("upstream attempt failed; retrying on another target", "route", b.pool.Route(),
-			"target", t.Name, "attempt", attempt+1, "reason", reason, "error", err, "next", next.Name)
+		if b.h.log.Enabled(req.Context(), slog.LevelDebug) {
+			reason := "error"
+			if err == nil {
+				reason = resp.Status
+			}
+			b.h.log.Debug("upstream attempt failed; retrying on another target", "route", b.pool.Route(),
+				"target", t.Name, "attempt", attempt+1, "reason", reason, "error", err, "next", next.Name)
+		}
 		t = next
 	}
 }
@@ -164,24 +180,22 @@ func bufferBody(req *http.Request, limit int64, retries int) ([]byte, int, error
 	return b, retries, nil
 }
 
-// request returns req pointed at target t, with the buffered body when
-// there is one.
-func (b *balancedTransport) request(req *http.Request, t *upstream.Target, body []byte) *http.Request {
-	out := new(http.Request)
-	*out = *req
-	u := *req.URL
+// point sets out's URL to target t (its scheme, host and base path
+// joined to the forwarded path and raw), and its body to a fresh reader
+// of the buffered body when there is one.
+func point(out *http.Request, t *upstream.Target, path, raw string, body []byte) {
+	u := out.URL
 	u.Scheme, u.Host = t.URL.Scheme, t.URL.Host
-	u.Path, u.RawPath = joinURLPath(t.URL, &u)
-	out.URL = &u
-	out.Host = ""
-	if body != nil {
-		out.Body = io.NopCloser(bytes.NewReader(body))
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		if len(body) == 0 {
-			out.Body, out.GetBody = nil, nil
-		}
+	u.Path, u.RawPath = joinURLPath(t.URL, path, raw)
+	if body == nil {
+		return
 	}
-	return out
+	if len(body) == 0 {
+		out.Body, out.GetBody = nil, nil
+		return
+	}
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 }
 
 func (b *balancedTransport) transport(t *upstream.Target) http.RoundTripper {
@@ -191,10 +205,10 @@ func (b *balancedTransport) transport(t *upstream.Target) http.RoundTripper {
 	return b.next
 }
 
-// discard reads a little of an answer that will not be sent on (so that
-// a short error body leaves its connection reusable) and closes it.
+// discard reads up to 4 KiB of an answer that will not be sent on (so
+// that a short error body leaves its connection reusable) and closes it.
 func discard(body io.ReadCloser) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, 4<<10))
+	_, _ = io.CopyN(io.Discard, body, 4<<10)
 	body.Close()
 }
 
@@ -245,24 +259,29 @@ func (b *endingTunnel) Close() error {
 	return err
 }
 
-// joinURLPath joins the target's base path and the request's path as
-// ProxyRequest.SetURL does (a single slash between them), keeping the
-// escaped form when either has one.
-func joinURLPath(a, b *url.URL) (path, rawpath string) {
-	if a.RawPath == "" && b.RawPath == "" {
-		return singleJoiningSlash(a.Path, b.Path), ""
+// joinURLPath joins the target's base path and the request's path (path
+// as decoded, raw as escaped when it differs) as ProxyRequest.SetURL
+// does: a single slash between them, the escaped form kept when either
+// has one. A target without a base path leaves the path as it is.
+func joinURLPath(a *url.URL, bPath, bRaw string) (path, rawpath string) {
+	if a.Path == "" && a.RawPath == "" {
+		return bPath, bRaw
 	}
+	if a.RawPath == "" && bRaw == "" {
+		return singleJoiningSlash(a.Path, bPath), ""
+	}
+	b := url.URL{Path: bPath, RawPath: bRaw}
 	apath := a.EscapedPath()
 	bpath := b.EscapedPath()
 	aslash := strings.HasSuffix(apath, "/")
 	bslash := strings.HasPrefix(bpath, "/")
 	switch {
 	case aslash && bslash:
-		return a.Path + b.Path[1:], apath + bpath[1:]
+		return a.Path + bPath[1:], apath + bpath[1:]
 	case !aslash && !bslash:
-		return a.Path + "/" + b.Path, apath + "/" + bpath
+		return a.Path + "/" + bPath, apath + "/" + bpath
 	}
-	return a.Path + b.Path, apath + bpath
+	return a.Path + bPath, apath + bpath
 }
 
 func singleJoiningSlash(a, b string) string {
