@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,19 +26,35 @@ type handler struct {
 }
 
 // newHandler returns the floor's handler; rate 0 forwards everything.
-func newHandler(upstream, name string, rate int64, per time.Duration, now func() time.Time) (*handler, error) {
-	u, err := parseUpstream(upstream)
-	if err != nil {
-		return nil, err
-	}
+// An upstream list of several URLs is balanced (balance.go).
+func newHandler(upstream, balance, name string, rate int64, per time.Duration, now func() time.Time) (*handler, error) {
 	h := &handler{now: now, name: strconv.Quote(name)}
-	h.rp = &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(u)
-			pr.SetXForwarded()
-		},
-		Transport:  newTransport(),
-		BufferPool: &bufferPool{},
+	if strings.Contains(upstream, ",") {
+		b, err := newBalancer(upstream, balance, newTransport())
+		if err != nil {
+			return nil, err
+		}
+		h.rp = &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.Out.Host = "" // the target's, as SetURL makes it
+				pr.SetXForwarded()
+			},
+			Transport:  b,
+			BufferPool: &bufferPool{},
+		}
+	} else {
+		u, err := parseUpstream(upstream)
+		if err != nil {
+			return nil, err
+		}
+		h.rp = &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(u)
+				pr.SetXForwarded()
+			},
+			Transport:  newTransport(),
+			BufferPool: &bufferPool{},
+		}
 	}
 	if rate <= 0 {
 		return h, nil
