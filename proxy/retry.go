@@ -122,7 +122,11 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		}
 		if next == nil {
 			if err != nil {
-				b.pool.End(t, failed)
+				if ctxDone {
+					b.pool.Release(t)
+				} else {
+					b.pool.End(t, failed)
+				}
 				return nil, err
 			}
 			resp.Body = endOnClose(resp, b.pool, t, failed)

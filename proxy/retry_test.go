@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tollgate/gateway/policy/config"
 )
@@ -230,12 +232,9 @@ func TestPassiveEjection(t *testing.T) {
 // the targets, and a request without the header is balanced by round
 // robin.
 func TestHashHeaderSticks(t *testing.T) {
-	var ts []*target
 	var urls []string
 	for i := range 5 {
-		x := newTarget(t, fmt.Sprint("t", i))
-		ts = append(ts, x)
-		urls = append(urls, x.URL)
+		urls = append(urls, newTarget(t, fmt.Sprint("t", i)).URL)
 	}
 	p := compile(t, func(cfg *config.Config) {
 		rt := balanced(urls...)
@@ -294,5 +293,44 @@ func TestHashClientSticks(t *testing.T) {
 	}
 	if len(owners) != 7 {
 		t.Fatalf("7 API keys had %d key-target pairs, want 7 (each key sticks)", len(owners))
+	}
+}
+
+// A client that goes away during an attempt ends the request: nothing is
+// retried on the next target.
+func TestRetryNotAfterClientLeft(t *testing.T) {
+	arrived, done := make(chan struct{}, 1), make(chan struct{}, 1)
+	first := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-r.Context().Done()
+		done <- struct{}{}
+	})
+	next := newTarget(t, "next")
+	p := compile(t, func(cfg *config.Config) {
+		rt := balanced(first.URL, next.URL)
+		rt.Retries = 1
+		cfg.Routes = []config.RouteConfig{rt}
+	})
+	gw := serveMemory(t, p)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", gw.URL+"/x", nil)
+	go func() {
+		<-arrived
+		cancel()
+	}()
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("the request succeeded after its client went away")
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first target's request never ended")
+	}
+	// Another request proves the gateway is done with the first.
+	if status, _ := do(t, "GET", gw.URL+"/x", nil, 0); status != 200 {
+		t.Fatalf("next request: %d", status)
+	}
+	if got := next.hits.Load(); got != 1 {
+		t.Fatalf("the second target received %d requests, want 1 (only the next request; the abandoned one not retried)", got)
 	}
 }

@@ -133,3 +133,23 @@ func TestEjectionLength(t *testing.T) {
 		}
 	}
 }
+
+// An exchange that says nothing of the target (Release: the client went
+// away, the route's timeout ended it) neither counts as a failure nor
+// ends a run of them.
+func TestOutlierRelease(t *testing.T) {
+	p, _ := outlierPool(2, Outlier{ConsecutiveFailures: 2, BaseEjection: time.Second, MaxEjection: time.Second})
+	a := p.Targets()[0]
+	p.Begin(a)
+	p.End(a, true)
+	p.Begin(a)
+	p.Release(a)
+	if !a.Healthy() {
+		t.Fatal("a released exchange counted as a failure")
+	}
+	p.Begin(a)
+	p.End(a, true)
+	if a.Healthy() || a.InFlight() != 0 {
+		t.Fatalf("two failures around a released exchange: healthy %v, in flight %d", a.Healthy(), a.InFlight())
+	}
+}
