@@ -263,7 +263,8 @@ outlier_detection = { consecutive_failures = 0 }
 // TestBalanceRetryCountedOnce: a request retried after a 503 is counted
 // once by a limit that counts requests (its remaining falls by one per
 // request) and not at all by a limit counting 503 answers, which only
-// the final answer (200) reaches.
+// the final answer (200) reaches; the retries are counted in
+// tollgate_upstream_retries_total.
 func TestBalanceRetryCountedOnce(t *testing.T) {
 	t.Parallel()
 	bad, good := newStatusServer(t, 503), newUpstream(t)
@@ -302,6 +303,9 @@ outlier_detection = { consecutive_failures = 0 }
 	}
 	if bad.n.Load() != 5 || good.count() != 10 {
 		t.Fatalf("the 503 target received %d, the good one %d; want 5 and 10", bad.n.Load(), good.count())
+	}
+	if n := scrape(t, g, "").family("tollgate_upstream_retries_total", `http_route="api"`).sum(); n != 5 {
+		t.Fatalf("tollgate_upstream_retries_total{http_route=\"api\"} = %v, want 5", n)
 	}
 	if r := get(t, c, g.url("/x"), key); r.Status != 429 {
 		t.Fatalf("11th request: %s, want 429", r)

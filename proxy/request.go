@@ -33,6 +33,9 @@ type request struct {
 	w statusWriter
 	// resp is the state of limits that count by response.
 	resp respCount
+	// hashKey is the request's hash key on a route balanced by hash (0:
+	// none, round robin), read by the route's transport.
+	hashKey uint64
 	// The request as serve, decide and proceed share it, so that each
 	// takes q alone: the client's request (with the tracer's context), the
 	// policy snapshot it is served under, the route it matched (nil before
@@ -93,6 +96,7 @@ func (q *request) reset() {
 	q.body = nil
 	q.w = statusWriter{}
 	q.resp.reset()
+	q.hashKey = 0
 	q.r, q.snap, q.rt = nil, nil, nil
 	q.raw, q.path, q.start = "", "", time.Time{}
 }

@@ -17,9 +17,10 @@ import (
 // The error handler answers 503.
 var errNoTarget = errors.New("no healthy upstream target")
 
-// hashKeyKey is the context key of the request's hash key (uint64) on a
-// route balanced by hash.
-type hashKeyKey struct{}
+// balanceKey is the context key of the request's scratch space
+// (*request) on a route that hashes or retries: its hash key, and its
+// event, which counts the retries.
+type balanceKey struct{}
 
 // balancedTransport is the transport of a route whose upstream is not
 // Single: ReverseProxy's Rewrite runs once per request, so the choice of
@@ -75,7 +76,11 @@ func retryable(req *http.Request) bool {
 // or no attempt is left.
 func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	spec := b.spec
-	key, _ := req.Context().Value(hashKeyKey{}).(uint64)
+	var key uint64
+	q, _ := req.Context().Value(balanceKey{}).(*request)
+	if q != nil {
+		key = q.hashKey
+	}
 	retries := 0
 	var body []byte // the buffered body of a retryable request, nil without one
 	if spec.Retries > 0 {
@@ -136,6 +141,9 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 			discard(resp.Body)
 		}
 		b.pool.End(t, failed)
+		if q != nil {
+			q.ev.Retries++
+		}
 		if b.h.log.Enabled(req.Context(), slog.LevelDebug) {
 			reason := "error"
 			if err == nil {

@@ -233,8 +233,11 @@ func (h *Handler) proceed(q *request) {
 		// consumer and plan to the upstream.
 		r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
 	}
-	if s := rt.Upstreams; s != nil && s.Balance == upstream.Hash && !s.Single() {
-		r = withHashKey(r, s, id)
+	if s := rt.Upstreams; s != nil && !s.Single() && (s.Balance == upstream.Hash || s.Retries > 0) {
+		// The route's transport finds the request's hash key here, and
+		// counts its retries in its event.
+		q.hashKey = hashKey(r, s, id)
+		r = r.WithContext(context.WithValue(r.Context(), balanceKey{}, q))
 	}
 	if esc, plain := rt.ForwardPath(q.path); esc != q.raw {
 		// The upstream receives the path the route was matched on. A
@@ -375,18 +378,21 @@ func hashesClient(rt *policy.Route) bool {
 	return s != nil && s.Balance == upstream.Hash && s.HashHeader == "" && !s.Single()
 }
 
-// withHashKey returns r carrying its hash key for the route's transport:
+// hashKey returns the request's hash key on a route balanced by hash:
 // the hash of the hash_on header's first value, or of the client's
-// identity (as limits key it: API key, user or IP). A request without
-// one (the header absent or empty) carries none and is balanced by
-// round robin: it has nothing to stick by.
-func withHashKey(r *http.Request, s *upstream.Spec, id *keys.Identity) *http.Request {
+// identity (as limits key it: API key, user or IP). A request without one
+// (the header absent or empty) has none (0) and is balanced by round
+// robin: it has nothing to stick by.
+func hashKey(r *http.Request, s *upstream.Spec, id *keys.Identity) uint64 {
+	if s.Balance != upstream.Hash {
+		return 0
+	}
 	v := id.Client
 	if s.HashHeader != "" {
 		v = firstValue(r.Header, s.HashHeader)
 	}
 	if v == "" {
-		return r
+		return 0
 	}
-	return r.WithContext(context.WithValue(r.Context(), hashKeyKey{}, upstream.HashKey(v)))
+	return upstream.HashKey(v)
 }

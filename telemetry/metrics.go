@@ -36,6 +36,7 @@ const (
 	MetricClientIPFallback = "tollgate.client_ip_fallback"
 	MetricDelayed          = "tollgate.delayed"
 	MetricDelayDuration    = "tollgate.delay.duration"
+	MetricUpstreamRetries  = "tollgate.upstream.retries"
 )
 
 // Attribute keys.
@@ -98,6 +99,7 @@ type Metrics struct {
 	reloads    metric.Int64Counter
 	ipFallback metric.Int64Counter
 	delayed    metric.Int64Counter
+	retries    metric.Int64Counter
 	reg        metric.Registration
 
 	start       time.Time
@@ -133,6 +135,7 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 		{&m.reloads, MetricConfigReloads, "{reload}", "Configuration reloads, by result (success, failure)."},
 		{&m.delayed, MetricDelayed, "{request}", "Requests that waited for the slot a delay limit (on_limit = \"delay\") reserved before they were forwarded, by route."},
 		{&m.ipFallback, MetricClientIPFallback, "{request}", "Requests whose selected X-Forwarded-For entry was invalid, so the peer address was used."},
+		{&m.retries, MetricUpstreamRetries, "{retry}", "Upstream attempts beyond a request's first, on another target after a failed one (routes with retries), by route."},
 	} {
 		*c.dst, e = meter.Int64Counter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.desc))
 		err = errors.Join(err, e)
