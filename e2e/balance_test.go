@@ -51,7 +51,7 @@ func TestBalanceWeightedRoundRobin(t *testing.T) {
 	ups := []*upstream{newUpstream(t), newUpstream(t), newUpstream(t)}
 	body := fmt.Sprintf("[[routes]]\nname = \"api\"\npath_prefix = \"/\"\n%s\n",
 		targets([]string{ups[0].URL, ups[1].URL, ups[2].URL}, []int{1, 2, 3}))
-	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body}})
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
 	c := newClient(t, "")
 	for range 60 {
 		expect2(t, c, g.url("/x"), nil, 200)
@@ -80,7 +80,7 @@ func TestBalanceLeastRequestPrefersIdle(t *testing.T) {
 	fast := newUpstream(t)
 	body := fmt.Sprintf("[[routes]]\nname = \"api\"\npath_prefix = \"/\"\nbalance = \"least_request\"\n%s\n",
 		targets([]string{slow.URL, fast.URL}, nil))
-	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body}})
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
 	c := newClient(t, "")
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -139,7 +139,7 @@ balance = "hash"
 hash_on = "header:X-Tenant"
 %s
 `, targets(urls, nil), targets(urls, nil))
-	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body}})
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
 	c := newClient(t, "")
 	for _, tc := range []struct{ path, header string }{{"/client", "X-API-Key"}, {"/tenant", "X-Tenant"}} {
 		owner := map[string]string{}
@@ -182,7 +182,7 @@ outlier_detection = { consecutive_failures = 5, base_ejection = "1h", max_ejecti
 %s
 %s`, targets([]string{live.URL, doomed.URL}, nil), extra)
 	}
-	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": route("")}})
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": route(""), "Server": ""}})
 	c := newClient(t, "")
 	for range 4 {
 		expect2(t, c, g.url("/x"), nil, 200)
@@ -249,7 +249,7 @@ retry_budget = { percent = 20, window = "1h", min_retries = 3 }
 outlier_detection = { consecutive_failures = 0 }
 %s
 `, targets([]string{a.URL, b.URL, c3.URL}, nil))
-	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body}})
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
 	c := newClient(t, "")
 	for range 50 {
 		expect2(t, c, g.url("/x"), nil, 503)
@@ -289,7 +289,7 @@ retry_budget = { percent = 100 }
 outlier_detection = { consecutive_failures = 0 }
 %s
 `, targets([]string{bad.URL, good.URL}, nil))
-	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body}})
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
 	c := newClient(t, "")
 	key := map[string]string{"X-API-Key": "k"}
 	for i := range 10 {
@@ -309,5 +309,48 @@ outlier_detection = { consecutive_failures = 0 }
 	}
 	if r := get(t, c, g.url("/x"), key); r.Status != 429 {
 		t.Fatalf("11th request: %s, want 429", r)
+	}
+}
+
+// TestBalanceHostileHashHeader: with server.max_header_bytes raised to
+// 2 MiB, a 1 MiB hash header is hashed whole: two values differing only
+// in their last byte are each sticky, and the gateway answers them as
+// any other; a request without the header goes round robin.
+func TestBalanceHostileHashHeader(t *testing.T) {
+	t.Parallel()
+	ups := []*upstream{newUpstream(t), newUpstream(t), newUpstream(t)}
+	body := fmt.Sprintf("[[routes]]\nname = \"api\"\npath_prefix = \"/\"\nbalance = \"hash\"\nhash_on = \"header:X-Tenant\"\n%s\n",
+		targets([]string{ups[0].URL, ups[1].URL, ups[2].URL}, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": "max_header_bytes = 2097152"}})
+	c := newClient(t, "")
+	counts := func() [3]int { return [3]int{ups[0].count(), ups[1].count(), ups[2].count()} }
+	for _, last := range []string{"a", "b", "c", "d"} {
+		v := strings.Repeat("x", 1<<20) + last
+		before := counts()
+		for range 3 {
+			if r := get(t, c, g.url("/x"), map[string]string{"X-Tenant": v}); r.Status != 200 {
+				t.Fatalf("1 MiB hash header: %d", r.Status)
+			}
+		}
+		after := counts()
+		moved := 0
+		for i := range after {
+			if after[i] != before[i] {
+				moved++
+			}
+		}
+		if moved != 1 {
+			t.Fatalf("one 1 MiB value went to %d targets (counts %v → %v), want 1", moved, before, after)
+		}
+	}
+	before := counts()
+	for range 3 {
+		expect2(t, c, g.url("/x"), nil, 200)
+	}
+	after := counts()
+	for i := range after {
+		if after[i] != before[i]+1 {
+			t.Fatalf("3 requests without the header: counts %v → %v, want one each", before, after)
+		}
 	}
 }
