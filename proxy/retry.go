@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/tollgate/gateway/upstream"
 )
@@ -217,10 +218,22 @@ func (b *balancedTransport) transport(t *upstream.Target) http.RoundTripper {
 	return b.next
 }
 
+// drainBuffers hold the buffers discard reads into: a pointer kept in
+// the pool and given back as it came, so that draining allocates nothing.
+var drainBuffers = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+
 // discard reads up to 4 KiB of an answer that will not be sent on (so
 // that a short error body leaves its connection reusable) and closes it.
 func discard(body io.ReadCloser) {
-	_, _ = io.CopyN(io.Discard, body, 4<<10)
+	p := drainBuffers.Get().(*[]byte)
+	for n := 0; n < len(*p); {
+		k, err := body.Read((*p)[n:])
+		n += k
+		if err != nil {
+			break
+		}
+	}
+	drainBuffers.Put(p)
 	body.Close()
 }
 
