@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/upstream"
 )
 
 // gatewayOwned lists request headers only the gateway may set: client-sent
@@ -157,9 +158,13 @@ func dashedEqual(name, owned string) bool {
 	return true
 }
 
-// reverseProxy builds the ReverseProxy of one route.
-func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.ReverseProxy {
+// reverseProxy builds the ReverseProxy of one route, whose targets are
+// pool. A route whose upstream is Single forwards to it directly, as
+// cheaply as a route of one upstream URL always has; any other picks a
+// target per attempt in its transport (retry.go).
+func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy, pool *upstream.Pool) *httputil.ReverseProxy {
 	target := rt.Upstream
+	balanced := pool != nil && !pool.Spec().Single()
 	identity := p.Identity
 	owned := newOwnedHeaders(rt, identity.UserHeader(), p.Consumers.ForwardConsumer, p.Consumers.ForwardPlan)
 	msgs := h.newMessages(rt, p) // headerrules.go
@@ -179,7 +184,13 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 			// The path is already the one to forward (Route.ForwardPath,
 			// strip_prefix applied): SetURL only joins it to the
 			// upstream's base path.
-			pr.SetURL(target)
+			if balanced {
+				// The transport points each attempt at its target;
+				// the Host header is the target's, as SetURL makes it.
+				pr.Out.Host = ""
+			} else {
+				pr.SetURL(target)
+			}
 			pr.SetXForwarded()
 			if h.tracer != nil {
 				h.tracer.Inject(pr.In.Context(), pr.Out.Header)
@@ -189,6 +200,9 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy) *httputil.Rev
 		BufferPool:   &h.buffers,
 		ErrorHandler: h.upstreamError,
 		ErrorLog:     slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
+	}
+	if balanced {
+		rp.Transport = routeTransport(&balancedTransport{h: h, pool: pool, spec: pool.Spec(), next: h.transport}, rt)
 	}
 	rp.ModifyResponse = h.modifyResponse(rt, msgs)
 	return rp
@@ -200,6 +214,12 @@ func (h *Handler) upstreamTransport(rt *policy.Route) http.RoundTripper {
 	if !rt.H2C {
 		return h.transport
 	}
+	return h.h2cTransport()
+}
+
+// h2cTransport returns the transport of h2c:// targets, made on first
+// use.
+func (h *Handler) h2cTransport() http.RoundTripper {
 	h.h2cOnce.Do(func() { h.h2c = NewH2CTransport() })
 	return h.h2c
 }

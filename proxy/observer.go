@@ -141,6 +141,9 @@ type Event struct {
 	// Upstream is the time spent forwarding to the upstream (0 when the
 	// request was not forwarded).
 	Upstream time.Duration
+	// Retries is the number of further targets the request was tried on
+	// after its first attempt failed (routes with retries).
+	Retries int
 	// Bytes is the response body size written to the client.
 	Bytes int64
 	// Duration is the whole request's time in the gateway.

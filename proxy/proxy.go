@@ -246,7 +246,7 @@ func (h *Handler) Swap(p *policy.Policy) error {
 	for _, rt := range p.Routes {
 		if rt.Respond == nil && rt.Upstream != nil {
 			s.pools[rt] = pools[rt.Name]
-			s.proxies[rt] = h.reverseProxy(rt, p)
+			s.proxies[rt] = h.reverseProxy(rt, p, s.pools[rt])
 		}
 	}
 	h.snap.Store(s)

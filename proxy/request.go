@@ -46,6 +46,9 @@ type request struct {
 	// ids are the request ids this scratch space hands out; kept by
 	// reset, so that a batch serves 64 requests.
 	ids idBatch
+	// hashKey is the request's hash key on a route balanced by hash (0:
+	// none, round robin), read by the route's transport.
+	hashKey uint64
 	// The request as serve, decide and proceed share it, so that each
 	// takes q alone: the client's request (with the tracer's context), the
 	// policy snapshot it is served under, the route it matched (nil before
@@ -121,6 +124,7 @@ func (q *request) reset() {
 	q.w = statusWriter{}
 	q.resp.reset()
 	q.rid, q.cors, q.origin = nil, nil, ""
+	q.hashKey = 0
 	q.r, q.snap, q.rt = nil, nil, nil
 	q.raw, q.path, q.start = "", "", time.Time{}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/upstream"
 )
 
 // allowed is the Allow header of a 405: the methods routes can take.
@@ -128,7 +129,7 @@ func (h *Handler) serve(q *request) {
 	}
 
 	id := &q.id
-	if len(rt.Limits) > 0 || p.Consumers.Enabled() || rt.NeedsIdentity() {
+	if len(rt.Limits) > 0 || p.Consumers.Enabled() || rt.NeedsIdentity() || hashesClient(rt) {
 		*id = p.Identity.Identify(r, h.identityClock(p))
 		if h.observer != nil {
 			ev.ClientKind, ev.Client, ev.APIKey, ev.IP = id.ClientKind.String(), id.Client, id.APIKey, id.IP
@@ -258,6 +259,12 @@ func (h *Handler) proceed(q *request) {
 		// consumer and plan to the upstream, and the header rules to
 		// name the client.
 		r = r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
+	}
+	if s := rt.Upstreams; s != nil && !s.Single() && (s.Balance == upstream.Hash || s.Retries > 0) {
+		// The route's transport finds the request's hash key here, and
+		// counts its retries in its event.
+		q.hashKey = hashKey(r, s, id)
+		r = r.WithContext(context.WithValue(r.Context(), balanceKey{}, q))
 	}
 	if esc, plain := rt.ForwardPath(q.path); esc != q.raw {
 		// The upstream receives the path the route was matched on. A
@@ -389,4 +396,30 @@ func respond(w http.ResponseWriter, rs *policy.Respond) {
 	h["Content-Length"] = rs.ContentLengthHeader
 	w.WriteHeader(rs.Status)
 	_, _ = io.WriteString(w, rs.Body)
+}
+
+// hashesClient reports whether rt balances by a hash of the client's
+// identity, which must then be resolved even when no limit needs it.
+func hashesClient(rt *policy.Route) bool {
+	s := rt.Upstreams
+	return s != nil && s.Balance == upstream.Hash && s.HashHeader == "" && !s.Single()
+}
+
+// hashKey returns the request's hash key on a route balanced by hash:
+// the hash of the hash_on header's first value, or of the client's
+// identity (as limits key it: API key, user or IP). A request without one
+// (the header absent or empty) has none (0) and is balanced by round
+// robin: it has nothing to stick by.
+func hashKey(r *http.Request, s *upstream.Spec, id *keys.Identity) uint64 {
+	if s.Balance != upstream.Hash {
+		return 0
+	}
+	v := id.Client
+	if s.HashHeader != "" {
+		v = firstValue(r.Header, s.HashHeader)
+	}
+	if v == "" {
+		return 0
+	}
+	return upstream.HashKey(v)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/tollgate/gateway/headers"
 )
@@ -54,6 +55,21 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 			Status: http.StatusGatewayTimeout,
 			Title:  "Gateway Timeout",
 			Detail: "the upstream did not answer in time",
+		})
+	case errors.Is(err, errNoTarget):
+		// Every target fails its active health check (passive health
+		// alone never ejects more than half of them), or each one left
+		// was tried. /readyz says so too.
+		route := ""
+		if q != nil && q.rt != nil {
+			route = " of route " + strconv.Quote(q.rt.Name)
+		}
+		w.Header()["Retry-After"] = headers.IntValue(1)
+		headers.WriteProblem(w, headers.Problem{
+			Status:     http.StatusServiceUnavailable,
+			Title:      "Service Unavailable",
+			Detail:     "no upstream target" + route + " is healthy; retry in 1s",
+			RetryAfter: 1,
 		})
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client disconnected; there is nobody to answer. 499 is what

@@ -39,6 +39,7 @@ const (
 	MetricJWKSRefreshes    = "tollgate.jwks.refreshes"
 	MetricJWKSKeys         = "tollgate.jwks.keys"
 	MetricJWKSLastSuccess  = "tollgate.jwks.last_success_timestamp"
+	MetricUpstreamRetries  = "tollgate.upstream.retries"
 )
 
 // Attribute keys.
@@ -106,6 +107,7 @@ type Metrics struct {
 	ipFallback metric.Int64Counter
 	delayed    metric.Int64Counter
 	jwksFetch  metric.Int64Counter
+	retries    metric.Int64Counter
 	reg        metric.Registration
 
 	start       time.Time
@@ -142,6 +144,7 @@ func NewMetrics(meter metric.Meter, o MetricsOptions) (*Metrics, error) {
 		{&m.delayed, MetricDelayed, "{request}", "Requests that waited for the slot a delay limit (on_limit = \"delay\") reserved before they were forwarded, by route."},
 		{&m.ipFallback, MetricClientIPFallback, "{request}", "Requests whose selected X-Forwarded-For entry was invalid, so the peer address was used."},
 		{&m.jwksFetch, MetricJWKSRefreshes, "{refresh}", "Fetches of the identity provider's key set (identity.jwt.jwks_url, oidc_issuer), by result (success, failure)."},
+		{&m.retries, MetricUpstreamRetries, "{retry}", "Upstream attempts beyond a request's first, on another target after a failed one (routes with retries), by route."},
 	} {
 		*c.dst, e = meter.Int64Counter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.desc))
 		err = errors.Join(err, e)

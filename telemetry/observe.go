@@ -54,6 +54,9 @@ func (m *Metrics) Observe(ev *proxy.Event) {
 	if ev.IPFallback {
 		m.ClientIPFallback()
 	}
+	if ev.Retries > 0 {
+		m.retries.Add(ctx, int64(ev.Retries), m.routeAttrs.get(ev.Route, newRouteOpts).add...)
+	}
 }
 
 // nearLimit reports whether an allowed decision left at most 10% of its

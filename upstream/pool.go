@@ -2,7 +2,9 @@ package upstream
 
 import (
 	"net/url"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Target is one address a route forwards to.
@@ -22,14 +24,21 @@ type Target struct {
 	unhealthy atomic.Bool
 	// inflight counts the requests being forwarded to the target.
 	inflight atomic.Int64
+	// out is the passive health (outlier ejection) state.
+	out outlierState
 }
 
 // Healthy reports whether the target may take requests: its active
-// health check (if any) passes and it is not ejected.
-func (t *Target) Healthy() bool { return !t.unhealthy.Load() }
+// health check (if any) passes and it is not ejected. An ejection ends
+// here, when its time is up: no goroutine or timer runs per target.
+func (t *Target) Healthy() bool { return !t.unhealthy.Load() && !t.out.ejected() }
 
 // InFlight returns the number of requests being forwarded to t.
 func (t *Target) InFlight() int64 { return t.inflight.Load() }
+
+// Ejected reports whether passive health has ejected t (its ejection has
+// not run out).
+func (t *Target) Ejected() bool { return t.out.ejected() }
 
 // Pool is one route's targets at run time. It is safe for concurrent
 // use.
@@ -39,18 +48,43 @@ type Pool struct {
 	// targets is the current target list: the configured ones, with DNS
 	// names replaced by the addresses they resolve to.
 	targets atomic.Pointer[[]*Target]
-	next    atomic.Uint64
+	// bal is the balancing state precomputed for one target list (the
+	// list it was built for is in it): a list replaced by DNS gets its
+	// own on the next Pick.
+	bal atomic.Pointer[balancer]
+	// budget counts the route's requests and retries.
+	budget *Budget
+	// now is the clock of ejections and the retry budget.
+	now func() time.Time
+	// ejectMu serialises ejections, so that two targets failing at once
+	// cannot both take the last ejection the route allows.
+	ejectMu sync.Mutex
+	// rand draws least request's targets (nil: math/rand/v2).
+	rand func() uint64
 }
 
 // newPool returns the Pool of route's spec s, its targets as configured.
 func newPool(route string, s *Spec) *Pool {
-	p := &Pool{route: route, spec: s}
+	p := &Pool{route: route, spec: s, now: time.Now}
+	p.budget = NewBudget(s.Budget, p.clock)
 	ts := make([]*Target, 0, len(s.Targets))
 	for _, t := range s.Targets {
 		ts = append(ts, &Target{URL: t.URL, Name: t.URL.String(), Weight: t.Weight, H2C: t.H2C})
 	}
-	p.targets.Store(&ts)
+	p.setTargets(ts)
 	return p
+}
+
+// clock reads p.now; the budget and the targets' ejections read it
+// through here, so that a test's fake clock reaches them all.
+func (p *Pool) clock() time.Time { return p.now() }
+
+// setTargets makes ts the target list, each target reading p's clock.
+func (p *Pool) setTargets(ts []*Target) {
+	for _, t := range ts {
+		t.out.now = p.clock
+	}
+	p.targets.Store(&ts)
 }
 
 // Route returns the name of the route p serves.
@@ -62,26 +96,54 @@ func (p *Pool) Spec() *Spec { return p.spec }
 // Targets returns the current targets. Read-only.
 func (p *Pool) Targets() []*Target { return *p.targets.Load() }
 
-// Pick returns the target for a request whose hash key is key (used by
-// Hash balancing), skipping the targets already tried; nil when no
-// target is left.
+// Budget returns the route's retry budget.
+func (p *Pool) Budget() *Budget { return p.budget }
+
+// Pick returns the target for a request, skipping the targets already
+// tried and those that are not Healthy; nil when no target is left. key
+// is the request's hash key (HashKey) for Hash balancing; 0 (no key)
+// picks by weighted round robin instead.
 func (p *Pool) Pick(key uint64, tried []*Target) *Target {
-	ts := p.Targets()
-	for range ts {
-		t := ts[p.next.Add(1)%uint64(len(ts))]
-		if t.Healthy() && !contains(tried, t) {
-			return t
-		}
+	lp := p.targets.Load()
+	b := p.bal.Load()
+	if b == nil || b.list != lp {
+		b = newBalancer(lp, p.rand)
+		p.bal.Store(b)
 	}
-	return nil
+	switch {
+	case p.spec.Balance == LeastRequest:
+		return b.leastRequest(tried)
+	case p.spec.Balance == Hash && key != 0:
+		return b.hash(key, tried)
+	}
+	return b.roundRobin(tried)
 }
 
-// Begin marks a request forwarded to t; End must follow, with whether
-// the exchange failed (a connection that failed, or a 5xx answer).
+// Begin marks a request forwarded to t; End must follow.
 func (p *Pool) Begin(t *Target) { t.inflight.Add(1) }
 
-// End marks the end of a request Begin marked.
-func (p *Pool) End(t *Target, failed bool) { t.inflight.Add(-1) }
+// End marks the end of a request Begin marked, with whether the exchange
+// failed (a connection that failed, or a 5xx answer): passive health
+// counts the failures in a row.
+func (p *Pool) End(t *Target, failed bool) {
+	t.inflight.Add(-1)
+	o := &p.spec.Outlier
+	if o.ConsecutiveFailures <= 0 {
+		return
+	}
+	if !failed {
+		t.out.success(o.BaseEjection)
+		return
+	}
+	if t.out.failure() >= int64(o.ConsecutiveFailures) {
+		p.eject(t)
+	}
+}
+
+// Release ends a request Begin marked whose exchange says nothing of the
+// target's health (the client went away, or the route's timeout ended
+// it): its failures in a row neither grow nor start again.
+func (p *Pool) Release(t *Target) { t.inflight.Add(-1) }
 
 // Healthy returns the number of targets that may take requests.
 func (p *Pool) Healthy() int {

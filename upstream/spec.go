@@ -111,9 +111,11 @@ type Spec struct {
 
 // Single reports whether s is one target with nothing to balance, probe
 // or retry: the route forwards to it directly, as a route with one
-// upstream URL always has.
+// upstream URL always has. Passive health does not count: it never
+// ejects a route's only target (at most half of the targets, rounded
+// down, are ever ejected).
 func (s *Spec) Single() bool {
-	return len(s.Targets) == 1 && s.Health == nil && s.Retries == 0 && s.Outlier.ConsecutiveFailures == 0
+	return len(s.Targets) == 1 && s.Health == nil && s.Retries == 0
 }
 
 // Equal reports whether s and o describe the same upstream, so that a

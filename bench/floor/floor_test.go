@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +77,9 @@ func tollgate(t testing.TB, upstream, rate string, opts proxy.Options) http.Hand
 // programs count on different clocks and windows.
 var digits = regexp.MustCompile(`[0-9]+`)
 
+// hexID is a generated request id: 128 bits in hex.
+var hexID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
 type answer struct {
 	status int
 	header map[string]string
@@ -96,6 +100,10 @@ func get(t *testing.T, h http.Handler) answer {
 			continue
 		}
 		a.header[k] = digits.ReplaceAllString(strings.Join(v, ","), "N")
+		if k == "X-Request-Id" {
+			// A fresh id per answer: only its shape can match.
+			a.header[k] = hexID.ReplaceAllString(strings.Join(v, ","), "ID")
+		}
 	}
 	return a
 }
@@ -107,7 +115,7 @@ func get(t *testing.T, h http.Handler) answer {
 func TestAnswersMatchTollgate(t *testing.T) {
 	up := testupstream.Fixed(t, []byte("ok\n"))
 	tg := tollgate(t, up.URL, "1/hour", proxy.Options{})
-	fl, err := newHandler(up.URL, "per-client", 1, time.Hour, time.Now)
+	fl, err := newHandler(up.URL, "round_robin", "per-client", 1, time.Hour, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +211,7 @@ func BenchmarkFloor(b *testing.B) {
 		{"allow", "1000000000/second", 1000000000, time.Second, http.StatusOK},
 		{"deny", "1/hour", 1, time.Hour, http.StatusTooManyRequests},
 	} {
-		fl, err := newHandler(up.URL, "per-client", path.n, path.per, time.Now)
+		fl, err := newHandler(up.URL, "round_robin", "per-client", path.n, path.per, time.Now)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -233,5 +241,39 @@ func BenchmarkFloor(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestFloorBalances: with two upstreams, each balance spreads requests
+// over both (round robin exactly in turn).
+func TestFloorBalances(t *testing.T) {
+	var hits [2]atomic.Int64
+	var urls []string
+	for i := range hits {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits[i].Add(1) }))
+		defer up.Close()
+		urls = append(urls, up.URL)
+	}
+	for _, bal := range []string{"round_robin", "least_request"} {
+		hits[0].Store(0)
+		hits[1].Store(0)
+		fl, err := newHandler(strings.Join(urls, ","), bal, "per-client", 0, time.Second, time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 40 {
+			w := httptest.NewRecorder()
+			fl.ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
+			if w.Code != 200 {
+				t.Fatalf("%s: status %d", bal, w.Code)
+			}
+		}
+		a, b := hits[0].Load(), hits[1].Load()
+		if a+b != 40 || bal == "round_robin" && a != 20 || a == 0 || b == 0 {
+			t.Fatalf("%s: %d and %d requests", bal, a, b)
+		}
+	}
+	if _, err := newHandler(strings.Join(urls, ","), "random", "x", 0, time.Second, time.Now); err == nil {
+		t.Fatal("an unknown balance was accepted")
 	}
 }

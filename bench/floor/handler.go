@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,19 +27,35 @@ type handler struct {
 }
 
 // newHandler returns the floor's handler; rate 0 forwards everything.
-func newHandler(upstream, name string, rate int64, per time.Duration, now func() time.Time) (*handler, error) {
-	u, err := parseUpstream(upstream)
-	if err != nil {
-		return nil, err
-	}
+// An upstream list of several URLs is balanced (balance.go).
+func newHandler(upstream, balance, name string, rate int64, per time.Duration, now func() time.Time) (*handler, error) {
 	h := &handler{now: now, name: strconv.Quote(name)}
-	h.rp = &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(u)
-			pr.SetXForwarded()
-		},
-		Transport:  newTransport(),
-		BufferPool: &bufferPool{},
+	if strings.Contains(upstream, ",") {
+		b, err := newBalancer(upstream, balance, newTransport())
+		if err != nil {
+			return nil, err
+		}
+		h.rp = &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.Out.Host = "" // the target's, as SetURL makes it
+				pr.SetXForwarded()
+			},
+			Transport:  b,
+			BufferPool: &bufferPool{},
+		}
+	} else {
+		u, err := parseUpstream(upstream)
+		if err != nil {
+			return nil, err
+		}
+		h.rp = &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(u)
+				pr.SetXForwarded()
+			},
+			Transport:  newTransport(),
+			BufferPool: &bufferPool{},
+		}
 	}
 	if rate <= 0 {
 		return h, nil
@@ -66,8 +84,25 @@ func newHandler(upstream, name string, rate int64, per time.Duration, now func()
 	return h, nil
 }
 
+// requestID returns a fresh X-Request-Id value: 128 random bits in hex,
+// as Tollgate gives every request by default (server.request_id), so
+// that both programs do that work.
+func requestID() []string {
+	var b [32]byte
+	const digits = "0123456789abcdef"
+	x, y := rand.Uint64(), rand.Uint64()
+	for i := range 16 {
+		b[i], b[16+i] = digits[x&15], digits[y&15]
+		x, y = x>>4, y>>4
+	}
+	return []string{string(b[:])}
+}
+
 // ServeHTTP implements http.Handler.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := requestID()
+	r.Header["X-Request-Id"] = id
+	w.Header()["X-Request-Id"] = id
 	if h.lim == nil {
 		h.rp.ServeHTTP(w, r)
 		return

@@ -2,6 +2,11 @@
 // floor of Tollgate's stack, measured beside it by bench/peer.sh.
 //
 //	go run ./bench/floor -listen 127.0.0.1:8080 -upstream http://127.0.0.1:9000 -rate 100 -per 1s
+//	go run ./bench/floor -upstream http://127.0.0.1:9000,http://127.0.0.1:9001 -balance least_request
+//
+// With several upstreams, balance.go picks one per request (round robin
+// or least request) in a RoundTripper under the ReverseProxy, as Tollgate
+// does.
 //
 // It is an http.Server in front of an httputil.ReverseProxy (Rewrite with
 // SetURL and SetXForwarded, the transport settings of Tollgate's upstream
@@ -39,14 +44,15 @@ func main() {
 func run(args []string) int {
 	fs := flag.NewFlagSet("floor", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
-	upstream := fs.String("upstream", "", "upstream base URL, e.g. http://127.0.0.1:9000 (required)")
+	upstream := fs.String("upstream", "", "upstream base URL, e.g. http://127.0.0.1:9000, or a comma-separated list of targets to balance over (required)")
+	balance := fs.String("balance", "round_robin", "with several upstreams: round_robin or least_request")
 	rate := fs.Int64("rate", 0, "requests per window and client; 0 means no limit (a plain proxy)")
 	per := fs.Duration("per", time.Second, "window of -rate")
 	name := fs.String("name", "per-client", "limit name in the rate-limit headers and the 429 body")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	h, err := newHandler(*upstream, *name, *rate, *per, time.Now)
+	h, err := newHandler(*upstream, *balance, *name, *rate, *per, time.Now)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		return 2

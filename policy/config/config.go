@@ -526,13 +526,16 @@ type RouteConfig struct {
 	// every address it resolves to is a target of its weight, re-resolved
 	// every resolve_interval. Default none.
 	Upstreams []TargetConfig `mapstructure:"upstreams" json:"upstreams"`
-	// Balance picks a target for each request: "round_robin" (weighted),
-	// "least_request" (the less busy of two targets drawn by weight) or
-	// "hash" (consistent hashing on hash_on, so a client sticks to a
-	// target). Default "round_robin".
+	// Balance picks a target for each attempt: "round_robin" (smooth
+	// weighted), "least_request" (the one with fewer requests in flight
+	// of two different targets drawn by weight) or "hash" (weighted
+	// rendezvous hashing on hash_on: a key sticks to its target, and a
+	// target leaving moves only its own keys). Default "round_robin".
 	Balance string `mapstructure:"balance" json:"balance"`
 	// HashOn is what balance = "hash" hashes: "client" (the client's
-	// identity, as limits key it) or "header:<Name>". Default "client".
+	// identity, as limits key it) or "header:<Name>" (its first value); a
+	// request without the header is balanced by round robin. Default
+	// "client".
 	HashOn string `mapstructure:"hash_on" json:"hash_on"`
 	// HealthCheck, when set, probes every target with a GET on an
 	// interval; a target failing unhealthy_after probes in a row gets no
@@ -542,13 +545,15 @@ type RouteConfig struct {
 	// 5xx several times in a row (passive health).
 	OutlierDetection OutlierConfig `mapstructure:"outlier_detection" json:"outlier_detection"`
 	// Retries is how many other targets a failed request is tried on
-	// (connection refused or reset before a response, or 502/503 from the
-	// target); only GET, HEAD, OPTIONS, PUT and DELETE requests whose body
-	// is empty or fits in retry_body_bytes are retried. Default 0.
+	// (a connection that failed, or 502/503 from the target), 0..10; only
+	// GET, HEAD, OPTIONS, PUT and DELETE requests whose body is empty or
+	// fits in retry_body_bytes, without Expect: 100-continue or an
+	// upgrade, are retried, within retry_budget. The route's timeout
+	// bounds all attempts together. Default 0.
 	Retries int `mapstructure:"retries" json:"retries"`
 	// RetryBodyBytes is the largest request body kept in memory so that a
-	// request can be retried; a larger body is streamed and never retried.
-	// Default 65536.
+	// request can be retried, 0..16777216; a larger body is streamed to
+	// the first target, intact, and never retried. Default 65536.
 	RetryBodyBytes int64 `mapstructure:"retry_body_bytes" json:"retry_body_bytes"`
 	// RetryBudget bounds the retries of a route, so that retries cannot
 	// multiply an outage.
@@ -668,11 +673,13 @@ type HealthCheckConfig struct {
 // OutlierConfig is a route's `outlier_detection` table.
 type OutlierConfig struct {
 	// ConsecutiveFailures is how many failures in a row (a connection
-	// that fails, or a 5xx answer) eject a target; 0 turns passive health
-	// off. Default 5.
+	// that fails, or a 5xx answer) eject a target, 0..1000; 0 turns
+	// passive health off. At most half of a route's targets (rounded
+	// down) are ejected at once. Default 5.
 	ConsecutiveFailures int `mapstructure:"consecutive_failures" json:"consecutive_failures"`
 	// BaseEjection is the first ejection's length; each further ejection
-	// of a target that keeps failing doubles it. Default "10s".
+	// in a row doubles it. The count starts again once the target has
+	// been back this long and serves a request. Default "10s".
 	BaseEjection string `mapstructure:"base_ejection" json:"base_ejection"`
 	// MaxEjection bounds an ejection's length. Default "300s".
 	MaxEjection string `mapstructure:"max_ejection" json:"max_ejection"`

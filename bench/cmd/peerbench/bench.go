@@ -53,13 +53,16 @@ type results struct {
 
 // env is the running benchmark: its temp dir, processes and shared parts.
 type env struct {
-	o        *options
-	tmp      string
-	ps       *procs
-	gateway  string // built binary
-	floor    string // built bench/floor binary
-	base     string // gateway built from -base-root, "" without
-	upAddr   string
+	o       *options
+	tmp     string
+	ps      *procs
+	gateway string // built binary
+	floor   string // built bench/floor binary
+	base    string // gateway built from -base-root, "" without
+	upAddr  string
+	// upAddrs are every address the upstream listens on (upAddr first):
+	// the targets of the balancing modes.
+	upAddrs  []string
 	upProc   *proc
 	redis    *proc
 	redisAdr string
@@ -132,6 +135,9 @@ func bench(ctx context.Context, o *options, modes []mode, tmp string, ps *procs)
 				return nil, err
 			}
 			targets = append(targets, f)
+			if m.targets > 0 {
+				continue // nginx's balancing is not set up here
+			}
 			port, err := freePort()
 			if err != nil {
 				return nil, err
@@ -230,11 +236,24 @@ func (e *env) startUpstream() error {
 		return err
 	}
 	e.upAddr = fmt.Sprintf("127.0.0.1:%d", port)
-	e.upProc, err = e.ps.start(e.tmp, "upstream", nil, self, "upstream", "-listen", e.upAddr)
+	e.upAddrs = []string{e.upAddr}
+	for len(e.upAddrs) < maxTargets {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		e.upAddrs = append(e.upAddrs, fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	e.upProc, err = e.ps.start(e.tmp, "upstream", nil, self, "upstream", "-listen", strings.Join(e.upAddrs, ","))
 	if err != nil {
 		return err
 	}
-	return waitHTTP(e.upProc, e.upAddr, "/", 10*time.Second)
+	for _, a := range e.upAddrs {
+		if err := waitHTTP(e.upProc, a, "/", 10*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (e *env) startRedis() error {
@@ -281,7 +300,7 @@ func (e *env) startGatewayBin(bin, peer string, m mode, redisAddr, storeTimeout 
 		name = "cgredis-" + name
 	}
 	listen, adminAddr := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", admin)
-	conf := gatewayTOML(m, listen, adminAddr, e.upAddr, redisAddr, storeTimeout)
+	conf := gatewayTOML(m, listen, adminAddr, strings.Join(e.upAddrs, ","), redisAddr, storeTimeout)
 	if e.o.gcMinHeap >= 0 && peer == "tollgate" {
 		// Only the gateway under test: an older checkout (peer "base")
 		// may not know the key.
@@ -330,6 +349,10 @@ func (e *env) startFloor(m mode, cg bool) (*target, error) {
 	}
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
 	bin, args := e.floor, []string{"-listen", listen, "-upstream", "http://" + e.upAddr}
+	if m.targets > 0 {
+		args = []string{"-listen", listen, "-balance", m.balance,
+			"-upstream", "http://" + strings.Join(e.upAddrs[:m.targets], ",http://")}
+	}
 	switch m.limit {
 	case "allow":
 		args = append(args, "-rate", strconv.Itoa(floorAllowRate), "-per", "1s")

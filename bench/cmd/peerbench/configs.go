@@ -15,6 +15,11 @@ type mode struct {
 	manyKeys bool
 	// redis selects store.backend = "redis" (gateway only).
 	redis bool
+	// targets > 0 balances over that many upstream addresses (one
+	// upstream process listening on each) by balance; nginx sits these
+	// modes out.
+	targets int
+	balance string
 }
 
 // allModes are the benchmark's modes, in table order.
@@ -26,7 +31,15 @@ var allModes = []mode{
 	{name: "redis-allow-1key", limit: "allow", redis: true},
 	{name: "redis-allow-10kkeys", limit: "allow", manyKeys: true, redis: true},
 	{name: "redis-deny-hot", limit: "deny", redis: true},
+	{name: "rr-2", targets: 2, balance: "round_robin"},
+	{name: "rr-8", targets: 8, balance: "round_robin"},
+	{name: "lr-2", targets: 2, balance: "least_request"},
+	{name: "lr-8", targets: 8, balance: "least_request"},
 }
+
+// maxTargets is the most targets a mode balances over: the upstream
+// process listens on that many addresses.
+const maxTargets = 8
 
 // Rates of the two limits. "allow" can never be reached by wrk on loopback
 // (nginx: a huge rate with a burst as large, nodelay); "deny" lets the hot
@@ -86,13 +99,26 @@ algorithm = "sliding_window_counter"
 by = ["client"]
 `, limits, rate)
 	}
+	if m.targets > 0 {
+		// upstream is the list of the upstream's addresses.
+		addrs := strings.Split(upstream, ",")[:m.targets]
+		fmt.Fprintf(&b, `
+[[routes]]
+name = "upstream"
+path_prefix = "/"
+balance = %q
+timeout = "30s"
+upstreams = ["http://%s"]
+`, m.balance, strings.Join(addrs, `", "http://`))
+		return b.String()
+	}
 	fmt.Fprintf(&b, `
 [[routes]]
 name = "upstream"
 path_prefix = "/"
 upstream = "http://%s"
 timeout = "30s"
-`, upstream)
+`, strings.Split(upstream, ",")[0])
 	return b.String()
 }
 

@@ -1,0 +1,356 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// statusServer is an upstream that answers every request with status
+// and counts them.
+type statusServer struct {
+	*httptest.Server
+	n atomic.Int64
+}
+
+func newStatusServer(t testing.TB, status int) *statusServer {
+	s := &statusServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.n.Add(1)
+		w.WriteHeader(status)
+		fmt.Fprintf(w, "status %d\n", status)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// targets renders an upstreams list of urls with weights (1 when nil).
+func targets(urls []string, weights []int) string {
+	var b strings.Builder
+	b.WriteString("upstreams = [")
+	for i, u := range urls {
+		w := 1
+		if weights != nil {
+			w = weights[i]
+		}
+		fmt.Fprintf(&b, "{ url = %q, weight = %d }, ", u, w)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// TestBalanceWeightedRoundRobin: targets of weights 1, 2, 3 receive
+// exactly their shares of 60 requests.
+func TestBalanceWeightedRoundRobin(t *testing.T) {
+	t.Parallel()
+	ups := []*upstream{newUpstream(t), newUpstream(t), newUpstream(t)}
+	body := fmt.Sprintf("[[routes]]\nname = \"api\"\npath_prefix = \"/\"\n%s\n",
+		targets([]string{ups[0].URL, ups[1].URL, ups[2].URL}, []int{1, 2, 3}))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	c := newClient(t, "")
+	for range 60 {
+		expect2(t, c, g.url("/x"), nil, 200)
+	}
+	for i, want := range []int{10, 20, 30} {
+		if got := ups[i].count(); got != want {
+			t.Errorf("target of weight %d received %d of 60 requests, want %d", i+1, got, want)
+		}
+	}
+}
+
+// TestBalanceLeastRequestPrefersIdle: with least_request over two
+// targets, one holding every request it gets, the held one ends up with
+// at most two of 40 requests (round robin would send it 20): each
+// request goes to the target with fewer in flight.
+func TestBalanceLeastRequestPrefersIdle(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var held atomic.Int64
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		held.Add(1)
+		<-release
+	}))
+	defer slow.Close()
+	defer close(release)
+	fast := newUpstream(t)
+	body := fmt.Sprintf("[[routes]]\nname = \"api\"\npath_prefix = \"/\"\nbalance = \"least_request\"\n%s\n",
+		targets([]string{slow.URL, fast.URL}, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	c := newClient(t, "")
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := range 40 {
+		done := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(done)
+			_, _ = tryDo(c, "GET", g.url("/x"), nil, nil)
+		}()
+		// Wait until the request is answered (fast) or held (slow).
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			select {
+			case <-done:
+			default:
+				if int(held.Load())+fast.count() < i+1 {
+					if time.Now().After(deadline) {
+						t.Fatalf("request %d neither answered nor held", i)
+					}
+					time.Sleep(time.Millisecond)
+					continue
+				}
+			}
+			break
+		}
+	}
+	if h := held.Load(); h > 2 || fast.count() < 38 {
+		t.Fatalf("the held target got %d requests, the idle one %d, want at most 2 and at least 38", h, fast.count())
+	}
+}
+
+// TestBalanceHashSticky: balance = "hash" keeps each API key (hash_on =
+// client, on a route with a limit) or each X-Tenant value (hash_on =
+// header) on one target.
+func TestBalanceHashSticky(t *testing.T) {
+	t.Parallel()
+	ups := []*upstream{newUpstream(t), newUpstream(t), newUpstream(t), newUpstream(t)}
+	urls := []string{ups[0].URL, ups[1].URL, ups[2].URL, ups[3].URL}
+	body := fmt.Sprintf(`[[limits]]
+name = "per-client"
+algorithm = "fixed_window"
+rates = ["1000/minute"]
+
+[[routes]]
+name = "by-client"
+path_prefix = "/client"
+limits = ["per-client"]
+balance = "hash"
+%s
+
+[[routes]]
+name = "by-tenant"
+path_prefix = "/tenant"
+balance = "hash"
+hash_on = "header:X-Tenant"
+%s
+`, targets(urls, nil), targets(urls, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	c := newClient(t, "")
+	for _, tc := range []struct{ path, header string }{{"/client", "X-API-Key"}, {"/tenant", "X-Tenant"}} {
+		owner := map[string]string{}
+		// 7 values, 4 targets: a round robin would move each value.
+		for i := range 42 {
+			v := fmt.Sprint("v-", i%7)
+			r := get(t, c, g.url(tc.path), map[string]string{tc.header: v})
+			if r.Status != 200 {
+				t.Fatalf("%s: %s", tc.path, r)
+			}
+			var port string
+			for k, u := range ups {
+				if u.count() > 0 && len(u.all()) > 0 && u.all()[len(u.all())-1].Header.Get(tc.header) == v && u.all()[len(u.all())-1].Path == tc.path {
+					port = fmt.Sprint(k)
+				}
+			}
+			if o, ok := owner[v]; ok && o != port {
+				t.Fatalf("%s %s=%s went to target %s, then to %s", tc.path, tc.header, v, o, port)
+			}
+			owner[v] = port
+		}
+	}
+}
+
+// TestBalanceTargetKilled: of two targets, one is killed (its listener
+// closed) mid-run. POSTs to it fail (502) and are never retried; GETs
+// (retries = 1) all succeed, retried on the live target, and its
+// connection failures eject it (consecutive_failures = 5): then every
+// request goes to the live target at once, and a reload that keeps the
+// route keeps the ejection.
+func TestBalanceTargetKilled(t *testing.T) {
+	t.Parallel()
+	live, doomed := newUpstream(t), newUpstream(t)
+	route := func(extra string) string {
+		return fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+retries = 1
+outlier_detection = { consecutive_failures = 5, base_ejection = "1h", max_ejection = "1h" }
+%s
+%s`, targets([]string{live.URL, doomed.URL}, nil), extra)
+	}
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": route(""), "Server": ""}})
+	c := newClient(t, "")
+	for range 4 {
+		expect2(t, c, g.url("/x"), nil, 200)
+	}
+	if live.count() != 2 || doomed.count() != 2 {
+		t.Fatalf("before the kill: %d and %d requests, want 2 and 2", live.count(), doomed.count())
+	}
+	doomed.CloseClientConnections()
+	doomed.Close()
+
+	// POSTs alternate: two reach the live target, two fail on the dead
+	// one and are not tried elsewhere.
+	statuses := map[int]int{}
+	for range 4 {
+		statuses[do(t, c, "POST", g.url("/x"), nil).Status]++
+	}
+	if statuses[200] != 2 || statuses[502] != 2 || live.count() != 4 {
+		t.Fatalf("4 POSTs after the kill: statuses %v, live target received %d in all; want 2×200, 2×502, 4", statuses, live.count())
+	}
+	// GETs: every one succeeds; the dead target's 3rd, 4th and 5th
+	// failures eject it.
+	for i := range 10 {
+		if r := get(t, c, g.url("/x"), nil); r.Status != 200 {
+			t.Fatalf("GET %d after the kill: %s", i, r)
+		}
+	}
+	// Ejected: every POST reaches the live target.
+	for i := range 6 {
+		if r := do(t, c, "POST", g.url("/x"), nil); r.Status != 200 {
+			t.Fatalf("POST %d after the ejection: %s", i, r)
+		}
+	}
+	// A reload that leaves the route as it was keeps its ejection.
+	before := readyz(t, g).LastReload.At
+	g.rewrite(t, map[string]any{"Body": route("\n[[routes]]\nname = \"other\"\npath_prefix = \"/other\"\nrespond = { status = 204 }\n")})
+	if r := adminDo(t, g, "POST", "/admin/reload", ""); r.Status != 200 {
+		t.Fatalf("POST /admin/reload: %s", r)
+	}
+	if rd := waitReload(t, g, before); !rd.LastReload.OK {
+		t.Fatalf("reload failed: %+v", rd.LastReload)
+	}
+	expect2(t, c, g.url("/other"), nil, 204)
+	for i := range 6 {
+		if r := do(t, c, "POST", g.url("/x"), nil); r.Status != 200 {
+			t.Fatalf("POST %d after the reload: %s (the ejection was lost)", i, r)
+		}
+	}
+	if want := 4 + 10 + 12; live.count() != want {
+		t.Fatalf("the live target received %d requests, want %d", live.count(), want)
+	}
+}
+
+// TestBalanceRetryBudget: with every target answering 503, 50 GETs with
+// retries = 2 reach the targets at most 50 × 1.2 + 3 times (budget 20 %
+// plus 3): retries do not multiply an outage.
+func TestBalanceRetryBudget(t *testing.T) {
+	t.Parallel()
+	a, b, c3 := newStatusServer(t, 503), newStatusServer(t, 503), newStatusServer(t, 503)
+	body := fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+retries = 2
+retry_budget = { percent = 20, window = "1h", min_retries = 3 }
+outlier_detection = { consecutive_failures = 0 }
+%s
+`, targets([]string{a.URL, b.URL, c3.URL}, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	c := newClient(t, "")
+	for range 50 {
+		expect2(t, c, g.url("/x"), nil, 503)
+	}
+	got := a.n.Load() + b.n.Load() + c3.n.Load()
+	if got < 53 || got > 63 {
+		t.Fatalf("the targets received %d requests for 50, want 53..63", got)
+	}
+}
+
+// TestBalanceRetryCountedOnce: a request retried after a 503 is counted
+// once by a limit that counts requests (its remaining falls by one per
+// request) and not at all by a limit counting 503 answers, which only
+// the final answer (200) reaches; the retries are counted in
+// tollgate_upstream_retries_total.
+func TestBalanceRetryCountedOnce(t *testing.T) {
+	t.Parallel()
+	bad, good := newStatusServer(t, 503), newUpstream(t)
+	body := fmt.Sprintf(`[[limits]]
+name = "requests"
+algorithm = "fixed_window"
+rates = ["10/1h"]
+
+[[limits]]
+name = "unavailable"
+algorithm = "fixed_window"
+rates = ["2/1h"]
+count = "response"
+count_statuses = ["503"]
+
+[[routes]]
+name = "api"
+path_prefix = "/"
+limits = ["requests", "unavailable"]
+retries = 1
+retry_budget = { percent = 100 }
+outlier_detection = { consecutive_failures = 0 }
+%s
+`, targets([]string{bad.URL, good.URL}, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	c := newClient(t, "")
+	key := map[string]string{"X-API-Key": "k"}
+	for i := range 10 {
+		r := get(t, c, g.url("/x"), key)
+		if r.Status != 200 {
+			t.Fatalf("request %d: %s", i, r)
+		}
+		if want := fmt.Sprintf(`"requests";r=%d;`, 9-i); !strings.Contains(r.Header.Get("RateLimit"), want) {
+			t.Fatalf("request %d: RateLimit %q, want %s", i, r.Header.Get("RateLimit"), want)
+		}
+	}
+	if bad.n.Load() != 5 || good.count() != 10 {
+		t.Fatalf("the 503 target received %d, the good one %d; want 5 and 10", bad.n.Load(), good.count())
+	}
+	if n := scrape(t, g, "").family("tollgate_upstream_retries_total", `http_route="api"`).sum(); n != 5 {
+		t.Fatalf("tollgate_upstream_retries_total{http_route=\"api\"} = %v, want 5", n)
+	}
+	if r := get(t, c, g.url("/x"), key); r.Status != 429 {
+		t.Fatalf("11th request: %s, want 429", r)
+	}
+}
+
+// TestBalanceHostileHashHeader: with server.max_header_bytes raised to
+// 2 MiB, a 1 MiB hash header is hashed whole: two values differing only
+// in their last byte are each sticky, and the gateway answers them as
+// any other; a request without the header goes round robin.
+func TestBalanceHostileHashHeader(t *testing.T) {
+	t.Parallel()
+	ups := []*upstream{newUpstream(t), newUpstream(t), newUpstream(t)}
+	body := fmt.Sprintf("[[routes]]\nname = \"api\"\npath_prefix = \"/\"\nbalance = \"hash\"\nhash_on = \"header:X-Tenant\"\n%s\n",
+		targets([]string{ups[0].URL, ups[1].URL, ups[2].URL}, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": "max_header_bytes = 2097152"}})
+	c := newClient(t, "")
+	counts := func() [3]int { return [3]int{ups[0].count(), ups[1].count(), ups[2].count()} }
+	for _, last := range []string{"a", "b", "c", "d"} {
+		v := strings.Repeat("x", 1<<20) + last
+		before := counts()
+		for range 3 {
+			if r := get(t, c, g.url("/x"), map[string]string{"X-Tenant": v}); r.Status != 200 {
+				t.Fatalf("1 MiB hash header: %d", r.Status)
+			}
+		}
+		after := counts()
+		moved := 0
+		for i := range after {
+			if after[i] != before[i] {
+				moved++
+			}
+		}
+		if moved != 1 {
+			t.Fatalf("one 1 MiB value went to %d targets (counts %v → %v), want 1", moved, before, after)
+		}
+	}
+	before := counts()
+	for range 3 {
+		expect2(t, c, g.url("/x"), nil, 200)
+	}
+	after := counts()
+	for i := range after {
+		if after[i] != before[i]+1 {
+			t.Fatalf("3 requests without the header: counts %v → %v, want one each", before, after)
+		}
+	}
+}

@@ -1,0 +1,322 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/tollgate/gateway/upstream"
+)
+
+// errNoTarget ends an exchange whose route has no target left to try:
+// every target failing its active health check, or ejected and tried.
+// The error handler answers 503.
+var errNoTarget = errors.New("no healthy upstream target")
+
+// balanceKey is the context key of the request's scratch space
+// (*request) on a route that hashes or retries: its hash key, and its
+// event, which counts the retries.
+type balanceKey struct{}
+
+// balancedTransport is the transport of a route whose upstream is not
+// Single: ReverseProxy's Rewrite runs once per request, so the choice of
+// target is made here, under ReverseProxy, once per attempt. Each attempt
+// picks a target that has not been tried, points a copy of the request at
+// it (scheme, host and the target's base path joined to the forwarded
+// path), goes through that target's transport (h2c or not), holds the
+// target's in-flight count for the whole exchange (until the response
+// body is closed) and tells passive health how it went. A failed attempt
+// is tried again on another target when the request may be (retryable),
+// the route has retries left and its budget allows.
+//
+// The route's timeout (timeoutTransport, which wraps this one) bounds the
+// whole sequence of attempts up to the response headers, not each one:
+// a client waits at most timeout, however many targets are tried.
+type balancedTransport struct {
+	h    *Handler
+	pool *upstream.Pool
+	spec *upstream.Spec
+	// next is the transport of targets over HTTP/1.1 or TLS; h2c targets
+	// take h.h2cTransport().
+	next http.RoundTripper
+}
+
+// retryableMethod reports whether a request of method m may be sent
+// again after its bytes may have reached a target: the methods RFC 9110
+// defines as idempotent, but TRACE (never forwarded usefully).
+func retryableMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// retryable reports whether req may be tried on another target at all:
+// an idempotent method, no protocol upgrade (a tunnel is never replayed),
+// no Expect: 100-continue (the client waits for the upstream's go-ahead
+// before it sends its body: buffering it would answer for the upstream).
+func retryable(req *http.Request) bool {
+	if !retryableMethod(req.Method) || req.Header["Upgrade"] != nil {
+		return false
+	}
+	for _, v := range req.Header["Expect"] {
+		if strings.EqualFold(strings.TrimSpace(v), "100-continue") {
+			return false
+		}
+	}
+	return true
+}
+
+// RoundTrip forwards req to one target after another until one answers
+// or no attempt is left.
+func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	spec := b.spec
+	var key uint64
+	q, _ := req.Context().Value(balanceKey{}).(*request)
+	if q != nil {
+		key = q.hashKey
+	}
+	retries := 0
+	var body []byte // the buffered body of a retryable request, nil without one
+	if spec.Retries > 0 {
+		b.pool.Budget().Request()
+		if retryable(req) {
+			retries = spec.Retries
+			var err error
+			if body, retries, err = bufferBody(req, spec.RetryBodyBytes, retries); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var triedArr [11]*upstream.Target // retries ≤ 10: no allocation
+	tried := triedArr[:0]
+	t := b.pool.Pick(key, nil)
+	if t == nil {
+		return nil, errNoTarget
+	}
+	// The first attempt points req itself at its target (ReverseProxy's
+	// copy, not the client's); later ones copy it, since the transport
+	// may still be reading an earlier attempt's request.
+	path, raw := req.URL.Path, req.URL.RawPath
+	for attempt := 0; ; attempt++ {
+		out := req
+		if attempt > 0 {
+			out = new(http.Request)
+			*out = *req
+			u := *req.URL
+			out.URL = &u
+		}
+		point(out, t, path, raw, body)
+		b.pool.Begin(t)
+		resp, err := b.transport(t).RoundTrip(out)
+		ctxDone := req.Context().Err() != nil
+		failed := err != nil && !ctxDone || err == nil && resp.StatusCode >= 500
+		retry := attempt < retries && !ctxDone &&
+			(err != nil || resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable)
+		var next *upstream.Target
+		if retry {
+			tried = append(tried, t)
+			if next = b.pool.Pick(key, tried); next == nil || !b.pool.Budget().TryRetry() {
+				next = nil
+			}
+		}
+		if next == nil {
+			if err != nil {
+				if ctxDone {
+					b.pool.Release(t)
+				} else {
+					b.pool.End(t, failed)
+				}
+				return nil, err
+			}
+			resp.Body = endOnClose(resp, b.pool, t, failed)
+			return resp, nil
+		}
+		if err == nil {
+			discard(resp.Body)
+		}
+		b.pool.End(t, failed)
+		if q != nil {
+			q.ev.Retries++
+		}
+		if b.h.log.Enabled(req.Context(), slog.LevelDebug) {
+			reason := "error"
+			if err == nil {
+				reason = resp.Status
+			}
+			b.h.log.Debug("upstream attempt failed; retrying on another target", "route", b.pool.Route(),
+				"target", t.Name, "attempt", attempt+1, "reason", reason, "error", err, "next", next.Name)
+		}
+		t = next
+	}
+}
+
+// bufferBody reads the body of a retryable request, up to limit bytes,
+// so that every attempt can send it; it returns the body (nil: none, or
+// too large) and the retries the request may have: none when its body is
+// larger than limit, which is then streamed to the first target intact
+// (the bytes read so far, then the rest).
+func bufferBody(req *http.Request, limit int64, retries int) ([]byte, int, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, retries, nil
+	}
+	if req.ContentLength > limit {
+		return nil, 0, nil
+	}
+	size := req.ContentLength
+	if size < 0 {
+		size = 512
+	}
+	var buf bytes.Buffer
+	buf.Grow(int(min(size, limit) + 1))
+	if _, err := buf.ReadFrom(io.LimitReader(req.Body, limit+1)); err != nil {
+		return nil, 0, err
+	}
+	if int64(buf.Len()) > limit {
+		req.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(buf.Bytes()), req.Body), req.Body}
+		return nil, 0, nil
+	}
+	req.Body.Close()
+	b := buf.Bytes()
+	if len(b) == 0 {
+		b = []byte{} // read and empty: not nil, so that no attempt reads the closed body
+	}
+	return b, retries, nil
+}
+
+// point sets out's URL to target t (its scheme, host and base path
+// joined to the forwarded path and raw), and its body to a fresh reader
+// of the buffered body when there is one.
+func point(out *http.Request, t *upstream.Target, path, raw string, body []byte) {
+	u := out.URL
+	u.Scheme, u.Host = t.URL.Scheme, t.URL.Host
+	u.Path, u.RawPath = joinURLPath(t.URL, path, raw)
+	if body == nil {
+		return
+	}
+	if len(body) == 0 {
+		out.Body, out.GetBody = nil, nil
+		return
+	}
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+}
+
+func (b *balancedTransport) transport(t *upstream.Target) http.RoundTripper {
+	if t.H2C {
+		return b.h.h2cTransport()
+	}
+	return b.next
+}
+
+// drainBuffers hold the buffers discard reads into: a pointer kept in
+// the pool and given back as it came, so that draining allocates nothing.
+var drainBuffers = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+
+// discard reads up to 4 KiB of an answer that will not be sent on (so
+// that a short error body leaves its connection reusable) and closes it.
+func discard(body io.ReadCloser) {
+	p := drainBuffers.Get().(*[]byte)
+	for n := 0; n < len(*p); {
+		k, err := body.Read((*p)[n:])
+		n += k
+		if err != nil {
+			break
+		}
+	}
+	drainBuffers.Put(p)
+	body.Close()
+}
+
+// endOnClose returns resp's body wrapped so that closing it ends the
+// exchange with t: the target counts the request in flight until then.
+// An upgraded connection stays a ReadWriteCloser, as ReverseProxy needs.
+func endOnClose(resp *http.Response, p *upstream.Pool, t *upstream.Target, failed bool) io.ReadCloser {
+	e := ender{p: p, t: t, failed: failed}
+	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		return &endingTunnel{ReadWriteCloser: rwc, ender: e}
+	}
+	return &endingBody{ReadCloser: resp.Body, ender: e}
+}
+
+type ender struct {
+	p      *upstream.Pool
+	t      *upstream.Target
+	failed bool
+	done   bool
+}
+
+func (e *ender) end() {
+	if !e.done {
+		e.done = true
+		e.p.End(e.t, e.failed)
+	}
+}
+
+type endingBody struct {
+	io.ReadCloser
+	ender
+}
+
+func (b *endingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.end()
+	return err
+}
+
+type endingTunnel struct {
+	io.ReadWriteCloser
+	ender
+}
+
+func (b *endingTunnel) Close() error {
+	err := b.ReadWriteCloser.Close()
+	b.end()
+	return err
+}
+
+// joinURLPath joins the target's base path and the request's path (path
+// as decoded, raw as escaped when it differs) as ProxyRequest.SetURL
+// does: a single slash between them, the escaped form kept when either
+// has one. A target without a base path leaves the path as it is.
+func joinURLPath(a *url.URL, bPath, bRaw string) (path, rawpath string) {
+	if a.Path == "" && a.RawPath == "" {
+		return bPath, bRaw
+	}
+	if a.RawPath == "" && bRaw == "" {
+		return singleJoiningSlash(a.Path, bPath), ""
+	}
+	b := url.URL{Path: bPath, RawPath: bRaw}
+	apath := a.EscapedPath()
+	bpath := b.EscapedPath()
+	aslash := strings.HasSuffix(apath, "/")
+	bslash := strings.HasPrefix(bpath, "/")
+	switch {
+	case aslash && bslash:
+		return a.Path + bPath[1:], apath + bpath[1:]
+	case !aslash && !bslash:
+		return a.Path + "/" + bPath, apath + "/" + bpath
+	}
+	return a.Path + bPath, apath + bpath
+}
+
+func singleJoiningSlash(a, b string) string {
+	aslash := strings.HasSuffix(a, "/")
+	bslash := strings.HasPrefix(b, "/")
+	switch {
+	case aslash && bslash:
+		return a + b[1:]
+	case !aslash && !bslash:
+		return a + "/" + b
+	}
+	return a + b
+}

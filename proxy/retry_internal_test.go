@@ -1,0 +1,99 @@
+package proxy
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/gateway/policy"
+)
+
+// Which requests may be tried again at all, whatever their body: the
+// idempotent methods, without an upgrade or Expect: 100-continue.
+func TestRetryable(t *testing.T) {
+	for _, c := range []struct {
+		method string
+		hdr    http.Header
+		want   bool
+	}{
+		{"GET", nil, true},
+		{"HEAD", nil, true},
+		{"OPTIONS", nil, true},
+		{"PUT", nil, true},
+		{"DELETE", nil, true},
+		{"POST", nil, false},
+		{"PATCH", nil, false},
+		{"TRACE", nil, false},
+		{"CONNECT", nil, false},
+		{"get", nil, false}, // methods are case-sensitive
+		{"GET", http.Header{"Upgrade": {"websocket"}, "Connection": {"Upgrade"}}, false},
+		{"GET", http.Header{"Expect": {"100-continue"}}, false},
+		{"PUT", http.Header{"Expect": {" 100-Continue "}}, false},
+		{"PUT", http.Header{"Expect": {"something-else"}}, true},
+	} {
+		r := &http.Request{Method: c.method, Header: c.hdr}
+		if r.Header == nil {
+			r.Header = http.Header{}
+		}
+		if got := retryable(r); got != c.want {
+			t.Errorf("%s %v: retryable %v, want %v", c.method, c.hdr, got, c.want)
+		}
+	}
+}
+
+// No target left: 503 with Retry-After: 1 and a problem naming the
+// route.
+func TestNoTargetAnswer(t *testing.T) {
+	h := &Handler{log: slog.New(slog.DiscardHandler)}
+	q := &request{rt: &policy.Route{Name: "api"}}
+	rec := httptest.NewRecorder()
+	q.w = statusWriter{ResponseWriter: rec, q: q}
+	h.upstreamError(&q.w, httptest.NewRequest("GET", "/", nil), errNoTarget)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("status %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	var p struct{ Detail string }
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || !strings.Contains(p.Detail, `"api"`) {
+		t.Fatalf("body %s (%v)", rec.Body, err)
+	}
+}
+
+// The target's base path joined to the forwarded path as SetURL joins
+// them, escapes kept.
+func TestJoinURLPath(t *testing.T) {
+	for _, c := range []struct {
+		base, path, raw   string
+		wantPath, wantRaw string
+	}{
+		{"", "/x", "", "/x", ""},
+		{"/", "/x", "", "/x", ""},
+		{"/v2", "/x", "", "/v2/x", ""},
+		{"/v2/", "/x/y", "", "/v2/x/y", ""},
+		{"/v2", "/a/b", "/a%2Fb", "/v2/a/b", "/v2/a%2Fb"},
+		{"/p%20q", "/x", "", "/p q/x", ""},
+		{"/p%2Fq", "/x", "", "/p/q/x", "/p%2Fq/x"},
+	} {
+		u, err := url.Parse("http://h" + c.base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, raw := joinURLPath(u, c.path, c.raw)
+		if p != c.wantPath || raw != c.wantRaw {
+			t.Errorf("join(%q, %q, %q) = %q, %q; want %q, %q", c.base, c.path, c.raw, p, raw, c.wantPath, c.wantRaw)
+		}
+		// SetURL's own join, the reference.
+		in := httptest.NewRequest("GET", "/", nil)
+		in.URL.Path, in.URL.RawPath = c.path, c.raw
+		out := in.Clone(in.Context())
+		pr := &httputil.ProxyRequest{In: in, Out: out}
+		pr.SetURL(u)
+		if out.URL.Path != p || out.URL.RawPath != raw {
+			t.Errorf("join(%q, %q, %q) = %q, %q; SetURL makes %q, %q", c.base, c.path, c.raw, p, raw, out.URL.Path, out.URL.RawPath)
+		}
+	}
+}
