@@ -132,7 +132,7 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 		upstreams: opts.Upstreams,
 	}
 	if h.upstreams == nil {
-		h.upstreams = upstream.NewRegistry(upstream.Options{Logger: opts.Logger})
+		h.upstreams = upstream.NewRegistry(upstream.Options{Logger: opts.Logger, Inert: true})
 	}
 	h.inflight, _ = opts.Observer.(InFlight)
 	if nb, ok := opts.Store.(NonBlocking); ok && nb.NonBlocking() {

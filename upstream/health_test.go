@@ -1,0 +1,311 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// waitFor polls cond until it holds; the deadline is a hang guard, not a
+// timing assertion.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func mustURL(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestRecordThresholds walks the health state machine: unhealthy after
+// UnhealthyAfter failures in a row, healthy after HealthyAfter passes in
+// a row, and a flapping target that never reaches either threshold keeps
+// its state.
+func TestRecordThresholds(t *testing.T) {
+	hc := &HealthCheck{UnhealthyAfter: 3, HealthyAfter: 2}
+	fail := errors.New("down")
+	for _, tc := range []struct {
+		name  string
+		steps string // p: pass, f: fail
+		want  string // healthy after each step: h or u
+	}{
+		{"fails below threshold", "ff", "hh"},
+		{"fails at threshold", "fff", "hhu"},
+		{"pass resets the failures", "ffpff", "hhhhh"},
+		{"back after healthy_after passes", "fffpp", "hhuuh"},
+		{"a fail resets the passes", "fffpfpp", "hhuuuuh"},
+		{"flapping stays healthy", "fpfpfpfp", "hhhhhhhh"},
+		{"flapping stays unhealthy", "fffpfpfp", "hhuuuuuu"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg := &Target{}
+			for i, s := range tc.steps {
+				var err error
+				if s == 'f' {
+					err = fail
+				}
+				record(tg, hc, err)
+				if got := tg.Healthy(); got != (tc.want[i] == 'h') {
+					t.Fatalf("step %d (%c): healthy = %v, want %c", i, s, got, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestProbeHostile is the table of targets that answer a probe badly:
+// each probe ends within its timeout with the outcome in the table, and
+// never follows a redirect nor reads more than probeBodyLimit.
+func TestProbeHostile(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var redirected atomic.Int64
+	var bigWritten atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) {
+		if r.Host != "api.example:8080" || !strings.Contains(r.UserAgent(), "Tollgate") {
+			w.WriteHeader(http.StatusBadRequest) // the probe must say who it is, for whom
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	mux.HandleFunc("/slow200", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.HandleFunc("/slowbody", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	mux.HandleFunc("/huge", func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 32<<10)
+		for i := 0; i < 1<<15; i++ { // up to 1 GiB, unless the reader goes
+			n, err := w.Write(chunk)
+			bigWritten.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	})
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	})
+	mux.HandleFunc("/elsewhere", func(w http.ResponseWriter, r *http.Request) {
+		redirected.Add(1)
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	mux.HandleFunc("/500", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	mux.HandleFunc("/404", http.NotFound)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	hc := &HealthCheck{Timeout: 300 * time.Millisecond, Interval: time.Second}
+	u := mustURL(t, srv.URL)
+	tg := &Target{URL: u, Host: "api.example:8080"}
+	rt := newProber(hc).transport(tg)
+	for _, tc := range []struct {
+		path string
+		pass bool
+	}{
+		{"/ok", true},
+		{"/hang", false},
+		{"/slow200", false},
+		{"/slowbody", false},
+		{"/huge", true},
+		{"/redirect", true}, // a 3xx answers: the target is up
+		{"/500", false},
+		{"/404", false},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			h := *hc
+			h.Path = tc.path
+			err := probe(context.Background(), rt, tg, &h)
+			if (err == nil) != tc.pass {
+				t.Fatalf("probe %s: err = %v, want pass = %v", tc.path, err, tc.pass)
+			}
+		})
+	}
+	if n := redirected.Load(); n != 0 {
+		t.Errorf("the redirect was followed %d times", n)
+	}
+	// The huge body's writer stops once the probe closes the connection:
+	// far less than the 1 GiB it offered was written (kernel buffers
+	// take some).
+	waitFor(t, "the huge body's writer to stop", func() bool {
+		a := bigWritten.Load()
+		time.Sleep(50 * time.Millisecond)
+		return a == bigWritten.Load()
+	})
+	if n := bigWritten.Load(); n > 64<<20 {
+		t.Errorf("the target wrote %d bytes to the probe: its body was read beyond the bound", n)
+	}
+}
+
+// TestProbesKeepConnection checks that successive probes of a target
+// reuse one connection (no dial, no handshake per probe): what keeps
+// 1,000 targets' checks cheap.
+func TestProbesKeepConnection(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok"))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	hc := &HealthCheck{Path: "/", Timeout: time.Second, Interval: time.Second}
+	tg := &Target{URL: mustURL(t, srv.URL), Host: "x"}
+	rt := newProber(hc).transport(tg)
+	for i := 0; i < 5; i++ {
+		if err := probe(context.Background(), rt, tg, hc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("5 probes opened %d connections, want 1", n)
+	}
+}
+
+// flipServer answers /healthz 200 or 503 as told, and counts probes.
+type flipServer struct {
+	*httptest.Server
+	down   atomic.Bool
+	probes atomic.Int64
+}
+
+func newFlipServer(t *testing.T) *flipServer {
+	f := &flipServer{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.probes.Add(1)
+		if f.down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+// TestPoolHealthLoop runs a Pool's health checks against real servers: a
+// target whose health check starts failing turns unhealthy, the other
+// stays healthy, and the first comes back when it passes again. Stopping
+// the Pool stops its probes.
+func TestPoolHealthLoop(t *testing.T) {
+	a, b := newFlipServer(t), newFlipServer(t)
+	spec := &Spec{Targets: []TargetSpec{{URL: mustURL(t, a.URL), Weight: 1}, {URL: mustURL(t, b.URL), Weight: 1}},
+		Health: &HealthCheck{Path: "/healthz", Interval: 100 * time.Millisecond, Timeout: 100 * time.Millisecond,
+			UnhealthyAfter: 2, HealthyAfter: 2}}
+	r := NewRegistry(Options{})
+	pools := r.Update(map[string]*Spec{"api": spec})
+	p := pools["api"]
+	ta, tb := p.Targets()[0], p.Targets()[1]
+	if !ta.Healthy() || !tb.Healthy() {
+		t.Fatal("targets start unhealthy; want healthy until proven otherwise")
+	}
+	a.down.Store(true)
+	waitFor(t, "a unhealthy", func() bool { return !ta.Healthy() })
+	if !tb.Healthy() || p.Healthy() != 1 {
+		t.Fatalf("b healthy = %v, pool healthy = %d", tb.Healthy(), p.Healthy())
+	}
+	if ta.LastProbeError() == "" {
+		t.Error("no last probe error on the failing target")
+	}
+	a.down.Store(false)
+	waitFor(t, "a healthy again", func() bool { return ta.Healthy() })
+
+	// An unchanged Spec keeps the Pool, and its state.
+	a.down.Store(true)
+	waitFor(t, "a unhealthy", func() bool { return !ta.Healthy() })
+	if p2 := r.Update(map[string]*Spec{"api": spec})["api"]; p2 != p {
+		t.Fatal("an unchanged Spec got a new Pool")
+	}
+	// A changed Spec (another weight for b) keeps a's Target and health.
+	spec2 := *spec
+	spec2.Targets = []TargetSpec{spec.Targets[0], {URL: spec.Targets[1].URL, Weight: 2}}
+	p3 := r.Update(map[string]*Spec{"api": &spec2})["api"]
+	if p3.Targets()[0] != ta || p3.Targets()[0].Healthy() {
+		t.Fatal("a changed Spec lost the unchanged target's health")
+	}
+	if p3.Targets()[1] == tb {
+		t.Fatal("a target whose weight changed kept its old Target")
+	}
+	r.Close()
+	n := a.probes.Load() + b.probes.Load()
+	time.Sleep(300 * time.Millisecond)
+	if m := a.probes.Load() + b.probes.Load(); m != n {
+		t.Errorf("%d probes after Close", m-n)
+	}
+}
+
+// TestHealthCheckRemovedResets: a reload that drops a route's health
+// check makes its unhealthy targets healthy (nothing would ever bring
+// them back).
+func TestHealthCheckRemovedResets(t *testing.T) {
+	a := newFlipServer(t)
+	a.down.Store(true)
+	b := newFlipServer(t)
+	targets := []TargetSpec{{URL: mustURL(t, a.URL), Weight: 1}, {URL: mustURL(t, b.URL), Weight: 1}}
+	spec := &Spec{Targets: targets, Health: &HealthCheck{Path: "/", Interval: 100 * time.Millisecond,
+		Timeout: 100 * time.Millisecond, UnhealthyAfter: 1, HealthyAfter: 1}}
+	r := NewRegistry(Options{})
+	defer r.Close()
+	ta := r.Update(map[string]*Spec{"api": spec})["api"].Targets()[0]
+	waitFor(t, "a unhealthy", func() bool { return !ta.Healthy() })
+	p := r.Update(map[string]*Spec{"api": {Targets: targets}})["api"]
+	if p.Targets()[0] != ta || !ta.Healthy() {
+		t.Fatalf("health check removed: target kept = %v, healthy = %v", p.Targets()[0] == ta, ta.Healthy())
+	}
+}
+
+// TestInertRegistryProbesNothing: an inert Registry (replay, tests)
+// neither probes nor resolves.
+func TestInertRegistryProbesNothing(t *testing.T) {
+	a := newFlipServer(t)
+	spec := &Spec{Targets: []TargetSpec{{URL: mustURL(t, a.URL), Weight: 1}, {URL: mustURL(t, "http://name.invalid:80"), Weight: 1}},
+		Health: &HealthCheck{Path: "/", Interval: 100 * time.Millisecond, Timeout: 100 * time.Millisecond, UnhealthyAfter: 1, HealthyAfter: 1}}
+	res := &fakeResolver{}
+	r := NewRegistry(Options{Inert: true, Resolver: res})
+	p := r.Update(map[string]*Spec{"api": spec})["api"]
+	time.Sleep(300 * time.Millisecond)
+	r.Close()
+	if a.probes.Load() != 0 || res.calls.Load() != 0 || len(p.Targets()) != 2 {
+		t.Errorf("inert registry: %d probes, %d lookups, %d targets", a.probes.Load(), res.calls.Load(), len(p.Targets()))
+	}
+}
