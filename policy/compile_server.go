@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net"
+	"net/netip"
 
 	"github.com/tollgate/gateway/policy/config"
 )
@@ -12,7 +13,7 @@ const maxGCMinHeap = 64 << 30
 
 func buildServer(c *config.ServerConfig, e *problems) Server {
 	s := Server{Listen: c.Listen, AdminListen: c.AdminListen, MaxHeaderBytes: c.MaxHeaderBytes, WatchConfig: c.WatchConfig,
-		H2C: c.H2C, HTTP2MaxConcurrentStreams: c.HTTP2MaxConcurrentStreams, GCMinHeap: c.GCMinHeap}
+		H2C: c.H2C, HTTP2MaxConcurrentStreams: c.HTTP2MaxConcurrentStreams, GCMinHeap: c.GCMinHeap, Resolver: c.Resolver}
 	checkAddr(c.Listen, "server.listen", false, e)
 	checkAddr(c.AdminListen, "server.admin_listen", true, e)
 	s.ReadHeaderTimeout = duration(c.ReadHeaderTimeout, "server.read_header_timeout", true, e)
@@ -29,6 +30,11 @@ func buildServer(c *config.ServerConfig, e *problems) Server {
 	}
 	if c.GCMinHeap < 0 || c.GCMinHeap > maxGCMinHeap {
 		e.add("server.gc_min_heap", "must be in 0..%d bytes (0: Go's own pacing), got %d", int64(maxGCMinHeap), c.GCMinHeap)
+	}
+	if c.Resolver != "" {
+		if ap, err := netip.ParseAddrPort(c.Resolver); err != nil || ap.Port() == 0 {
+			e.add("server.resolver", "want the DNS server's ip:port (an address, not a name), got %q", c.Resolver)
+		}
 	}
 	if c.TLS.Enabled() {
 		s.TLS = buildTLS(&c.TLS, e)

@@ -94,6 +94,9 @@ type Server struct {
 	// GCMinHeap is the garbage collector's minimum heap in bytes; 0 leaves
 	// Go's pacing alone.
 	GCMinHeap int64
+	// Resolver is the DNS server ("ip:port") that resolves upstream
+	// names; "" uses the system's.
+	Resolver string
 }
 
 // TLS is the compiled server.tls table.

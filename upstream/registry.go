@@ -71,11 +71,10 @@ func (r *Registry) Update(specs map[string]*Spec) map[string]*Pool {
 		p := newPool(route, s)
 		p.log = r.log
 		if !r.inert {
-			p.names = namesOf(s)
-			if s.Single() {
-				// Forwarded directly, as a single upstream always was:
-				// the transport resolves the name when it dials.
-				p.names = nil
+			if p.Watched() {
+				// One target and no health check: the transport resolves
+				// its name when it dials, as a single upstream always had.
+				p.names = namesOf(s)
 			}
 			p.adopt(old)
 			fresh = append(fresh, p)
@@ -136,6 +135,14 @@ func (p *Pool) adopt(old *Pool) {
 		}
 	}
 }
+
+// Watched reports whether p balances over several configured targets or
+// checks their health: only then are its DNS names resolved into targets.
+// A route with one upstream and no health check forwards to it as it
+// always did (its name resolved by the transport when it dials: a
+// "localhost" upstream is not split into an IPv4 and an IPv6 target), and
+// its one target shows in no upstream metric.
+func (p *Pool) Watched() bool { return len(p.spec.Targets) > 1 || p.spec.Health != nil }
 
 // start begins p's background work: the health loop when p has a health
 // check, the resolution loop when it has names to resolve again.

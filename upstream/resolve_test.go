@@ -143,8 +143,8 @@ func TestResolveHostile(t *testing.T) {
 	}
 }
 
-// TestSingleTargetNotResolved: a route with one target and nothing to
-// probe is forwarded directly; its name is left to the transport.
+// TestSingleTargetNotResolved: a route with one target and no health
+// check is forwarded directly; its name is left to the transport.
 func TestSingleTargetNotResolved(t *testing.T) {
 	res := &fakeResolver{}
 	res.set(nil, "10.0.0.1")

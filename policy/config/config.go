@@ -165,6 +165,11 @@ type ServerConfig struct {
 	// pacing applies. 0 leaves Go's pacing (GOGC) alone; so does a GOGC
 	// environment variable. Applied on reload. Default 33554432 (32 MiB).
 	GCMinHeap int64 `mapstructure:"gc_min_heap" json:"gc_min_heap"`
+	// Resolver is the "ip:port" of the DNS server that resolves the
+	// routes' upstream names (over UDP, TCP for a truncated answer)
+	// instead of the system's configuration. Read at startup. Default ""
+	// (the system's resolver).
+	Resolver string `mapstructure:"resolver" json:"resolver"`
 }
 
 // TLSConfig is `tls = { cert_file, key_file, certificates, client_ca_file,
