@@ -424,3 +424,29 @@ health_check = { path = "/healthz", interval = "1s", timeout = "500ms" }`, name)
 		h.mu.Unlock()
 	}
 }
+
+// TestDashboardUpstreams drives the dashboard in headless Chromium: its
+// Upstreams table lists the route's targets with their health, and
+// follows a target that turns unhealthy and back.
+func TestDashboardUpstreams(t *testing.T) {
+	t.Parallel()
+	a, b := newHealthTarget(t, nil), newHealthTarget(t, nil)
+	route := fmt.Sprintf(`upstreams = ["%s", "%s"]
+health_check = { path = "/healthz", interval = "200ms", timeout = "200ms", unhealthy_after = 1, healthy_after = 1 }`, a.URL, b.URL)
+	g := startGateway(t, "upstreams.toml.tmpl", gwOpts{Data: map[string]any{"Server": "", "Route": route}})
+	br := startBrowser(t)
+	br.navigate(g.adminURL("/admin/ui"))
+	aAddr := a.Listener.Addr().String()
+	cell := `(document.querySelector('#upstreams tr[data-route="api"][data-address="` + aAddr + `"] td.health') || {}).textContent`
+	waitFor(t, br, `document.querySelectorAll('#upstreams tr[data-route="api"]').length === 2`, "two targets of api")
+	waitFor(t, br, cell+` === "healthy"`, "a healthy")
+	a.down.Store(true)
+	waitFor(t, br, cell+` === "unhealthy"`, "a unhealthy")
+	var other string
+	br.eval(`document.querySelector('#upstreams tr[data-route="api"][data-address="`+b.Listener.Addr().String()+`"] td.health').textContent`, &other)
+	if other != "healthy" {
+		t.Errorf("b shows %q while a is down", other)
+	}
+	a.down.Store(false)
+	waitFor(t, br, cell+` === "healthy"`, "a healthy again")
+}
