@@ -210,12 +210,18 @@ func (p *Pool) healthLoop(ctx context.Context) {
 	first := true
 	for {
 		ts := p.Targets()
-		step := hc.Interval / time.Duration(len(ts))
-		for _, t := range ts {
-			// ±20% of a step: the pass still takes about one Interval.
-			wait := step*4/5 + rand.N(step*2/5+1)
+		// A pass is up to maxTicks ticks, each probing its share of the
+		// targets: spread over the interval, yet a large pool wakes the
+		// process maxTicks times per interval rather than once per target
+		// (each wake-up from idle costs more CPU than a probe on an open
+		// connection).
+		ticks := min(len(ts), maxTicks)
+		tick := hc.Interval / time.Duration(ticks)
+		for i := range ticks {
+			// ±20% of a tick: the pass still takes about one Interval.
+			wait := tick*4/5 + rand.N(tick*2/5+1)
 			if first {
-				wait, first = rand.N(step+1), false
+				wait, first = rand.N(tick+1), false
 			}
 			timer.Reset(wait)
 			select {
@@ -223,24 +229,36 @@ func (p *Pool) healthLoop(ctx context.Context) {
 				return
 			case <-timer.C:
 			}
-			if !t.probe.running.CompareAndSwap(false, true) {
-				continue // still probing since the last pass: let it finish
+			for _, t := range ts[i*len(ts)/ticks : (i+1)*len(ts)/ticks] {
+				p.launch(ctx, pr, t)
 			}
-			rt := pr.transport(t)
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				defer t.probe.running.Store(false)
-				err := probe(ctx, rt, t, hc)
-				if ctx.Err() != nil {
-					return // stopping: the outcome is the stop's, not the target's
-				}
-				if record(t, hc, err) {
-					p.logHealth(t, err)
-				}
-			}()
 		}
 	}
+}
+
+// maxTicks bounds the scheduler's wake-ups per interval.
+const maxTicks = 20
+
+// launch starts a probe of t unless one is still in flight (a target
+// that hangs keeps one probe, not one per pass).
+func (p *Pool) launch(ctx context.Context, pr *prober, t *Target) {
+	if !t.probe.running.CompareAndSwap(false, true) {
+		return
+	}
+	hc := p.spec.Health
+	rt := pr.transport(t)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer t.probe.running.Store(false)
+		err := probe(ctx, rt, t, hc)
+		if ctx.Err() != nil {
+			return // stopping: the outcome is the stop's, not the target's
+		}
+		if record(t, hc, err) {
+			p.logHealth(t, err)
+		}
+	}()
 }
 
 // logHealth logs a change of t's health, at most one line a second per
