@@ -16,8 +16,10 @@ import (
 // Active health checks.
 //
 // A Pool with a HealthCheck runs one scheduler goroutine: each pass over
-// the targets takes one Interval, the probes spread evenly over it (with
-// jitter, so that pools made at the same instant do not probe in step),
+// the targets takes one Interval, in up to maxTicks ticks that each probe
+// their share of the targets (spread over the interval, with jitter so
+// that pools made at the same instant do not probe in step; batched so
+// that 1,000 targets wake the process 20 times an interval, not 1,000),
 // and each probe runs in a goroutine of its own so that a target that
 // hangs delays no other. A target has at most one probe in flight: the
 // goroutines are bounded by the targets, and Timeout ≤ Interval (policy
