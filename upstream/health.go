@@ -35,6 +35,9 @@ import (
 // a status page, and a probe never buffers what a target sends.
 const probeBodyLimit = 4 << 10
 
+// probeHeaderLimit bounds the response headers a probe reads.
+const probeHeaderLimit = 64 << 10
+
 // probeUserAgent names the gateway's probes in the targets' logs.
 const probeUserAgent = "Tollgate-HealthCheck/1"
 
@@ -146,6 +149,10 @@ func (pr *prober) transport(t *Target) *http.Transport {
 		IdleConnTimeout:     2*pr.hc.Interval + pr.hc.Timeout,
 		TLSHandshakeTimeout: pr.hc.Timeout,
 		DisableCompression:  true,
+		// A status page needs few headers; a target sending megabytes of
+		// them (net/http allows 10 MiB by default) fails its probe
+		// instead of holding that much per probe in flight.
+		MaxResponseHeaderBytes: probeHeaderLimit,
 	}
 	if kind != "" && !t.H2C {
 		tr.TLSClientConfig = &tls.Config{ServerName: t.ServerName, MinVersion: tls.VersionTLS12}

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -129,6 +130,12 @@ func TestProbeHostile(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	})
 	mux.HandleFunc("/404", http.NotFound)
+	mux.HandleFunc("/hugeheaders", func(w http.ResponseWriter, r *http.Request) {
+		for i := range 64 {
+			w.Header().Set(fmt.Sprintf("X-Pad-%d", i), strings.Repeat("a", 16<<10))
+		}
+		w.WriteHeader(http.StatusOK)
+	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -148,6 +155,7 @@ func TestProbeHostile(t *testing.T) {
 		{"/redirect", true}, // a 3xx answers: the target is up
 		{"/500", false},
 		{"/404", false},
+		{"/hugeheaders", false}, // 1 MiB of headers: refused, not held
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			h := *hc
