@@ -317,3 +317,30 @@ func TestInertRegistryProbesNothing(t *testing.T) {
 		t.Errorf("inert registry: %d probes, %d lookups, %d targets", a.probes.Load(), res.calls.Load(), len(p.Targets()))
 	}
 }
+
+// TestProbeH2C probes an h2c:// target over cleartext HTTP/2 with prior
+// knowledge: a server that speaks only HTTP/2 there answers the probe.
+func TestProbeH2C(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			w.WriteHeader(http.StatusHTTPVersionNotSupported)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Start()
+	defer srv.Close()
+	hc := &HealthCheck{Path: "/healthz", Timeout: time.Second, Interval: time.Second}
+	tg := &Target{URL: mustURL(t, srv.URL), Host: "grpc.internal", H2C: true}
+	if err := probe(context.Background(), newProber(hc).transport(tg), tg, hc); err != nil {
+		t.Fatalf("h2c probe: %v", err)
+	}
+	plain := &Target{URL: tg.URL, Host: "grpc.internal"}
+	if err := probe(context.Background(), newProber(hc).transport(plain), plain, hc); err == nil {
+		t.Fatal("the HTTP/1.1 probe passed too: the server does not tell the protocols apart")
+	}
+}
