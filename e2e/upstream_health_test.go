@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -237,6 +238,20 @@ health_check = { path = "/healthz", interval = "200ms", timeout = "200ms", unhea
 		if got := servedBy(t, g, 20, a, b); got[0] == 0 || got[1] == 0 {
 			t.Errorf("after recovery, a served %d and b %d of 20", got[0], got[1])
 		}
+	}
+	// A reload that changes the health check (a longer interval) makes a
+	// new Pool; the targets it lists again keep their health: a keeps
+	// being unhealthy, not healthy again for the new interval.
+	a.down.Store(true)
+	eventually(t, "a unhealthy again", func() bool { return !targetHealth(t, g)[aAddr] })
+	before := time.Now()
+	g.rewrite(t, map[string]any{"Route": strings.Replace(route, `interval = "200ms"`, `interval = "30s"`, 1)})
+	g.signal(t, syscall.SIGHUP)
+	if rl := waitReload(t, g, before); !rl.LastReload.OK {
+		t.Fatalf("reload: %+v", rl.LastReload)
+	}
+	if h := targetHealth(t, g); h[aAddr] || !h[bAddr] {
+		t.Fatalf("after a reload that changed the health check, health %v; want a unhealthy, b healthy", h)
 	}
 	for _, h := range []*healthTarget{a, b} {
 		h.mu.Lock()
