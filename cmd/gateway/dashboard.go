@@ -33,5 +33,5 @@ func (g *gateway) uiStatus(ctx context.Context) any {
 		LastReload    *reloadResult       `json:"last_reload"`
 		Store         store               `json:"store"`
 		Upstreams     []upstreamRouteView `json:"upstreams"`
-	}{versionString(), cv, g.lastReload.Load(), st, g.upstreamsView()}
+	}{versionString(), cv, g.lastReload.Load(), st, g.dashboardUpstreams()}
 }

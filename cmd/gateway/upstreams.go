@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"sort"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -57,7 +58,31 @@ type upstreamRouteView struct {
 	// Healthy is the number of targets that take requests.
 	Healthy int                  `json:"healthy"`
 	Targets []upstreamTargetView `json:"targets"`
-	Names   []upstreamNameView   `json:"names,omitempty"`
+	// More is how many targets the dashboard's view leaves out (never
+	// set in /admin/upstreams).
+	More  int                `json:"more,omitempty"`
+	Names []upstreamNameView `json:"names,omitempty"`
+}
+
+// dashboardTargets bounds the targets per route in the dashboard's data,
+// fetched every second: the unhealthy first, then the others.
+const dashboardTargets = 50
+
+// dashboardUpstreams is upstreamsView bounded for the dashboard: at most
+// dashboardTargets targets per route (the unhealthy first), no names.
+func (g *gateway) dashboardUpstreams() []upstreamRouteView {
+	out := g.upstreamsView()
+	for i := range out {
+		r := &out[i]
+		r.Names = nil
+		if len(r.Targets) <= dashboardTargets {
+			continue
+		}
+		sort.SliceStable(r.Targets, func(a, b int) bool { return !r.Targets[a].Healthy && r.Targets[b].Healthy })
+		r.More = len(r.Targets) - dashboardTargets
+		r.Targets = r.Targets[:dashboardTargets]
+	}
+	return out
 }
 
 // upstreamsView returns every forwarding route's targets, by route name.
