@@ -166,9 +166,10 @@ type ServerConfig struct {
 	// environment variable. Applied on reload. Default 33554432 (32 MiB).
 	GCMinHeap int64 `mapstructure:"gc_min_heap" json:"gc_min_heap"`
 	// Resolver is the "ip:port" of the DNS server that resolves the
-	// routes' upstream names (over UDP, TCP for a truncated answer)
-	// instead of the system's configuration. Read at startup. Default ""
-	// (the system's resolver).
+	// routes' upstream names into targets (over UDP, TCP for a truncated
+	// answer) instead of the system's configuration; a route with one
+	// upstream and no health check dials its name through the system's.
+	// Read at startup. Default "" (the system's resolver).
 	Resolver string `mapstructure:"resolver" json:"resolver"`
 }
 
