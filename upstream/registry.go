@@ -30,8 +30,11 @@ type Registry struct {
 	resolver Resolver
 	inert    bool
 
-	mu    sync.Mutex
-	pools map[string]*Pool // by route name
+	// update serializes Updates; mu guards pools, held only briefly so
+	// that readers (/readyz, metrics) never wait for an Update's lookups.
+	update sync.Mutex
+	mu     sync.Mutex
+	pools  map[string]*Pool // by route name
 }
 
 // NewRegistry returns an empty Registry.
@@ -53,12 +56,15 @@ func NewRegistry(o Options) *Registry {
 // addresses until its names resolve anew. The new Pools' names are
 // resolved before Update returns, within StartResolveTimeout.
 func (r *Registry) Update(specs map[string]*Spec) map[string]*Pool {
+	r.update.Lock()
+	defer r.update.Unlock()
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	prev := r.pools
+	r.mu.Unlock()
 	out := make(map[string]*Pool, len(specs))
 	var fresh []*Pool
 	for route, s := range specs {
-		old := r.pools[route]
+		old := prev[route]
 		if old != nil && old.spec.Equal(s) {
 			out[route] = old
 			continue
@@ -81,13 +87,15 @@ func (r *Registry) Update(specs map[string]*Spec) map[string]*Pool {
 		}
 		out[route] = p
 	}
-	for route, p := range r.pools {
+	for route, p := range prev {
 		if _, kept := specs[route]; !kept {
 			p.stop()
 		}
 	}
-	r.pools = out
 	r.start(fresh)
+	r.mu.Lock()
+	r.pools = out
+	r.mu.Unlock()
 	return out
 }
 

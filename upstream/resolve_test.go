@@ -155,3 +155,34 @@ func TestSingleTargetNotResolved(t *testing.T) {
 		t.Fatalf("%d lookups, target %s", res.calls.Load(), p.Targets()[0].URL.Host)
 	}
 }
+
+// TestPoolsDuringSlowUpdate: while an Update waits for a resolver that
+// hangs (up to StartResolveTimeout), Pools answers at once: /readyz and
+// /metrics read it, and a probe must not time out during a reload.
+func TestPoolsDuringSlowUpdate(t *testing.T) {
+	res := &fakeResolver{block: true}
+	r := NewRegistry(Options{Resolver: res})
+	defer r.Close()
+	first := &Spec{Targets: []TargetSpec{{URL: mustURL(t, "http://192.0.2.1:80"), Weight: 1}, {URL: mustURL(t, "http://192.0.2.2:80"), Weight: 1}}}
+	r.Update(map[string]*Spec{"a": first})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Update(map[string]*Spec{"a": first, "b": {Targets: []TargetSpec{{URL: mustURL(t, "http://api.example"), Weight: 1},
+			{URL: mustURL(t, "http://192.0.2.3:80"), Weight: 1}}}})
+	}()
+	waitFor(t, "the lookup to start", func() bool { return res.calls.Load() > 0 })
+	ps := r.Pools()
+	select {
+	case <-done:
+		t.Fatal("Pools waited for the Update's lookups to end")
+	default:
+	}
+	if len(ps) != 1 || ps[0].Route() != "a" {
+		t.Fatalf("during the Update, Pools = %d pools", len(ps))
+	}
+	<-done
+	if len(r.Pools()) != 2 {
+		t.Fatal("the Update's pools are not in force after it")
+	}
+}
