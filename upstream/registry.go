@@ -78,8 +78,8 @@ func (r *Registry) Update(specs map[string]*Spec) map[string]*Pool {
 		p.log = r.log
 		if !r.inert {
 			if p.Watched() {
-				// One target and no health check: the transport resolves
-				// its name when it dials, as a single upstream always had.
+				// Only a Pool that balances or probes resolves its names;
+				// a single upstream's is resolved when it is dialled.
 				p.names = namesOf(s)
 			}
 			p.adopt(old)
