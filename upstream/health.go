@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -113,6 +114,9 @@ type prober struct {
 	// name (its certificate is checked against the name, not the
 	// address). Used by the scheduler goroutine only.
 	transports map[string]*http.Transport
+	// roots verifies https targets' certificates; nil uses the system's
+	// (as the proxy's transport does).
+	roots *x509.CertPool
 }
 
 func newProber(hc *HealthCheck) *prober {
@@ -154,8 +158,8 @@ func (pr *prober) transport(t *Target) *http.Transport {
 		// instead of holding that much per probe in flight.
 		MaxResponseHeaderBytes: probeHeaderLimit,
 	}
-	if kind != "" && !t.H2C {
-		tr.TLSClientConfig = &tls.Config{ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
+	if t.URL.Scheme == "https" {
+		tr.TLSClientConfig = &tls.Config{ServerName: t.ServerName, RootCAs: pr.roots, MinVersion: tls.VersionTLS12}
 	}
 	pr.transports[kind] = tr
 	return tr

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -342,5 +343,34 @@ func TestProbeH2C(t *testing.T) {
 	plain := &Target{URL: tg.URL, Host: "grpc.internal"}
 	if err := probe(context.Background(), newProber(hc).transport(plain), plain, hc); err == nil {
 		t.Fatal("the HTTP/1.1 probe passed too: the server does not tell the protocols apart")
+	}
+}
+
+// TestProbeHTTPSServerName probes an https target addressed by IP whose
+// configured host is a name: the certificate is checked against the name
+// (the TLS server name), not the address, and a name it is not valid for
+// fails the probe.
+func TestProbeHTTPSServerName(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || r.TLS.ServerName != "example.com" {
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate()) // valid for example.com and 127.0.0.1
+	hc := &HealthCheck{Path: "/healthz", Timeout: time.Second, Interval: time.Second}
+	for _, tc := range []struct {
+		name string
+		pass bool
+	}{{"example.com", true}, {"other.example", false}} {
+		pr := newProber(hc)
+		pr.roots = roots
+		tg := &Target{URL: mustURL(t, srv.URL), Host: tc.name + ":443", ServerName: tc.name}
+		if err := probe(context.Background(), pr.transport(tg), tg, hc); (err == nil) != tc.pass {
+			t.Errorf("server name %s: err = %v, want pass = %v", tc.name, err, tc.pass)
+		}
 	}
 }
