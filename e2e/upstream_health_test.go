@@ -66,10 +66,12 @@ type upstreamsBody struct {
 		Route   string `json:"route"`
 		Healthy int    `json:"healthy"`
 		Targets []struct {
-			Target    string `json:"target"`
-			Address   string `json:"address"`
-			Healthy   bool   `json:"healthy"`
-			LastError string `json:"last_error"`
+			Target       string `json:"target"`
+			Address      string `json:"address"`
+			Healthy      bool   `json:"healthy"`
+			LastError    string `json:"last_error"`
+			ChecksPassed uint64 `json:"checks_passed"`
+			ChecksFailed uint64 `json:"checks_failed"`
 		} `json:"targets"`
 		Names []struct {
 			Target    string   `json:"target"`
@@ -464,4 +466,90 @@ health_check = { path = "/healthz", interval = "200ms", timeout = "200ms", unhea
 	}
 	a.down.Store(false)
 	waitFor(t, br, cell+` === "healthy"`, "a healthy again")
+}
+
+// TestUpstreamHealthHostile runs one route over targets whose health
+// checks answer badly, through the binary: each ends in the state the
+// hostile-inputs table gives it, and the gateway keeps serving its admin
+// listener meanwhile.
+func TestUpstreamHealthHostile(t *testing.T) {
+	t.Parallel()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	hang := func(r *http.Request) {
+		select {
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	}
+	rows := []struct {
+		name    string
+		healthy bool
+		handler http.HandlerFunc
+	}{
+		{"hangs", false, func(w http.ResponseWriter, r *http.Request) { hang(r) }},
+		{"200 too slowly", false, func(w http.ResponseWriter, r *http.Request) { hang(r); w.WriteHeader(200) }},
+		{"body stalls", false, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+			hang(r)
+		}},
+		{"1 GiB body", true, func(w http.ResponseWriter, r *http.Request) {
+			chunk := make([]byte, 32<<10)
+			for range 1 << 15 {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}},
+		{"1 MiB of headers", false, func(w http.ResponseWriter, r *http.Request) {
+			for i := range 64 {
+				w.Header().Set(fmt.Sprintf("X-Pad-%d", i), strings.Repeat("a", 16<<10))
+			}
+		}},
+		{"redirect", true, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/healthz" {
+				w.WriteHeader(500) // the redirect was followed
+				return
+			}
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+		}},
+		{"500", false, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }},
+	}
+	var urls []string
+	byAddr := map[string]string{}
+	for _, row := range rows {
+		s := httptest.NewServer(row.handler)
+		t.Cleanup(s.Close)
+		urls = append(urls, fmt.Sprintf("%q", s.URL))
+		byAddr[s.Listener.Addr().String()] = row.name
+	}
+	route := fmt.Sprintf(`upstreams = [%s]
+health_check = { path = "/healthz", interval = "300ms", timeout = "200ms", unhealthy_after = 1, healthy_after = 1 }`, strings.Join(urls, ", "))
+	g := startGateway(t, "upstreams.toml.tmpl", gwOpts{Data: map[string]any{"Server": "", "Route": route}})
+	want := func() (bool, string) {
+		var diff []string
+		for _, r := range adminUpstreams(t, g).Routes {
+			for _, tg := range r.Targets {
+				name := byAddr[tg.Address]
+				for _, row := range rows {
+					if row.name == name && (row.healthy != tg.Healthy || tg.ChecksPassed+tg.ChecksFailed < 3) {
+						diff = append(diff, fmt.Sprintf("%s: healthy %v after %d probes", name, tg.Healthy, tg.ChecksPassed+tg.ChecksFailed))
+					}
+				}
+			}
+		}
+		return len(diff) == 0, strings.Join(diff, "; ")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, diff := want()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the targets did not reach their defined states: %s", diff)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
