@@ -32,6 +32,10 @@ type Target struct {
 	// ServerName is the name an https target's certificate is verified
 	// against (TLS SNI): the configured host without its port; "" when
 	// the configured host is an IP address (Go's default applies).
+	// http.Transport takes the server name from the URL it dials, so a
+	// target resolved from a name needs a transport whose TLS config
+	// names it: one per ServerName, as the health probes keep (prober),
+	// which also keeps different names' connections to one address apart.
 	ServerName string
 
 	// unhealthy is set by the active health check (health.go); only the
