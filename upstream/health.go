@@ -26,6 +26,10 @@ import (
 // goroutines are bounded by the targets, and Timeout ≤ Interval (policy
 // checks it) ends each probe before the target's next turn.
 //
+// A plain http:// target is probed by the probe's own HTTP/1.1 exchange
+// on a kept connection (probe_h1.go); h2c and https targets through
+// net/http's transport (probe).
+//
 // A new target is healthy until proven otherwise: it takes traffic at
 // once, and UnhealthyAfter failed probes in a row (the first within one
 // Interval) take it out. Starting unhealthy would refuse every request
@@ -223,6 +227,7 @@ func (p *Pool) healthLoop(ctx context.Context) {
 	first := true
 	for {
 		ts := p.Targets()
+		p.h1.prune(ts) // targets a DNS answer dropped
 		// A pass is up to maxTicks ticks, each probing its share of the
 		// targets: spread over the interval, yet a large pool wakes the
 		// process maxTicks times per interval rather than once per target
@@ -259,12 +264,20 @@ func (p *Pool) launch(ctx context.Context, pr *prober, t *Target) {
 		return
 	}
 	hc := p.spec.Health
-	rt := pr.transport(t)
+	var rt http.RoundTripper
+	if t.H2C || t.URL.Scheme != "http" {
+		rt = pr.transport(t)
+	}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		defer t.probe.running.Store(false)
-		err := probe(ctx, rt, t, hc)
+		var err error
+		if rt == nil {
+			err = probeH1(ctx, &p.h1, t, hc)
+		} else {
+			err = probe(ctx, rt, t, hc)
+		}
 		if ctx.Err() != nil {
 			return // stopping: the outcome is the stop's, not the target's
 		}

@@ -143,7 +143,6 @@ func TestProbeHostile(t *testing.T) {
 	hc := &HealthCheck{Timeout: 300 * time.Millisecond, Interval: time.Second}
 	u := mustURL(t, srv.URL)
 	tg := &Target{URL: u, Host: "api.example:8080"}
-	rt := newProber(hc).transport(tg)
 	for _, tc := range []struct {
 		path string
 		pass bool
@@ -158,14 +157,16 @@ func TestProbeHostile(t *testing.T) {
 		{"/404", false},
 		{"/hugeheaders", false}, // 1 MiB of headers: refused, not held
 	} {
-		t.Run(tc.path, func(t *testing.T) {
-			h := *hc
-			h.Path = tc.path
-			err := probe(context.Background(), rt, tg, &h)
-			if (err == nil) != tc.pass {
-				t.Fatalf("probe %s: err = %v, want pass = %v", tc.path, err, tc.pass)
-			}
-		})
+		for via, send := range probers(hc) {
+			t.Run(via+tc.path, func(t *testing.T) {
+				h := *hc
+				h.Path = tc.path
+				err := send(tg, &h)
+				if (err == nil) != tc.pass {
+					t.Fatalf("probe %s via %s: err = %v, want pass = %v", tc.path, via, err, tc.pass)
+				}
+			})
+		}
 	}
 	if n := redirected.Load(); n != 0 {
 		t.Errorf("the redirect was followed %d times", n)
@@ -200,14 +201,29 @@ func TestProbesKeepConnection(t *testing.T) {
 	defer srv.Close()
 	hc := &HealthCheck{Path: "/", Timeout: time.Second, Interval: time.Second}
 	tg := &Target{URL: mustURL(t, srv.URL), Host: "x"}
-	rt := newProber(hc).transport(tg)
-	for i := 0; i < 5; i++ {
-		if err := probe(context.Background(), rt, tg, hc); err != nil {
-			t.Fatal(err)
+	for via, send := range probers(hc) {
+		before := conns.Load()
+		for i := 0; i < 5; i++ {
+			if err := send(tg, hc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := conns.Load() - before; n != 1 {
+			t.Errorf("5 probes via %s opened %d connections, want 1", via, n)
 		}
 	}
-	if n := conns.Load(); n != 1 {
-		t.Errorf("5 probes opened %d connections, want 1", n)
+}
+
+// probers returns the two ways a plain http:// target can be probed,
+// each keeping its connections across calls: net/http's transport (what
+// h2c and https targets use) and the probes' own HTTP/1.1 exchange (what
+// plain http targets use).
+func probers(hc *HealthCheck) map[string]func(*Target, *HealthCheck) error {
+	rt := newProber(hc).transport(&Target{URL: &url.URL{Scheme: "http"}})
+	conns := &h1Conns{}
+	return map[string]func(*Target, *HealthCheck) error{
+		"transport": func(t *Target, h *HealthCheck) error { return probe(context.Background(), rt, t, h) },
+		"h1":        func(t *Target, h *HealthCheck) error { return probeH1(context.Background(), conns, t, h) },
 	}
 }
 
@@ -373,4 +389,66 @@ func TestProbeHTTPSServerName(t *testing.T) {
 			t.Errorf("server name %s: err = %v, want pass = %v", tc.name, err, tc.pass)
 		}
 	}
+}
+
+// TestProbeH1Connections: the plain-HTTP probe's kept connection, closed
+// by the target while idle, is replaced without failing the probe; an
+// answer with "Connection: close" is not reused; a stopped Pool closes
+// the connections it kept.
+func TestProbeH1Connections(t *testing.T) {
+	var opened, closed atomic.Int64
+	var closeIt atomic.Bool
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if closeIt.Load() {
+			w.Header().Set("Connection", "close")
+		}
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			opened.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	hc := &HealthCheck{Path: "/", Timeout: time.Second, Interval: time.Second, UnhealthyAfter: 1, HealthyAfter: 1}
+	tg := &Target{URL: mustURL(t, srv.URL), Host: "x"}
+	conns := &h1Conns{}
+	send := func() error { return probeH1(context.Background(), conns, tg, hc) }
+	if err := send(); err != nil {
+		t.Fatal(err)
+	}
+	srv.CloseClientConnections() // the target drops the idle connection
+	waitFor(t, "the server to see the close", func() bool { return closed.Load() == 1 })
+	if err := send(); err != nil {
+		t.Fatalf("probe after the target closed the idle connection: %v", err)
+	}
+	if opened.Load() != 2 {
+		t.Fatalf("%d connections, want 2", opened.Load())
+	}
+	closeIt.Store(true)
+	if err := send(); err != nil {
+		t.Fatal(err)
+	}
+	closeIt.Store(false)
+	if err := send(); err != nil {
+		t.Fatal(err)
+	}
+	if opened.Load() != 3 {
+		t.Fatalf("%d connections after a Connection: close answer, want 3", opened.Load())
+	}
+
+	conns.prune(nil)
+	waitFor(t, "the test's connection closed", func() bool { return closed.Load() == 3 })
+
+	// A Pool's kept connections close when it stops.
+	r := NewRegistry(Options{})
+	r.Update(map[string]*Spec{"api": {Targets: []TargetSpec{{URL: tg.URL, Weight: 1}, {URL: mustURL(t, "http://192.0.2.1:1"), Weight: 1}},
+		Health: &HealthCheck{Path: "/", Interval: 100 * time.Millisecond, Timeout: 100 * time.Millisecond, UnhealthyAfter: 1, HealthyAfter: 1}}})
+	before := opened.Load()
+	waitFor(t, "the pool's probe connection", func() bool { return opened.Load() > before })
+	r.Close()
+	waitFor(t, "every connection closed", func() bool { return closed.Load() == opened.Load() })
 }

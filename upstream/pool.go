@@ -77,6 +77,8 @@ type Pool struct {
 	log    *slog.Logger
 	// logs throttles the lines about the targets' health changes.
 	logs logthrottle.Throttle
+	// h1 keeps the connections of the plain-HTTP probes.
+	h1 h1Conns
 }
 
 // newPool returns the Pool of route's spec s, its targets as configured

@@ -174,6 +174,7 @@ func (p *Pool) stop() {
 		p.cancel()
 	}
 	p.wg.Wait()
+	p.h1.prune(nil)
 }
 
 // Pools returns the Pools in force, by route name.
