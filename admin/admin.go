@@ -78,6 +78,9 @@ type Options struct {
 	// Status returns the gateway's state for the dashboard (config
 	// version, last reload, store health), encoded as JSON; nil shows none.
 	Status func(ctx context.Context) any
+	// Upstreams returns the routes' upstream targets and their health,
+	// encoded as JSON for /admin/upstreams; nil answers 501 there.
+	Upstreams func() any
 }
 
 type handler struct {
@@ -153,6 +156,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if allow(w, r, http.MethodGet, http.MethodHead) {
 			h.uiData(w, r)
 		}
+	case "/admin/upstreams":
+		if !allow(w, r, http.MethodGet, http.MethodHead) {
+			return
+		}
+		if h.o.Upstreams == nil {
+			problem(w, http.StatusNotImplemented, "upstreams are not available")
+			return
+		}
+		writeJSON(w, http.StatusOK, h.o.Upstreams())
 	case "/admin/reload":
 		if !allow(w, r, http.MethodPost) {
 			return

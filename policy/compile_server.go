@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net"
+	"net/netip"
 
 	"github.com/tollgate/gateway/policy/config"
 )
@@ -13,7 +14,8 @@ const maxGCMinHeap = 64 << 30
 func buildServer(c *config.ServerConfig, e *problems) Server {
 	s := Server{Listen: c.Listen, AdminListen: c.AdminListen, MaxHeaderBytes: c.MaxHeaderBytes, WatchConfig: c.WatchConfig,
 		H2C: c.H2C, HTTP2MaxConcurrentStreams: c.HTTP2MaxConcurrentStreams, GCMinHeap: c.GCMinHeap,
-		MaxBodyBytes: c.MaxBodyBytes, RequestID: c.RequestID}
+		MaxBodyBytes: c.MaxBodyBytes, RequestID: c.RequestID,
+		Resolver: c.Resolver}
 	checkAddr(c.Listen, "server.listen", false, e)
 	checkAddr(c.AdminListen, "server.admin_listen", true, e)
 	s.ReadHeaderTimeout = duration(c.ReadHeaderTimeout, "server.read_header_timeout", true, e)
@@ -33,6 +35,11 @@ func buildServer(c *config.ServerConfig, e *problems) Server {
 	}
 	if c.MaxBodyBytes < 0 {
 		e.add("server.max_body_bytes", "must not be negative (0: no bound), got %d", c.MaxBodyBytes)
+	}
+	if c.Resolver != "" {
+		if ap, err := netip.ParseAddrPort(c.Resolver); err != nil || ap.Port() == 0 {
+			e.add("server.resolver", "want the DNS server's ip:port (an address, not a name), got %q", c.Resolver)
+		}
 	}
 	if c.TLS.Enabled() {
 		s.TLS = buildTLS(&c.TLS, e)

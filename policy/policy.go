@@ -129,6 +129,9 @@ type Server struct {
 	MaxBodyBytes int64
 	// RequestID gives every request an X-Request-Id.
 	RequestID bool
+	// Resolver is the DNS server ("ip:port") that resolves upstream
+	// names; "" uses the system's.
+	Resolver string
 }
 
 // TLS is the compiled server.tls table.

@@ -86,6 +86,8 @@ func TestValidate(t *testing.T) {
 			`server.h2c: is for a cleartext listener`}},
 		{"http2 streams", func(c *config.Config) { c.Server.HTTP2MaxConcurrentStreams = 0 }, []string{`server.http2_max_concurrent_streams: must be in 1..1000, got 0`}},
 		{"gc min heap negative", func(c *config.Config) { c.Server.GCMinHeap = -1 }, []string{`server.gc_min_heap: must be in 0..68719476736 bytes (0: Go's own pacing), got -1`}},
+		{"resolver a name", func(c *config.Config) { c.Server.Resolver = "dns.example:53" }, []string{`server.resolver: want the DNS server's ip:port (an address, not a name), got "dns.example:53"`}},
+		{"resolver no port", func(c *config.Config) { c.Server.Resolver = "10.0.0.53" }, []string{`server.resolver: want the DNS server's ip:port (an address, not a name), got "10.0.0.53"`}},
 		{"gc min heap huge", func(c *config.Config) { c.Server.GCMinHeap = 1 << 40 }, []string{`server.gc_min_heap: must be in 0..68719476736 bytes (0: Go's own pacing), got 1099511627776`}},
 		{"mtls without a client CA", func(c *config.Config) {
 			c.Identity.Sources = []string{"mtls", "ip"}

@@ -89,6 +89,9 @@ type Handler struct {
 	tracer    Tracer
 	overrides OverrideSource
 	upstreams *upstream.Registry
+	// named holds the transports of https targets resolved from a DNS
+	// name, by name (namedTransport).
+	named sync.Map
 	// clientLabel is Options.ClientLabel, never nil.
 	clientLabel func(kind, value string) string
 	// nonBlocking is set when the store promises never to block.
@@ -141,7 +144,7 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 		clientLabel: opts.ClientLabel,
 	}
 	if h.upstreams == nil {
-		h.upstreams = upstream.NewRegistry(upstream.Options{Logger: opts.Logger})
+		h.upstreams = upstream.NewRegistry(upstream.Options{Logger: opts.Logger, Inert: true})
 	}
 	if h.clientLabel == nil {
 		h.clientLabel = func(kind, _ string) string { return kind }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -200,6 +201,13 @@ func point(out *http.Request, t *upstream.Target, path, raw string, body []byte)
 	u := out.URL
 	u.Scheme, u.Host = t.URL.Scheme, t.URL.Host
 	u.Path, u.RawPath = joinURLPath(t.URL, path, raw)
+	// The Host header names the target as configured: an address that a
+	// DNS name resolved to is where the request goes, not what the
+	// upstream serves (a virtual host, a Kubernetes Service name).
+	out.Host = ""
+	if t.Host != t.URL.Host {
+		out.Host = t.Host
+	}
 	if body == nil {
 		return
 	}
@@ -215,7 +223,34 @@ func (b *balancedTransport) transport(t *upstream.Target) http.RoundTripper {
 	if t.H2C {
 		return b.h.h2cTransport()
 	}
+	if t.ServerName != "" && t.URL.Scheme == "https" && t.URL.Hostname() != t.ServerName {
+		return b.h.namedTransport(t.ServerName)
+	}
 	return b.next
+}
+
+// namedTransport returns the transport of https targets that a DNS name
+// resolved to addresses: the shared transport's settings with the name as
+// the TLS server name, so that the upstream's certificate is verified
+// against the name (http.Transport verifies the host it dials, here an
+// address) and the name is sent as SNI. One per name, kept for the
+// Handler's life: names come from the configuration, never from a client.
+// A transport that is not an *http.Transport (a test's) is used as it is.
+func (h *Handler) namedTransport(name string) http.RoundTripper {
+	if v, ok := h.named.Load(name); ok {
+		return v.(http.RoundTripper)
+	}
+	base, ok := h.transport.(*http.Transport)
+	if !ok {
+		return h.transport
+	}
+	t := base.Clone()
+	if t.TLSClientConfig == nil {
+		t.TLSClientConfig = &tls.Config{}
+	}
+	t.TLSClientConfig.ServerName = name
+	v, _ := h.named.LoadOrStore(name, t)
+	return v.(http.RoundTripper)
 }
 
 // drainBuffers hold the buffers discard reads into: a pointer kept in

@@ -1,10 +1,15 @@
 package upstream
 
 import (
+	"context"
+	"log/slog"
+	"net/netip"
 	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/gateway/internal/logthrottle"
 )
 
 // Target is one address a route forwards to.
@@ -19,9 +24,26 @@ type Target struct {
 	Weight int
 	// H2C is set for cleartext HTTP/2 with prior knowledge.
 	H2C bool
+	// Host is the configured URL's host (with its port when one was
+	// written): the Host header that requests to the target carry, which
+	// differs from URL.Host when the configured host is a DNS name that
+	// URL.Host resolved to an address. The proxy sets the outgoing Host to
+	// it (ReverseProxy's SetURL would send the address).
+	Host string
+	// ServerName is the name an https target's certificate is verified
+	// against (TLS SNI): the configured host without its port; "" when
+	// the configured host is an IP address (Go's default applies).
+	// http.Transport takes the server name from the URL it dials, so a
+	// target resolved from a name needs a transport whose TLS config
+	// names it: one per ServerName, as the health probes keep (prober),
+	// which also keeps different names' connections to one address apart.
+	ServerName string
 
-	// unhealthy is set by the active health check.
+	// unhealthy is set by the active health check (health.go); only the
+	// probes of the Pool that owns the target write it.
 	unhealthy atomic.Bool
+	// probe is the active health check's state of the target.
+	probe probeState
 	// inflight counts the requests being forwarded to the target.
 	inflight atomic.Int64
 	// out is the passive health (outlier ejection) state.
@@ -61,16 +83,35 @@ type Pool struct {
 	ejectMu sync.Mutex
 	// rand draws least request's targets (nil: math/rand/v2).
 	rand func() uint64
+
+	// setMu orders the writers of targets (DNS resolution, the
+	// registry's carry-over).
+	setMu sync.Mutex
+	// names is the DNS state of the targets whose host is a name
+	// (resolve.go); nil when every host is an address.
+	names []*name
+	// cancel stops the background work start began; wg counts its
+	// goroutines (the loops and the probes in flight).
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	log    *slog.Logger
+	// logs throttles the lines about the targets' health changes.
+	logs logthrottle.Throttle
+	// h1 keeps the connections of the plain-HTTP probes.
+	h1 h1Conns
 }
 
-// newPool returns the Pool of route's spec s, its targets as configured.
+// newPool returns the Pool of route's spec s, its targets as configured
+// (a DNS name stays a name until it resolves); nothing runs until start.
 func newPool(route string, s *Spec) *Pool {
-	p := &Pool{route: route, spec: s, now: time.Now}
+	p := &Pool{route: route, spec: s, now: time.Now, log: slog.Default()}
 	p.budget = NewBudget(s.Budget, p.clock)
 	ts := make([]*Target, 0, len(s.Targets))
 	for _, t := range s.Targets {
-		ts = append(ts, &Target{URL: t.URL, Name: t.URL.String(), Weight: t.Weight, H2C: t.H2C})
+		ts = append(ts, newTarget(t, t.URL.Host))
 	}
+	var none []*Target
+	p.targets.Store(&none) // setTargets reads the list it replaces
 	p.setTargets(ts)
 	return p
 }
@@ -79,12 +120,59 @@ func newPool(route string, s *Spec) *Pool {
 // through here, so that a test's fake clock reaches them all.
 func (p *Pool) clock() time.Time { return p.now() }
 
-// setTargets makes ts the target list, each target reading p's clock.
-func (p *Pool) setTargets(ts []*Target) {
-	for _, t := range ts {
+// newTarget returns the target of spec t at address host ("host:port",
+// the configured host itself when it is not resolved).
+func newTarget(t TargetSpec, host string) *Target {
+	u := *t.URL
+	u.Host = host
+	tg := &Target{URL: &u, Name: t.URL.String(), Weight: t.Weight, H2C: t.H2C, Host: t.URL.Host}
+	if _, err := netip.ParseAddr(t.URL.Hostname()); err != nil {
+		tg.ServerName = t.URL.Hostname()
+	}
+	return tg
+}
+
+// key identifies a target across target lists: its configured name and
+// the address it is sent to.
+func (t *Target) key() targetKey { return targetKey{t.Name, t.URL.Host, t.Weight, t.H2C} }
+
+type targetKey struct {
+	name, addr string
+	weight     int
+	h2c        bool
+}
+
+// setTargets makes ts the target list, keeping the *Target (and so its
+// health, ejection and balancing state) of every target in the current
+// list that ts names again: readers holding the old list see the same
+// targets, and a re-resolution that returns the same addresses changes
+// nothing. It returns the list now in force.
+func (p *Pool) setTargets(ts []*Target) []*Target {
+	p.setMu.Lock()
+	defer p.setMu.Unlock()
+	out := reuse(ts, p.Targets())
+	for _, t := range out {
 		t.out.now = p.clock
 	}
-	p.targets.Store(&ts)
+	p.targets.Store(&out)
+	return out
+}
+
+// reuse returns ts with each target that old lists too (same name,
+// address, weight and protocol) replaced by old's.
+func reuse(ts, old []*Target) []*Target {
+	byKey := make(map[targetKey]*Target, len(old))
+	for _, t := range old {
+		byKey[t.key()] = t
+	}
+	out := make([]*Target, len(ts))
+	for i, t := range ts {
+		if o := byKey[t.key()]; o != nil {
+			t = o
+		}
+		out[i] = t
+	}
+	return out
 }
 
 // Route returns the name of the route p serves.

@@ -63,6 +63,7 @@ func (g *gateway) adminMux() http.Handler {
 		Top:          g.top,
 		Now:          g.now,
 		Status:       g.uiStatus,
+		Upstreams:    func() any { return map[string]any{"routes": g.upstreamsView()} },
 	}))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)
@@ -96,8 +97,9 @@ func (g *gateway) adminOverrideSync() admin.OverrideSync {
 }
 
 // readyz reports 200 when the gateway should receive traffic: not
-// draining, a configuration loaded, the store reachable, and, with a JWKS,
-// some key fetched.
+// draining, a configuration loaded, the store reachable, with a JWKS some
+// key fetched, and every forwarding route with at least one healthy
+// target (a route with one upstream and no health check always has).
 func (g *gateway) readyz(w http.ResponseWriter, r *http.Request) {
 	type status struct {
 		Ready      bool          `json:"ready"`
@@ -107,8 +109,14 @@ func (g *gateway) readyz(w http.ResponseWriter, r *http.Request) {
 		LastReload *reloadResult `json:"last_reload"`
 		// JWKS is the key set's state, absent without one.
 		JWKS *jwks.Status `json:"jwks,omitempty"`
+		// Upstreams is "ok", or "unhealthy" when some forwarding route
+		// has no healthy target: UnhealthyRoutes names the first ones,
+		// UnhealthyRouteCount counts them all.
+		Upstreams           string         `json:"upstreams"`
+		UnhealthyRoutes     []unreadyRoute `json:"unhealthy_routes,omitempty"`
+		UnhealthyRouteCount int            `json:"unhealthy_route_count,omitempty"`
 	}
-	st := status{Ready: true, Draining: g.draining.Load(), Store: "ok", LastReload: g.lastReload.Load()}
+	st := status{Ready: true, Draining: g.draining.Load(), Store: "ok", LastReload: g.lastReload.Load(), Upstreams: "ok"}
 	if ks, ok := g.jwksStatus(); ok {
 		st.JWKS = &ks
 		// Without a key every token is refused: a gateway that never got
@@ -117,6 +125,9 @@ func (g *gateway) readyz(w http.ResponseWriter, r *http.Request) {
 		if ks.Keys == 0 {
 			st.Ready = false
 		}
+	}
+	if st.UnhealthyRoutes, st.UnhealthyRouteCount = g.unreadyUpstreams(); st.UnhealthyRouteCount > 0 {
+		st.Upstreams, st.Ready = "unhealthy", false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()

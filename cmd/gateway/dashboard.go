@@ -10,7 +10,7 @@ import (
 
 // uiStatus is the gateway's state as the dashboard shows it: the active
 // configuration's version (a hash of it, as /admin/config shows it), the
-// last reload and the store's health.
+// last reload, the store's health and the routes' upstream targets.
 func (g *gateway) uiStatus(ctx context.Context) any {
 	type store struct {
 		Backend string `json:"backend"`
@@ -28,9 +28,10 @@ func (g *gateway) uiStatus(ctx context.Context) any {
 		st.OK, st.Error = false, err.Error()
 	}
 	return struct {
-		Gateway       string        `json:"gateway"`
-		ConfigVersion string        `json:"config_version"`
-		LastReload    *reloadResult `json:"last_reload"`
-		Store         store         `json:"store"`
-	}{versionString(), cv, g.lastReload.Load(), st}
+		Gateway       string              `json:"gateway"`
+		ConfigVersion string              `json:"config_version"`
+		LastReload    *reloadResult       `json:"last_reload"`
+		Store         store               `json:"store"`
+		Upstreams     []upstreamRouteView `json:"upstreams"`
+	}{versionString(), cv, g.lastReload.Load(), st, g.dashboardUpstreams()}
 }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/candidate"
 	"github.com/tollgate/gateway/internal/gcpace"
@@ -57,6 +59,8 @@ type gateway struct {
 	// upstreams holds the routes' targets, their health checks and DNS
 	// resolution, across reloads.
 	upstreams *upstream.Registry
+	// upstreamsReg exports the upstreams' health as metrics.
+	upstreamsReg metric.Registration
 	// now is the decision clock (nil: time.Now), which the admin API
 	// reads usage and resets counters by too: on another clock it would
 	// read other windows and periods than the requests counted in.
@@ -107,13 +111,16 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 	if g.overrides != nil {
 		opts.Overrides = g.overrides
 	}
-	g.upstreams = upstream.NewRegistry(upstream.Options{Logger: log})
+	g.upstreams = upstream.NewRegistry(upstream.Options{Logger: log, Resolver: newResolver(p.Server.Resolver)})
 	opts.Upstreams = g.upstreams
 	set, err := g.keysFor(p)
 	if err != nil {
 		return nil, err
 	}
 	g.useKeys(set)
+	if g.upstreamsReg, err = g.registerUpstreams(g.otel.Meter()); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	h, err := proxy.New(p, opts)
 	if err != nil {
 		return nil, err
@@ -189,6 +196,9 @@ func (g *gateway) close() {
 	}
 	if g.overrides != nil {
 		g.overrides.Stop()
+	}
+	if g.upstreamsReg != nil {
+		_ = g.upstreamsReg.Unregister()
 	}
 	if g.upstreams != nil {
 		g.upstreams.Close() // health probes and DNS resolution

@@ -127,6 +127,9 @@ var rules = map[string]rule{
 	// The floor of the gateway's stack, measured beside it: standard
 	// library only.
 	"bench/floor": {},
+	// The cost of active health checks, measured from outside the
+	// gateway (/proc): standard library only.
+	"bench/healthcost": {},
 	// Soak and key-rotation load programs, and their out-of-process probe
 	// (/proc and the admin listener).
 	"bench/soak":       {allow: []string{"bench/soak/probe", "internal/testupstream"}},

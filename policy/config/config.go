@@ -176,6 +176,12 @@ type ServerConfig struct {
 	// false passes a client's X-Request-Id through untouched and adds
 	// none. Applied on reload. Default true.
 	RequestID bool `mapstructure:"request_id" json:"request_id"`
+	// Resolver is the "ip:port" of the DNS server that resolves the
+	// routes' upstream names into targets (over UDP, TCP for a truncated
+	// answer) instead of the system's configuration; a route with one
+	// upstream and no health check dials its name through the system's.
+	// Read at startup. Default "" (the system's resolver).
+	Resolver string `mapstructure:"resolver" json:"resolver"`
 }
 
 // TLSConfig is `tls = { cert_file, key_file, certificates, client_ca_file,
@@ -539,7 +545,9 @@ type RouteConfig struct {
 	HashOn string `mapstructure:"hash_on" json:"hash_on"`
 	// HealthCheck, when set, probes every target with a GET on an
 	// interval; a target failing unhealthy_after probes in a row gets no
-	// traffic until it passes healthy_after in a row.
+	// traffic until it passes healthy_after in a row. Targets start
+	// healthy (a start or reload refuses no traffic while the first probes
+	// run); a target kept across a reload keeps its health.
 	HealthCheck *HealthCheckConfig `mapstructure:"health_check" json:"health_check,omitempty"`
 	// OutlierDetection ejects a target that fails connections or answers
 	// 5xx several times in a row (passive health).
@@ -559,7 +567,11 @@ type RouteConfig struct {
 	// multiply an outage.
 	RetryBudget RetryBudgetConfig `mapstructure:"retry_budget" json:"retry_budget"`
 	// ResolveInterval is how often the targets' DNS names are resolved
-	// again ("0s" resolves once, at load). Default "30s".
+	// again ("0s" resolves once, at load; else at least "1s"). Each
+	// address of a name is a target; a failed lookup, or an answer with no
+	// address, keeps the last addresses; at most 64 addresses per name.
+	// A route with one upstream and no health check leaves its name to be
+	// resolved when a connection is dialled. Default "30s".
 	ResolveInterval string `mapstructure:"resolve_interval" json:"resolve_interval"`
 	// StripPrefix removes PathPrefix before forwarding. Default false.
 	StripPrefix bool `mapstructure:"strip_prefix" json:"strip_prefix"`
@@ -654,19 +666,25 @@ type TargetConfig struct {
 
 // HealthCheckConfig is a route's `health_check` table.
 type HealthCheckConfig struct {
-	// Path is the path requested from each target, starting with '/'.
-	// Default "/healthz".
+	// Path is the path requested from each target, starting with '/'
+	// (with a query if wanted; not joined to the target URL's own path).
+	// The probe carries the target's configured host as Host and
+	// "Tollgate-HealthCheck/1" as User-Agent. Default "/healthz".
 	Path string `mapstructure:"path" json:"path"`
-	// Interval is the time between two probes of one target. Default "5s".
+	// Interval is the time between two probes of one target, at least
+	// "100ms"; the probes of a route's targets are spread over it.
+	// Default "5s".
 	Interval string `mapstructure:"interval" json:"interval"`
-	// Timeout bounds one probe (connection, headers and body). Default "1s".
+	// Timeout bounds one probe (connection, headers and the first 4 KiB
+	// of the body, all that is read); at most interval. Default "1s".
 	Timeout string `mapstructure:"timeout" json:"timeout"`
 	// UnhealthyAfter is how many failed probes in a row make a target
-	// unhealthy; a probe fails when it errors, times out or answers a
-	// status outside 200..399. Default 2.
+	// unhealthy (1..100); a probe fails when it errors, times out or
+	// answers a status outside 200..399 (a redirect passes, and is not
+	// followed). Default 2.
 	UnhealthyAfter int `mapstructure:"unhealthy_after" json:"unhealthy_after"`
 	// HealthyAfter is how many passed probes in a row make an unhealthy
-	// target healthy again. Default 2.
+	// target healthy again (1..100). Default 2.
 	HealthyAfter int `mapstructure:"healthy_after" json:"healthy_after"`
 }
 
