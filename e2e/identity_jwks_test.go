@@ -105,13 +105,13 @@ func rsaJWK(kid string, k *rsa.PublicKey) map[string]string {
 		"n": enc.EncodeToString(k.N.Bytes()), "e": enc.EncodeToString(big.NewInt(int64(k.E)).Bytes())}
 }
 
-// rs256 signs a token naming kid with sub, exp an hour ahead, and the
-// extra claims.
+// rs256 signs a token naming kid with sub, exp an hour ahead, the
+// gateway's audience (identity_jwks.toml.tmpl) and the extra claims.
 func rs256(t testing.TB, k *rsa.PrivateKey, kid, sub string, extra map[string]any) string {
 	t.Helper()
 	enc := base64.RawURLEncoding
 	hdr, _ := json.Marshal(map[string]string{"alg": "RS256", "typ": "JWT", "kid": kid})
-	claims := map[string]any{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}
+	claims := map[string]any{"sub": sub, "exp": time.Now().Add(time.Hour).Unix(), "aud": "orders-api"}
 	for c, v := range extra {
 		claims[c] = v
 	}
@@ -145,7 +145,7 @@ func jwksGateway(t *testing.T, p *idp, keySource, refresh string) (*gw, *http.Cl
 		keySource = fmt.Sprintf("jwks_url = %q", p.srv.URL+"/jwks")
 	}
 	g := startGateway(t, "identity_jwks.toml.tmpl", gwOpts{Data: map[string]any{
-		"Upstream": up.URL, "KeySource": keySource, "Refresh": refresh, "Rate": "1/minute"}})
+		"Upstream": up.URL, "KeySource": keySource, "Refresh": refresh, "Rate": "1/minute", "Audience": "orders-api"}})
 	c := &http.Client{Timeout: 30 * time.Second}
 	if r := get(t, c, g.url("/api"), nil); r.Status != 200 {
 		t.Fatalf("first request without a token: %s", r)
@@ -465,7 +465,7 @@ func TestJWKSValidateOffline(t *testing.T) {
 		path := filepath.Join(dir, name)
 		writeFileAtomic(t, path, renderTemplate(t, "identity_jwks.toml.tmpl", map[string]any{
 			"Listen": "127.0.0.1:18080", "Admin": "127.0.0.1:18081", "Upstream": "http://127.0.0.1:9",
-			"KeySource": keySource, "Refresh": "5m", "Rate": "1/minute"}))
+			"KeySource": keySource, "Refresh": "5m", "Rate": "1/minute", "Audience": "orders-api"}))
 		return path
 	}
 	// Port 9 on loopback (discard) refuses: a fetch would fail.
@@ -475,5 +475,39 @@ func TestJWKSValidateOffline(t *testing.T) {
 	code, _, stderr := runGateway(t, nil, "validate", "--config", write("bad.toml", `oidc_issuer = "http://idp.example/realm"`))
 	if code == 0 || !strings.Contains(stderr, "identity.jwt.oidc_issuer: plain http is accepted only to a loopback host") {
 		t.Fatalf("validate of plain http beyond loopback: exit %d: %s", code, stderr)
+	}
+}
+
+// TestJWKSAudienceRequired: a key set without identity.jwt.audience is
+// refused by validate (and so at start and reload). An identity provider's
+// keys sign the tokens of every application it serves; without an audience
+// the gateway took a token issued to any other client of the provider as
+// a verified user. With the audience, such a token is refused.
+func TestJWKSAudienceRequired(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, src := range []string{`jwks_url = "https://idp.example/keys"`, `oidc_issuer = "https://idp.example/realm"`} {
+		path := filepath.Join(dir, "noaud.toml")
+		writeFileAtomic(t, path, renderTemplate(t, "identity_jwks.toml.tmpl", map[string]any{
+			"Listen": "127.0.0.1:18080", "Admin": "127.0.0.1:18081", "Upstream": "http://127.0.0.1:9",
+			"KeySource": src, "Refresh": "5m", "Rate": "1/minute", "Audience": ""}))
+		code, _, stderr := runGateway(t, nil, "validate", "--config", path)
+		if code == 0 || !strings.Contains(stderr, "identity.jwt.audience: required with jwks_url and oidc_issuer") {
+			t.Fatalf("validate of %s without audience: exit %d: %s", src, code, stderr)
+		}
+	}
+	p := newIdP(t)
+	k1 := rsaKeyT(t)
+	p.publish(map[string]*rsa.PrivateKey{"k1": k1})
+	g, c := jwksGateway(t, p, "", "1h")
+	spendIP(t, g, c)
+	if accepted(t, g, c, rs256(t, k1, "k1", "mallory", map[string]any{"aud": "another-app"})) {
+		t.Fatal("a token issued to another application accepted")
+	}
+	if accepted(t, g, c, rs256(t, k1, "k1", "trent", map[string]any{"aud": nil})) {
+		t.Fatal("a token without aud accepted")
+	}
+	if !accepted(t, g, c, rs256(t, k1, "k1", "alice", nil)) {
+		t.Fatal("a token for this audience refused")
 	}
 }
