@@ -28,6 +28,7 @@ type idp struct {
 	srv      *httptest.Server
 	jwks     atomic.Pointer[[]byte]
 	issuer   atomic.Pointer[string] // the discovery document's issuer
+	jwksURI  atomic.Pointer[string] // the discovery document's jwks_uri; nil: /jwks
 	down     atomic.Bool
 	requests atomic.Int64 // JWKS requests
 	hold     atomic.Pointer[chan struct{}]
@@ -59,7 +60,11 @@ func newIdP(t *testing.T) *idp {
 func (p *idp) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/realm/.well-known/openid-configuration":
-		json.NewEncoder(w).Encode(map[string]string{"issuer": *p.issuer.Load(), "jwks_uri": p.srv.URL + "/jwks"})
+		uri := p.srv.URL + "/jwks"
+		if u := p.jwksURI.Load(); u != nil {
+			uri = *u
+		}
+		json.NewEncoder(w).Encode(map[string]string{"issuer": *p.issuer.Load(), "jwks_uri": uri})
 		return
 	case "/jwks":
 	default:
@@ -509,5 +514,30 @@ func TestJWKSAudienceRequired(t *testing.T) {
 	}
 	if !accepted(t, g, c, rs256(t, k1, "k1", "alice", nil)) {
 		t.Fatal("a token for this audience refused")
+	}
+}
+
+// TestJWKSProviderTextBounded: a discovery document whose jwks_uri is
+// 200 KB of junk is refused, and what /readyz and the log say of it is
+// bounded (jwks.MaxErrorLen). Before, the whole jwks_uri was quoted in
+// jwks.error on every /readyz and in a log line at each failed fetch (one
+// a second while the provider kept answering so).
+func TestJWKSProviderTextBounded(t *testing.T) {
+	t.Parallel()
+	p := newIdP(t)
+	long := strings.Repeat("x", 200_000)
+	p.jwksURI.Store(&long)
+	g, _ := jwksGateway(t, p, fmt.Sprintf("oidc_issuer = %q", *p.issuer.Load()), "1h")
+	rd := waitJWKS(t, g, func(rd *readyzBody) bool { return rd.JWKS.Error != "" })
+	if rd.Ready || !strings.Contains(rd.JWKS.Error, "jwks_uri: \"xxx") {
+		t.Fatalf("/readyz ready %v jwks.error %.200q", rd.Ready, rd.JWKS.Error)
+	}
+	if n := len(rd.JWKS.Error); n > 600 {
+		t.Errorf("/readyz jwks.error of %d bytes", n)
+	}
+	for line := range strings.SplitSeq(g.output(), "\n") {
+		if len(line) > 2000 {
+			t.Errorf("a log line of %d bytes: %.200s…", len(line), line)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/tollgate/gateway/keys"
@@ -114,11 +115,17 @@ func (s *Set) discover(ctx context.Context) (string, error) {
 }
 
 // trim shortens a provider's string for an error message.
-func trim(v string) string {
-	if len(v) > 100 {
-		return v[:100] + "…"
+func trim(v string) string { return cut(v, 100) }
+
+// cut shortens v to at most n bytes and a "…", on a rune boundary.
+func cut(v string, n int) string {
+	if len(v) <= n {
+		return v
 	}
-	return v
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return v[:n] + "…"
 }
 
 // get fetches u, refusing any status but 200 and a body over MaxBytes.

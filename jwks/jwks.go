@@ -58,6 +58,11 @@ const (
 	// MinRetry is the first retry delay after a failed fetch; it doubles
 	// up to the refresh interval.
 	MinRetry = time.Second
+	// MaxErrorLen bounds a failed fetch's error text as Status, /readyz
+	// and the log carry it: the text may quote what the provider sent (a
+	// jwks_uri, a redirect's Location), which a hostile provider makes as
+	// long as a response allows.
+	MaxErrorLen = 512
 )
 
 // Config is what a Set fetches. Two Sets of equal Configs are
@@ -259,8 +264,9 @@ func (s *Set) run(ch chan struct{}) {
 		s.status.LastSuccess = s.now()
 		s.status.Error = ""
 	} else {
-		s.status.Error = err.Error()
+		s.status.Error = cut(err.Error(), MaxErrorLen)
 	}
+	errText := s.status.Error
 	s.inflight = nil
 	s.mu.Unlock()
 	close(ch)
@@ -270,7 +276,7 @@ func (s *Set) run(ch chan struct{}) {
 	switch {
 	case err != nil:
 		if n, ok := s.throttle.Allow(s.now()); ok {
-			s.log.Warn("jwks: fetch failed; keeping the last good keys", "url", s.source(), "err", err,
+			s.log.Warn("jwks: fetch failed; keeping the last good keys", "url", s.source(), "err", errText,
 				"keys", len(s.cur.Load().keys), "suppressed", n)
 		}
 	case prevErr != "":

@@ -1,6 +1,7 @@
 package jwks
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -515,3 +516,72 @@ func TestCheckRedirect(t *testing.T) {
 }
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// TestProviderTextBounded: what a hostile provider writes into a failed
+// fetch's error (a jwks_uri of 200 KB, a redirect's Location of 200 KB)
+// reaches Status (and so /readyz) and the log at most MaxErrorLen bytes
+// long. Before, the whole of it did, on every failure.
+func TestProviderTextBounded(t *testing.T) {
+	long := strings.Repeat("x", 200_000)
+	var iss string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/realm/.well-known/openid-configuration":
+			json.NewEncoder(w).Encode(map[string]string{"issuer": iss, "jwks_uri": long})
+		case "/redirect":
+			w.Header().Set("Location", "ftp://"+long)
+			w.WriteHeader(http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	iss = srv.URL + "/realm"
+	for name, cfg := range map[string]Config{
+		"jwks_uri": {Issuer: iss, Refresh: time.Hour},
+		"redirect": {URL: srv.URL + "/redirect", Refresh: time.Hour},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var logged syncBuf
+			s := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+			s.Start()
+			defer s.Close()
+			st := s.Status()
+			if st.Error == "" || st.Keys != 0 {
+				t.Fatalf("status %+v, want a failure", st)
+			}
+			if len(st.Error) > MaxErrorLen+len("…") {
+				t.Errorf("error of %d bytes, more than %d: %.120s…", len(st.Error), MaxErrorLen, st.Error)
+			}
+			if n := logged.Len(); n == 0 || n > MaxErrorLen+1024 {
+				t.Errorf("log of %d bytes for one failure", n)
+			}
+		})
+	}
+}
+
+// syncBuf is a bytes.Buffer safe for the Set's goroutines.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) Len() int                    { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Len() }
+
+func TestCut(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc…"},
+		{"aé", 2, "a…"}, // é is two bytes: never cut inside it
+		{"éé", 3, "é…"},
+	} {
+		if got := cut(tt.in, tt.n); got != tt.want {
+			t.Errorf("cut(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		}
+	}
+}
