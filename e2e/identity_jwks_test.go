@@ -33,6 +33,7 @@ type idp struct {
 	requests atomic.Int64 // JWKS requests
 	hold     atomic.Pointer[chan struct{}]
 	arrived  chan struct{} // one value per JWKS request, when there is room
+	conns    atomic.Int64  // connections open to the provider
 }
 
 func newIdP(t *testing.T) *idp {
@@ -44,6 +45,14 @@ func newIdP(t *testing.T) *idp {
 	}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
 	p.srv.Listener = ln
+	p.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			p.conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			p.conns.Add(-1)
+		}
+	}
 	p.srv.Start()
 	t.Cleanup(func() {
 		if h := p.hold.Swap(nil); h != nil {
@@ -539,5 +548,40 @@ func TestJWKSProviderTextBounded(t *testing.T) {
 		if len(line) > 2000 {
 			t.Errorf("a log line of %d bytes: %.200s…", len(line), line)
 		}
+	}
+}
+
+// TestJWKSReloadsLeaveNoConnections: reloads that change jwks_url each
+// start a new key set and stop the old one; the stopped sets leave no
+// connection (and no goroutines of its) open to the provider. Before,
+// each set's client kept its connection alive in its idle pool for 90 s
+// after the set stopped: a reload loop held one connection, and two
+// goroutines, per reload.
+func TestJWKSReloadsLeaveNoConnections(t *testing.T) {
+	t.Parallel()
+	p := newIdP(t)
+	k1 := rsaKeyT(t)
+	p.publish(map[string]*rsa.PrivateKey{"k1": k1})
+	g, _ := jwksGateway(t, p, "", "1h")
+	const reloads = 6
+	for i := range reloads {
+		at := time.Now()
+		g.rewrite(t, map[string]any{"KeySource": fmt.Sprintf("jwks_url = %q", fmt.Sprintf("%s/jwks?v=%d", p.srv.URL, i))})
+		g.signal(t, syscall.SIGHUP)
+		if rd := waitReload(t, g, at); !rd.LastReload.OK || rd.JWKS == nil || rd.JWKS.Keys != 1 {
+			t.Fatalf("reload %d: %+v jwks %+v", i, rd.LastReload, rd.JWKS)
+		}
+	}
+	if n := p.requests.Load(); n < reloads+1 {
+		t.Fatalf("%d fetches for %d key sets", n, reloads+1)
+	}
+	// A hang guard, not a timing: the connections close as each fetch
+	// ends; before, they stayed for the idle timeout (90 s).
+	deadline := time.Now().Add(30 * time.Second)
+	for p.conns.Load() > 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open to the provider after %d reloads", p.conns.Load(), reloads)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

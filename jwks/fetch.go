@@ -22,12 +22,14 @@ import (
 // NewClient returns the HTTP client a Set fetches with when Options.Client
 // is nil: at most MaxRedirects redirects, each keeping the scheme (and
 // loopback, for http). The fetch's context bounds the whole exchange,
-// body included (FetchTimeout).
+// body included (FetchTimeout). Each fetch closes its connection: fetches
+// are at least UnknownKidEvery apart (usually minutes), so a kept-alive
+// connection would save little, and it would outlive a stopped Set (a
+// reload to another URL) in the idle pool, with its goroutines.
 func NewClient() *http.Client {
-	return &http.Client{
-		Transport:     http.DefaultTransport.(*http.Transport).Clone(),
-		CheckRedirect: checkRedirect,
-	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DisableKeepAlives = true
+	return &http.Client{Transport: tr, CheckRedirect: checkRedirect}
 }
 
 // checkRedirect follows at most MaxRedirects redirects that keep the first
