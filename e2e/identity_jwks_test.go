@@ -32,8 +32,9 @@ type idp struct {
 	down     atomic.Bool
 	requests atomic.Int64 // JWKS requests
 	hold     atomic.Pointer[chan struct{}]
-	arrived  chan struct{} // one value per JWKS request, when there is room
-	conns    atomic.Int64  // connections open to the provider
+	arrived  chan struct{}          // one value per JWKS request, when there is room
+	conns    atomic.Int64           // connections open to the provider
+	cc       atomic.Pointer[string] // the JWKS answer's Cache-Control; nil: none
 }
 
 func newIdP(t *testing.T) *idp {
@@ -95,6 +96,9 @@ func (p *idp) serve(w http.ResponseWriter, r *http.Request) {
 	if p.down.Load() {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 		return
+	}
+	if cc := p.cc.Load(); cc != nil {
+		w.Header().Set("Cache-Control", *cc)
 	}
 	w.Write(*p.jwks.Load())
 }
@@ -583,5 +587,37 @@ func TestJWKSReloadsLeaveNoConnections(t *testing.T) {
 			t.Fatalf("%d connections still open to the provider after %d reloads", p.conns.Load(), reloads)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestJWKSMaxAgeNeverStretchesRefresh: a provider (or a cache in front of
+// it) answering Cache-Control: max-age=86400 does not stretch the
+// operator's jwks_refresh: a key the provider withdraws (a compromised
+// one) stops verifying at the next refresh. Before, the max-age replaced
+// the interval, and the withdrawn key kept verifying for a day.
+func TestJWKSMaxAgeNeverStretchesRefresh(t *testing.T) {
+	t.Parallel()
+	p := newIdP(t)
+	day := "public, max-age=86400"
+	p.cc.Store(&day)
+	k1, k2 := rsaKeyT(t), rsaKeyT(t)
+	p.publish(map[string]*rsa.PrivateKey{"k1": k1})
+	g, c := jwksGateway(t, p, "", "1s")
+	spendIP(t, g, c)
+	if !accepted(t, g, c, rs256(t, k1, "k1", "alice", nil)) {
+		t.Fatal("token of the published key k1 refused")
+	}
+	// The provider withdraws k1. A hang guard, not a timing: the next
+	// refresh comes after jwks_refresh (1 s); before, after 24 h.
+	p.publish(map[string]*rsa.PrivateKey{"k2": k2})
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; accepted(t, g, c, rs256(t, k1, "k1", fmt.Sprintf("mallory-%d", i), nil)); i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the withdrawn key k1 still verifies 30 s after it was withdrawn, with a 1 s jwks_refresh (%d fetches)", p.requests.Load())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !accepted(t, g, c, rs256(t, k2, "k2", "bob", nil)) {
+		t.Fatal("token of the new key k2 refused")
 	}
 }

@@ -52,8 +52,8 @@ const (
 	// fetch waits for it; every other request is answered at once.
 	UnknownKidWait = 2 * time.Second
 	// MinMaxAge and MaxMaxAge clamp a response's Cache-Control max-age,
-	// which, when present, replaces the refresh interval until the next
-	// fetch.
+	// which, when present and shorter than the refresh interval, replaces
+	// it until the next fetch.
 	MinMaxAge, MaxMaxAge = time.Minute, 24 * time.Hour
 	// MinRetry is the first retry delay after a failed fetch; it doubles
 	// up to the refresh interval.
@@ -73,7 +73,8 @@ type Config struct {
 	// Issuer is the OpenID Connect issuer (oidc_issuer) whose discovery
 	// document names the JWKS URL; "" with URL.
 	Issuer string
-	// Refresh is the interval between fetches without a max-age.
+	// Refresh is the interval between fetches; a response's shorter
+	// max-age replaces it, a longer one does not.
 	Refresh time.Duration
 }
 
@@ -190,18 +191,15 @@ func (s *Set) Status() Status {
 	return st
 }
 
-// loop refreshes the set: after the interval (or the response's max-age)
-// when the latest fetch succeeded, sooner and backing off when it failed.
+// loop refreshes the set: after the interval (or the response's shorter
+// max-age) when the latest fetch succeeded, sooner and backing off when it failed.
 func (s *Set) loop() {
 	retry := MinRetry
 	for {
 		s.mu.Lock()
 		failed := s.status.Error != ""
 		s.mu.Unlock()
-		wait := s.cfg.Refresh
-		if ma := s.cur.Load().maxAge; ma > 0 && !failed {
-			wait = ma
-		}
+		wait := s.interval()
 		if failed {
 			wait = min(retry, s.cfg.Refresh)
 			retry = min(2*retry, s.cfg.Refresh)
@@ -217,6 +215,18 @@ func (s *Set) loop() {
 		}
 		s.fetch()
 	}
+}
+
+// interval is the wait after a successful fetch: the refresh interval, or
+// the response's max-age when that is shorter. A max-age never lengthens
+// it: the interval is the operator's bound on how long a key the provider
+// withdrew (a compromised one) is still trusted, and a provider or a cache
+// in front of it saying "a day" must not stretch five minutes to a day.
+func (s *Set) interval() time.Duration {
+	if ma := s.cur.Load().maxAge; ma > 0 {
+		return min(ma, s.cfg.Refresh)
+	}
+	return s.cfg.Refresh
 }
 
 // fetch runs one fetch, or waits for the one under way (singleflight).

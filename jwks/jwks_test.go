@@ -481,16 +481,32 @@ func TestMaxAge(t *testing.T) {
 	}
 }
 
-// TestMaxAgeRefresh: a response's max-age, not the interval, times the
-// next refresh.
+// TestMaxAgeRefresh: a response's max-age times the next refresh when it
+// is shorter than the interval; a longer one (a provider or cache saying
+// "a day") never stretches the interval, which bounds how long a key the
+// provider withdrew is still trusted.
 func TestMaxAgeRefresh(t *testing.T) {
 	rk, _ := testRSA(t)
 	p := newProvider(t, doc(jwk(t, &rk[0].PublicKey, "k", nil)))
 	cc := "max-age=600"
 	p.cc.Store(&cc)
-	s := newSet(t, p, &fakeClock{t: time.Unix(1e9, 0)})
+	s := newSet(t, p, &fakeClock{t: time.Unix(1e9, 0)}) // Refresh: 1h
 	if got := s.cur.Load().maxAge; got != 10*time.Minute {
 		t.Fatalf("maxAge %v", got)
+	}
+	for _, tt := range []struct {
+		refresh, maxAge, want time.Duration
+	}{
+		{time.Hour, 10 * time.Minute, 10 * time.Minute},
+		{5 * time.Minute, 24 * time.Hour, 5 * time.Minute},
+		{5 * time.Minute, 0, 5 * time.Minute},
+		{time.Second, MinMaxAge, time.Second},
+	} {
+		s := New(Config{URL: p.srv.URL, Refresh: tt.refresh}, Options{Logger: quiet()})
+		s.cur.Store(&keySet{maxAge: tt.maxAge})
+		if got := s.interval(); got != tt.want {
+			t.Errorf("refresh %v, max-age %v: next fetch after %v, want %v", tt.refresh, tt.maxAge, got, tt.want)
+		}
 	}
 }
 
