@@ -2,6 +2,7 @@ package jwks
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -599,5 +600,64 @@ func TestCut(t *testing.T) {
 		if got := cut(tt.in, tt.n); got != tt.want {
 			t.Errorf("cut(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
 		}
+	}
+}
+
+// TestProviderBombs: a gzip answer that inflates to 64 MiB is refused
+// after 1 MiB of inflated bytes (the client asks for gzip and inflates it
+// itself; the bound is on what it inflates), and an answer dripping a
+// byte at a time ends with the fetch's timeout. Neither costs more than
+// the bounds, and the last good keys stay.
+func TestProviderBombs(t *testing.T) {
+	var bomb bytes.Buffer
+	zw := gzip.NewWriter(&bomb)
+	zw.Write([]byte(`{"keys":[`))
+	zeros := make([]byte, 1<<20)
+	for i := range zeros {
+		zeros[i] = ' '
+	}
+	for range 64 {
+		zw.Write(zeros)
+	}
+	zw.Write([]byte(`]}`))
+	zw.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/gzip":
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(bomb.Bytes())
+		case "/drip":
+			w.Write([]byte(`{"keys":[`))
+			for {
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if _, err := w.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}
+	}))
+	defer srv.Close()
+	for path, want := range map[string]string{"/gzip": "larger than", "/drip": "deadline exceeded"} {
+		t.Run(path, func(t *testing.T) {
+			s := New(Config{URL: srv.URL + path, Refresh: time.Hour}, Options{Logger: quiet()})
+			s.fetchTimeout = time.Second
+			done := make(chan struct{})
+			go func() { s.Start(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the fetch never ended")
+			}
+			defer s.Close()
+			if st := s.Status(); st.Keys != 0 || !strings.Contains(st.Error, want) {
+				t.Fatalf("status %+v, want %q", st, want)
+			}
+		})
 	}
 }
