@@ -661,3 +661,37 @@ func TestProviderBombs(t *testing.T) {
 		})
 	}
 }
+
+// TestFloodDuringRotation: the bound on what a forged-kid flood does to a
+// rotation. An attacker who spends the unknown-kid fetch just before the
+// provider publishes a new key gets the new key's tokens refused (at once,
+// never waiting) until UnknownKidEvery has passed since; then the next
+// unknown kid, forged or not, fetches for everyone and the new key
+// verifies. The attacker cannot stretch that: each of its fetches is one
+// more chance to learn the key.
+func TestFloodDuringRotation(t *testing.T) {
+	rk, _ := testRSA(t)
+	p := newProvider(t, doc(jwk(t, &rk[0].PublicKey, "old", nil)))
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	s := newSet(t, p, clk)
+	ctx := context.Background()
+	if _, err := s.VerificationKey(ctx, "forged-1", "RS256"); !errors.Is(err, ErrUnknownKid) {
+		t.Fatalf("forged kid: %v", err)
+	}
+	p.serve(doc(jwk(t, &rk[0].PublicKey, "old", nil), jwk(t, &rk[1].PublicKey, "new", nil)))
+	clk.add(UnknownKidEvery - time.Millisecond)
+	if _, err := s.VerificationKey(ctx, "new", "RS256"); !errors.Is(err, ErrUnknownKid) {
+		t.Fatalf("new key within %v of the attacker's fetch: %v, want refused", UnknownKidEvery, err)
+	}
+	clk.add(time.Millisecond)
+	// The attacker is first again: its fetch learns the new key.
+	if _, err := s.VerificationKey(ctx, "forged-2", "RS256"); !errors.Is(err, ErrUnknownKid) {
+		t.Fatalf("forged kid: %v", err)
+	}
+	if _, err := s.VerificationKey(ctx, "new", "RS256"); err != nil {
+		t.Fatalf("new key after the attacker's next fetch: %v", err)
+	}
+	if n := p.requests.Load(); n != 3 {
+		t.Fatalf("%d requests, want 3 (start, two forged kids)", n)
+	}
+}
