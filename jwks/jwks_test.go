@@ -695,3 +695,23 @@ func TestFloodDuringRotation(t *testing.T) {
 		t.Fatalf("%d requests, want 3 (start, two forged kids)", n)
 	}
 }
+
+// TestReusedKid: a provider that replaces a key under an unchanged kid
+// has tokens of the new key refused until the next refresh. A known kid
+// never starts a fetch, whatever its signature: if a bad signature under
+// a known kid did, any client could make the gateway fetch.
+func TestReusedKid(t *testing.T) {
+	rk, _ := testRSA(t)
+	p := newProvider(t, doc(jwk(t, &rk[0].PublicKey, "main", nil)))
+	s := newSet(t, p, &fakeClock{t: time.Unix(1e9, 0)})
+	p.serve(doc(jwk(t, &rk[1].PublicKey, "main", nil)))
+	for range 20 {
+		k, err := s.VerificationKey(context.Background(), "main", "RS256")
+		if err != nil || !k.(*rsa.PublicKey).Equal(&rk[0].PublicKey) {
+			t.Fatalf("key %v, %v: want the held one", k, err)
+		}
+	}
+	if n := p.requests.Load(); n != 1 {
+		t.Fatalf("%d requests, want 1 (the start)", n)
+	}
+}
