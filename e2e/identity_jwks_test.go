@@ -124,7 +124,8 @@ func rsaJWK(kid string, k *rsa.PublicKey) map[string]string {
 }
 
 // rs256 signs a token naming kid with sub, exp an hour ahead, the
-// gateway's audience (identity_jwks.toml.tmpl) and the extra claims.
+// gateway's audience (identity_jwks.toml.tmpl) and the extra claims; an
+// extra claim of nil removes that claim.
 func rs256(t testing.TB, k *rsa.PrivateKey, kid, sub string, extra map[string]any) string {
 	t.Helper()
 	enc := base64.RawURLEncoding
@@ -132,6 +133,9 @@ func rs256(t testing.TB, k *rsa.PrivateKey, kid, sub string, extra map[string]an
 	claims := map[string]any{"sub": sub, "exp": time.Now().Add(time.Hour).Unix(), "aud": "orders-api"}
 	for c, v := range extra {
 		claims[c] = v
+		if v == nil {
+			delete(claims, c)
+		}
 	}
 	body, _ := json.Marshal(claims)
 	signed := enc.EncodeToString(hdr) + "." + enc.EncodeToString(body)
@@ -619,5 +623,29 @@ func TestJWKSMaxAgeNeverStretchesRefresh(t *testing.T) {
 	}
 	if !accepted(t, g, c, rs256(t, k2, "k2", "bob", nil)) {
 		t.Fatal("token of the new key k2 refused")
+	}
+}
+
+// TestJWKSTokenWithoutExp: a token the provider signed without exp is
+// refused. Before, it was a verified user forever: a leaked one could
+// never expire, and a provider signs JWTs that are not access tokens and
+// may lack exp (an OpenID Connect back-channel logout token, whose exp is
+// optional, carries this API's client as aud and a sub).
+func TestJWKSTokenWithoutExp(t *testing.T) {
+	t.Parallel()
+	p := newIdP(t)
+	k1 := rsaKeyT(t)
+	p.publish(map[string]*rsa.PrivateKey{"k1": k1})
+	g, c := jwksGateway(t, p, "", "1h")
+	spendIP(t, g, c)
+	if accepted(t, g, c, rs256(t, k1, "k1", "mallory", map[string]any{"exp": nil})) {
+		t.Fatal("a token without exp accepted")
+	}
+	if accepted(t, g, c, rs256(t, k1, "k1", "trent", map[string]any{"exp": nil,
+		"events": map[string]any{"http://schemas.openid.net/event/backchannel-logout": map[string]any{}}})) {
+		t.Fatal("a logout token (no exp) accepted")
+	}
+	if !accepted(t, g, c, rs256(t, k1, "k1", "alice", nil)) {
+		t.Fatal("a token with exp refused")
 	}
 }

@@ -118,10 +118,12 @@ func TestJWTKeySetHostileTokens(t *testing.T) {
 		{"nbf a minute ahead", rs(`{"alg":"RS256","kid":"rsa"}`, cl(`{"sub":"alice","aud":"api","nbf":`+itoa(now.Unix()+60)+`}`), rsaPriv), ""},
 		{"aud of mixed types", rs(`{"alg":"RS256","kid":"rsa"}`, cl(`{"sub":"alice","aud":["api",1]}`), rsaPriv), ""},
 		{"aud null", rs(`{"alg":"RS256","kid":"rsa"}`, cl(`{"sub":"alice","aud":null}`), rsaPriv), ""},
-		{"aud in an array", rs(`{"alg":"RS256","kid":"rsa"}`, cl(`{"sub":"alice","aud":["other","api"]}`), rsaPriv), "alice"},
+		{"aud in an array", rs(`{"alg":"RS256","kid":"rsa"}`, cl(`{"sub":"alice","aud":["other","api"],"exp":`+itoa(exp)+`}`), rsaPriv), "alice"},
+		{"no exp", rs(`{"alg":"RS256","kid":"rsa"}`, cl(`{"sub":"alice","aud":"api"}`), rsaPriv), ""},
+		{"exp null", rs(`{"alg":"RS256","kid":"rsa"}`, cl(`{"sub":"alice","aud":"api","exp":null}`), rsaPriv), ""},
 		// Depth is bounded by the token's length (MaxTokenLen, 8192 by
 		// default; raised here) and the decoder's own limit.
-		{"claims nested 5000 deep", rs(`{"alg":"RS256","kid":"rsa"}`, cl(`{"sub":"alice","aud":"api","x":`+strings.Repeat("[", 5000)+strings.Repeat("]", 5000)+`}`), rsaPriv), "alice"},
+		{"claims nested 5000 deep", rs(`{"alg":"RS256","kid":"rsa"}`, cl(`{"sub":"alice","aud":"api","exp":`+itoa(exp)+`,"x":`+strings.Repeat("[", 5000)+strings.Repeat("]", 5000)+`}`), rsaPriv), "alice"},
 		{"claims nested 20000 deep", rs(`{"alg":"RS256","kid":"rsa"}`, cl(`{"sub":"alice","aud":"api","x":`+strings.Repeat("[", 20000)+strings.Repeat("]", 20000)+`}`), rsaPriv), ""},
 	}
 	for _, tt := range tests {

@@ -48,7 +48,7 @@ func TestKeysForReuse(t *testing.T) {
 		})
 	}
 	hdr, _ := json.Marshal(map[string]string{"alg": "RS256", "kid": "k1"})
-	claims, _ := json.Marshal(map[string]any{"sub": "alice", "aud": "orders-api"})
+	claims, _ := json.Marshal(map[string]any{"sub": "alice", "aud": "orders-api", "exp": time.Now().Add(time.Hour).Unix()})
 	signed := enc.EncodeToString(hdr) + "." + enc.EncodeToString(claims)
 	d := sha256.Sum256([]byte(signed))
 	sig, _ := rsa.SignPKCS1v15(rand.Reader, k, crypto.SHA256, d[:])
