@@ -123,14 +123,18 @@ func rsaJWK(kid string, k *rsa.PublicKey) map[string]string {
 		"n": enc.EncodeToString(k.N.Bytes()), "e": enc.EncodeToString(big.NewInt(int64(k.E)).Bytes())}
 }
 
+// testIssuer is the iss of the gateways with a jwks_url (jwksGateway) and
+// of rs256's tokens.
+const testIssuer = "https://idp.example/tenant-a"
+
 // rs256 signs a token naming kid with sub, exp an hour ahead, the
-// gateway's audience (identity_jwks.toml.tmpl) and the extra claims; an
-// extra claim of nil removes that claim.
+// gateway's audience and issuer (identity_jwks.toml.tmpl) and the extra
+// claims; an extra claim of nil removes that claim.
 func rs256(t testing.TB, k *rsa.PrivateKey, kid, sub string, extra map[string]any) string {
 	t.Helper()
 	enc := base64.RawURLEncoding
 	hdr, _ := json.Marshal(map[string]string{"alg": "RS256", "typ": "JWT", "kid": kid})
-	claims := map[string]any{"sub": sub, "exp": time.Now().Add(time.Hour).Unix(), "aud": "orders-api"}
+	claims := map[string]any{"sub": sub, "exp": time.Now().Add(time.Hour).Unix(), "aud": "orders-api", "iss": testIssuer}
 	for c, v := range extra {
 		claims[c] = v
 		if v == nil {
@@ -163,11 +167,14 @@ func rsaKeyT(t testing.TB) *rsa.PrivateKey {
 func jwksGateway(t *testing.T, p *idp, keySource, refresh string) (*gw, *http.Client) {
 	t.Helper()
 	up := newUpstream(t)
+	issuer := "" // oidc_issuer: the issuer is the expected iss
 	if keySource == "" {
 		keySource = fmt.Sprintf("jwks_url = %q", p.srv.URL+"/jwks")
+		issuer = testIssuer
 	}
 	g := startGateway(t, "identity_jwks.toml.tmpl", gwOpts{Data: map[string]any{
-		"Upstream": up.URL, "KeySource": keySource, "Refresh": refresh, "Rate": "1/minute", "Audience": "orders-api"}})
+		"Upstream": up.URL, "KeySource": keySource, "Refresh": refresh, "Rate": "1/minute",
+		"Audience": "orders-api", "Issuer": issuer}})
 	c := &http.Client{Timeout: 30 * time.Second}
 	if r := get(t, c, g.url("/api"), nil); r.Status != 200 {
 		t.Fatalf("first request without a token: %s", r)
@@ -448,7 +455,7 @@ func TestJWKSOIDCDiscovery(t *testing.T) {
 		if !accepted(t, g, c, rs256(t, k1, "k1", "alice", map[string]any{"iss": iss})) {
 			t.Fatal("token of the issuer refused")
 		}
-		if accepted(t, g, c, rs256(t, k1, "k1", "bob", nil)) {
+		if accepted(t, g, c, rs256(t, k1, "k1", "bob", map[string]any{"iss": nil})) {
 			t.Fatal("token without iss accepted")
 		}
 		if accepted(t, g, c, rs256(t, k1, "k1", "carol", map[string]any{"iss": "https://other.example"})) {
@@ -487,7 +494,7 @@ func TestJWKSValidateOffline(t *testing.T) {
 		path := filepath.Join(dir, name)
 		writeFileAtomic(t, path, renderTemplate(t, "identity_jwks.toml.tmpl", map[string]any{
 			"Listen": "127.0.0.1:18080", "Admin": "127.0.0.1:18081", "Upstream": "http://127.0.0.1:9",
-			"KeySource": keySource, "Refresh": "5m", "Rate": "1/minute", "Audience": "orders-api"}))
+			"KeySource": keySource, "Refresh": "5m", "Rate": "1/minute", "Audience": "orders-api", "Issuer": testIssuer}))
 		return path
 	}
 	// Port 9 on loopback (discard) refuses: a fetch would fail.
@@ -512,7 +519,7 @@ func TestJWKSAudienceRequired(t *testing.T) {
 		path := filepath.Join(dir, "noaud.toml")
 		writeFileAtomic(t, path, renderTemplate(t, "identity_jwks.toml.tmpl", map[string]any{
 			"Listen": "127.0.0.1:18080", "Admin": "127.0.0.1:18081", "Upstream": "http://127.0.0.1:9",
-			"KeySource": src, "Refresh": "5m", "Rate": "1/minute", "Audience": ""}))
+			"KeySource": src, "Refresh": "5m", "Rate": "1/minute", "Audience": "", "Issuer": testIssuer}))
 		code, _, stderr := runGateway(t, nil, "validate", "--config", path)
 		if code == 0 || !strings.Contains(stderr, "identity.jwt.audience: required with jwks_url and oidc_issuer") {
 			t.Fatalf("validate of %s without audience: exit %d: %s", src, code, stderr)
@@ -647,5 +654,36 @@ func TestJWKSTokenWithoutExp(t *testing.T) {
 	}
 	if !accepted(t, g, c, rs256(t, k1, "k1", "alice", nil)) {
 		t.Fatal("a token with exp refused")
+	}
+}
+
+// TestJWKSIssuerRequired: a jwks_url without identity.jwt.issuer is
+// refused by validate (and so at start and reload); with oidc_issuer the
+// issuer is implied. Providers share one key set among their tenants (a
+// multi-tenant cloud directory publishes one set for all): without an
+// expected iss, a token another tenant (the attacker's own) issued for
+// this API's audience was a verified user. With the issuer, such a token
+// is refused.
+func TestJWKSIssuerRequired(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "noiss.toml")
+	writeFileAtomic(t, path, renderTemplate(t, "identity_jwks.toml.tmpl", map[string]any{
+		"Listen": "127.0.0.1:18080", "Admin": "127.0.0.1:18081", "Upstream": "http://127.0.0.1:9",
+		"KeySource": `jwks_url = "https://idp.example/common/keys"`, "Refresh": "5m", "Rate": "1/minute",
+		"Audience": "orders-api", "Issuer": ""}))
+	code, _, stderr := runGateway(t, nil, "validate", "--config", path)
+	if code == 0 || !strings.Contains(stderr, "identity.jwt.issuer: required with jwks_url") {
+		t.Fatalf("validate of a jwks_url without issuer: exit %d: %s", code, stderr)
+	}
+	p := newIdP(t)
+	k1 := rsaKeyT(t)
+	p.publish(map[string]*rsa.PrivateKey{"k1": k1})
+	g, c := jwksGateway(t, p, "", "1h")
+	spendIP(t, g, c)
+	if accepted(t, g, c, rs256(t, k1, "k1", "mallory", map[string]any{"iss": "https://idp.example/tenant-evil"})) {
+		t.Fatal("a token of another tenant accepted")
+	}
+	if !accepted(t, g, c, rs256(t, k1, "k1", "alice", nil)) {
+		t.Fatal("a token of this tenant refused")
 	}
 }
