@@ -354,6 +354,9 @@ func TestHostileSets(t *testing.T) {
 		{"private key skipped", doc(ecPriv, good), "", []string{"good"}},
 		{"unknown kty skipped", doc(json.RawMessage(`{"kty":"XYZ","kid":"x"}`), good), "", []string{"good"}},
 		{"kid over MaxKidLen skipped", doc(jwk(t, &rk[1].PublicKey, strings.Repeat("k", MaxKidLen+1), nil), good), "", []string{"good"}},
+		{"x5c only skipped", doc(json.RawMessage(`{"kty":"RSA","kid":"x5c","x5c":["MIIB"]}`), good), "", []string{"good"}},
+		{"a member twice skipped", doc(json.RawMessage(`{"kty":"RSA","kid":"a","kid":"good","n":"AQAB","e":"AQAB"}`), good), "", []string{"good"}},
+		{"Ed25519 of 31 bytes skipped", doc(json.RawMessage(`{"kty":"OKP","crv":"Ed25519","kid":"ed","x":"`+b64(make([]byte, 31))+`"}`), good), "", []string{"good"}},
 		{"kid with odd bytes kept as bytes", doc(jwk(t, &rk[1].PublicKey, "a\x00\u202e", nil)), "", []string{"a\x00\u202e"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -713,5 +716,22 @@ func TestReusedKid(t *testing.T) {
 	}
 	if n := p.requests.Load(); n != 1 {
 		t.Fatalf("%d requests, want 1 (the start)", n)
+	}
+}
+
+// TestDuplicateKid: two keys of one type under one kid (a provider's
+// mistake, or a second key slipped into the set): the first in the set
+// verifies, the second never does, and a token without kid finds no
+// single key.
+func TestDuplicateKid(t *testing.T) {
+	rk, _ := testRSA(t)
+	p := newProvider(t, doc(jwk(t, &rk[0].PublicKey, "dup", nil), jwk(t, &rk[1].PublicKey, "dup", nil)))
+	s := newSet(t, p, &fakeClock{t: time.Unix(1e9, 0)})
+	k, err := s.VerificationKey(context.Background(), "dup", "RS256")
+	if err != nil || !k.(*rsa.PublicKey).Equal(&rk[0].PublicKey) {
+		t.Fatalf("key %v, %v: want the first", k, err)
+	}
+	if _, err := s.VerificationKey(context.Background(), "", "RS256"); !errors.Is(err, ErrNoKid) {
+		t.Fatalf("no kid: %v, want ErrNoKid", err)
 	}
 }
