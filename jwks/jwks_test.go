@@ -344,6 +344,9 @@ func TestHostileSets(t *testing.T) {
 		{"no key", doc(), "no usable key", nil},
 		{"RSA 1024-bit skipped", doc(jwk(t, &small.PublicKey, "small", nil), good), "", []string{"good"}},
 		{"only RSA 1024-bit", doc(jwk(t, &small.PublicKey, "small", nil)), "1024 bits", nil},
+		{"RSA 4104-bit skipped", doc(json.RawMessage(`{"kty":"RSA","kid":"big","n":"`+oddModulus(4104)+`","e":"AQAB"}`), good), "", []string{"good"}},
+		{"RSA 8192-bit skipped", doc(json.RawMessage(`{"kty":"RSA","kid":"big","n":"`+oddModulus(8192)+`","e":"AQAB"}`), good), "", []string{"good"}},
+		{"RSA 4096-bit used", doc(json.RawMessage(`{"kty":"RSA","kid":"max","n":"` + oddModulus(4096) + `","e":"AQAB"}`)), "", []string{"max"}},
 		{"use enc skipped", doc(jwk(t, &rk[1].PublicKey, "enc", map[string]any{"use": "enc"}), good), "", []string{"good"}},
 		{"alg HS256 on an RSA key skipped", doc(jwk(t, &rk[1].PublicKey, "hs", map[string]any{"alg": "HS256"}), good), "", []string{"good"}},
 		{"alg ES256 on an RSA key skipped", doc(jwk(t, &rk[1].PublicKey, "conf", map[string]any{"alg": "ES256"}), good), "", []string{"good"}},
@@ -734,4 +737,14 @@ func TestDuplicateKid(t *testing.T) {
 	if _, err := s.VerificationKey(context.Background(), "", "RS256"); !errors.Is(err, ErrNoKid) {
 		t.Fatalf("no kid: %v, want ErrNoKid", err)
 	}
+}
+
+// oddModulus is an odd number of exactly bits bits, base64url: an RSA
+// modulus of that size as far as a parser can tell.
+func oddModulus(bits int) string {
+	b := make([]byte, (bits+7)/8)
+	rand.Read(b)
+	b[0] = 0x80 >> ((8 - bits%8) % 8)
+	b[len(b)-1] |= 1
+	return b64(b)
 }
