@@ -748,3 +748,44 @@ func oddModulus(bits int) string {
 	b[len(b)-1] |= 1
 	return b64(b)
 }
+
+// TestFlappingProvider: a provider whose answers alternate between two
+// sets (two nodes behind one name, mid-rotation). Each fetch replaces the
+// set whole; a token whose key the last answer lacked starts a fetch
+// (once per UnknownKidEvery) and is verified when that fetch brings the
+// key back. The gateway never holds more than one answer, so memory does
+// not grow with flapping.
+func TestFlappingProvider(t *testing.T) {
+	rk, _ := testRSA(t)
+	a, b := doc(jwk(t, &rk[0].PublicKey, "a", nil)), doc(jwk(t, &rk[1].PublicKey, "b", nil))
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if n.Add(1)%2 == 1 {
+			w.Write(a)
+		} else {
+			w.Write(b)
+		}
+	}))
+	defer srv.Close()
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	s := New(Config{URL: srv.URL, Refresh: time.Hour}, Options{Logger: quiet(), Now: clk.now})
+	s.Start()
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.VerificationKey(ctx, "a", "RS256"); err != nil {
+		t.Fatalf("a after the start: %v", err)
+	}
+	if _, err := s.VerificationKey(ctx, "b", "RS256"); err != nil {
+		t.Fatalf("b, fetched for its unknown kid: %v", err)
+	}
+	if _, err := s.VerificationKey(ctx, "a", "RS256"); !errors.Is(err, ErrUnknownKid) {
+		t.Fatalf("a within %v of the last fetch, which lacked it: %v, want refused", UnknownKidEvery, err)
+	}
+	clk.add(UnknownKidEvery)
+	if _, err := s.VerificationKey(ctx, "a", "RS256"); err != nil {
+		t.Fatalf("a after %v: %v", UnknownKidEvery, err)
+	}
+	if st := s.Status(); st.Keys != 1 || n.Load() != 3 {
+		t.Fatalf("status %+v after %d fetches, want 1 key after 3", st, n.Load())
+	}
+}
