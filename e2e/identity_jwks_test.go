@@ -28,10 +28,13 @@ type idp struct {
 	srv      *httptest.Server
 	jwks     atomic.Pointer[[]byte]
 	issuer   atomic.Pointer[string] // the discovery document's issuer
+	jwksURI  atomic.Pointer[string] // the discovery document's jwks_uri; nil: /jwks
 	down     atomic.Bool
 	requests atomic.Int64 // JWKS requests
 	hold     atomic.Pointer[chan struct{}]
-	arrived  chan struct{} // one value per JWKS request, when there is room
+	arrived  chan struct{}          // one value per JWKS request, when there is room
+	conns    atomic.Int64           // connections open to the provider
+	cc       atomic.Pointer[string] // the JWKS answer's Cache-Control; nil: none
 }
 
 func newIdP(t *testing.T) *idp {
@@ -43,6 +46,14 @@ func newIdP(t *testing.T) *idp {
 	}
 	p.srv = httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
 	p.srv.Listener = ln
+	p.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			p.conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			p.conns.Add(-1)
+		}
+	}
 	p.srv.Start()
 	t.Cleanup(func() {
 		if h := p.hold.Swap(nil); h != nil {
@@ -59,7 +70,11 @@ func newIdP(t *testing.T) *idp {
 func (p *idp) serve(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/realm/.well-known/openid-configuration":
-		json.NewEncoder(w).Encode(map[string]string{"issuer": *p.issuer.Load(), "jwks_uri": p.srv.URL + "/jwks"})
+		uri := p.srv.URL + "/jwks"
+		if u := p.jwksURI.Load(); u != nil {
+			uri = *u
+		}
+		json.NewEncoder(w).Encode(map[string]string{"issuer": *p.issuer.Load(), "jwks_uri": uri})
 		return
 	case "/jwks":
 	default:
@@ -81,6 +96,9 @@ func (p *idp) serve(w http.ResponseWriter, r *http.Request) {
 	if p.down.Load() {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 		return
+	}
+	if cc := p.cc.Load(); cc != nil {
+		w.Header().Set("Cache-Control", *cc)
 	}
 	w.Write(*p.jwks.Load())
 }
@@ -105,15 +123,23 @@ func rsaJWK(kid string, k *rsa.PublicKey) map[string]string {
 		"n": enc.EncodeToString(k.N.Bytes()), "e": enc.EncodeToString(big.NewInt(int64(k.E)).Bytes())}
 }
 
-// rs256 signs a token naming kid with sub, exp an hour ahead, and the
-// extra claims.
+// testIssuer is the iss of the gateways with a jwks_url (jwksGateway) and
+// of rs256's tokens.
+const testIssuer = "https://idp.example/tenant-a"
+
+// rs256 signs a token naming kid with sub, exp an hour ahead, the
+// gateway's audience and issuer (identity_jwks.toml.tmpl) and the extra
+// claims; an extra claim of nil removes that claim.
 func rs256(t testing.TB, k *rsa.PrivateKey, kid, sub string, extra map[string]any) string {
 	t.Helper()
 	enc := base64.RawURLEncoding
 	hdr, _ := json.Marshal(map[string]string{"alg": "RS256", "typ": "JWT", "kid": kid})
-	claims := map[string]any{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}
+	claims := map[string]any{"sub": sub, "exp": time.Now().Add(time.Hour).Unix(), "aud": "orders-api", "iss": testIssuer}
 	for c, v := range extra {
 		claims[c] = v
+		if v == nil {
+			delete(claims, c)
+		}
 	}
 	body, _ := json.Marshal(claims)
 	signed := enc.EncodeToString(hdr) + "." + enc.EncodeToString(body)
@@ -141,11 +167,14 @@ func rsaKeyT(t testing.TB) *rsa.PrivateKey {
 func jwksGateway(t *testing.T, p *idp, keySource, refresh string) (*gw, *http.Client) {
 	t.Helper()
 	up := newUpstream(t)
+	issuer := "" // oidc_issuer: the issuer is the expected iss
 	if keySource == "" {
 		keySource = fmt.Sprintf("jwks_url = %q", p.srv.URL+"/jwks")
+		issuer = testIssuer
 	}
 	g := startGateway(t, "identity_jwks.toml.tmpl", gwOpts{Data: map[string]any{
-		"Upstream": up.URL, "KeySource": keySource, "Refresh": refresh, "Rate": "1/minute"}})
+		"Upstream": up.URL, "KeySource": keySource, "Refresh": refresh, "Rate": "1/minute",
+		"Audience": "orders-api", "Issuer": issuer}})
 	c := &http.Client{Timeout: 30 * time.Second}
 	if r := get(t, c, g.url("/api"), nil); r.Status != 200 {
 		t.Fatalf("first request without a token: %s", r)
@@ -426,7 +455,7 @@ func TestJWKSOIDCDiscovery(t *testing.T) {
 		if !accepted(t, g, c, rs256(t, k1, "k1", "alice", map[string]any{"iss": iss})) {
 			t.Fatal("token of the issuer refused")
 		}
-		if accepted(t, g, c, rs256(t, k1, "k1", "bob", nil)) {
+		if accepted(t, g, c, rs256(t, k1, "k1", "bob", map[string]any{"iss": nil})) {
 			t.Fatal("token without iss accepted")
 		}
 		if accepted(t, g, c, rs256(t, k1, "k1", "carol", map[string]any{"iss": "https://other.example"})) {
@@ -465,7 +494,7 @@ func TestJWKSValidateOffline(t *testing.T) {
 		path := filepath.Join(dir, name)
 		writeFileAtomic(t, path, renderTemplate(t, "identity_jwks.toml.tmpl", map[string]any{
 			"Listen": "127.0.0.1:18080", "Admin": "127.0.0.1:18081", "Upstream": "http://127.0.0.1:9",
-			"KeySource": keySource, "Refresh": "5m", "Rate": "1/minute"}))
+			"KeySource": keySource, "Refresh": "5m", "Rate": "1/minute", "Audience": "orders-api", "Issuer": testIssuer}))
 		return path
 	}
 	// Port 9 on loopback (discard) refuses: a fetch would fail.
@@ -475,5 +504,186 @@ func TestJWKSValidateOffline(t *testing.T) {
 	code, _, stderr := runGateway(t, nil, "validate", "--config", write("bad.toml", `oidc_issuer = "http://idp.example/realm"`))
 	if code == 0 || !strings.Contains(stderr, "identity.jwt.oidc_issuer: plain http is accepted only to a loopback host") {
 		t.Fatalf("validate of plain http beyond loopback: exit %d: %s", code, stderr)
+	}
+}
+
+// TestJWKSAudienceRequired: a key set without identity.jwt.audience is
+// refused by validate (and so at start and reload). An identity provider's
+// keys sign the tokens of every application it serves; without an audience
+// the gateway took a token issued to any other client of the provider as
+// a verified user. With the audience, such a token is refused.
+func TestJWKSAudienceRequired(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, src := range []string{`jwks_url = "https://idp.example/keys"`, `oidc_issuer = "https://idp.example/realm"`} {
+		path := filepath.Join(dir, "noaud.toml")
+		writeFileAtomic(t, path, renderTemplate(t, "identity_jwks.toml.tmpl", map[string]any{
+			"Listen": "127.0.0.1:18080", "Admin": "127.0.0.1:18081", "Upstream": "http://127.0.0.1:9",
+			"KeySource": src, "Refresh": "5m", "Rate": "1/minute", "Audience": "", "Issuer": testIssuer}))
+		code, _, stderr := runGateway(t, nil, "validate", "--config", path)
+		if code == 0 || !strings.Contains(stderr, "identity.jwt.audience: required with jwks_url and oidc_issuer") {
+			t.Fatalf("validate of %s without audience: exit %d: %s", src, code, stderr)
+		}
+	}
+	p := newIdP(t)
+	k1 := rsaKeyT(t)
+	p.publish(map[string]*rsa.PrivateKey{"k1": k1})
+	g, c := jwksGateway(t, p, "", "1h")
+	spendIP(t, g, c)
+	if accepted(t, g, c, rs256(t, k1, "k1", "mallory", map[string]any{"aud": "another-app"})) {
+		t.Fatal("a token issued to another application accepted")
+	}
+	if accepted(t, g, c, rs256(t, k1, "k1", "trent", map[string]any{"aud": nil})) {
+		t.Fatal("a token without aud accepted")
+	}
+	if !accepted(t, g, c, rs256(t, k1, "k1", "alice", nil)) {
+		t.Fatal("a token for this audience refused")
+	}
+}
+
+// TestJWKSProviderTextBounded: a discovery document whose jwks_uri is
+// 200 KB of junk is refused, and what /readyz and the log say of it is
+// bounded (jwks.MaxErrorLen). Before, the whole jwks_uri was quoted in
+// jwks.error on every /readyz and in a log line at each failed fetch (one
+// a second while the provider kept answering so).
+func TestJWKSProviderTextBounded(t *testing.T) {
+	t.Parallel()
+	p := newIdP(t)
+	long := strings.Repeat("x", 200_000)
+	p.jwksURI.Store(&long)
+	g, _ := jwksGateway(t, p, fmt.Sprintf("oidc_issuer = %q", *p.issuer.Load()), "1h")
+	rd := waitJWKS(t, g, func(rd *readyzBody) bool { return rd.JWKS.Error != "" })
+	if rd.Ready || !strings.Contains(rd.JWKS.Error, "jwks_uri: \"xxx") {
+		t.Fatalf("/readyz ready %v jwks.error %.200q", rd.Ready, rd.JWKS.Error)
+	}
+	if n := len(rd.JWKS.Error); n > 600 {
+		t.Errorf("/readyz jwks.error of %d bytes", n)
+	}
+	for line := range strings.SplitSeq(g.output(), "\n") {
+		if len(line) > 2000 {
+			t.Errorf("a log line of %d bytes: %.200s…", len(line), line)
+		}
+	}
+}
+
+// TestJWKSReloadsLeaveNoConnections: reloads that change jwks_url each
+// start a new key set and stop the old one; the stopped sets leave no
+// connection (and no goroutines of its) open to the provider. Before,
+// each set's client kept its connection alive in its idle pool for 90 s
+// after the set stopped: a reload loop held one connection, and two
+// goroutines, per reload.
+func TestJWKSReloadsLeaveNoConnections(t *testing.T) {
+	t.Parallel()
+	p := newIdP(t)
+	k1 := rsaKeyT(t)
+	p.publish(map[string]*rsa.PrivateKey{"k1": k1})
+	g, _ := jwksGateway(t, p, "", "1h")
+	const reloads = 6
+	for i := range reloads {
+		at := time.Now()
+		g.rewrite(t, map[string]any{"KeySource": fmt.Sprintf("jwks_url = %q", fmt.Sprintf("%s/jwks?v=%d", p.srv.URL, i))})
+		g.signal(t, syscall.SIGHUP)
+		if rd := waitReload(t, g, at); !rd.LastReload.OK || rd.JWKS == nil || rd.JWKS.Keys != 1 {
+			t.Fatalf("reload %d: %+v jwks %+v", i, rd.LastReload, rd.JWKS)
+		}
+	}
+	if n := p.requests.Load(); n < reloads+1 {
+		t.Fatalf("%d fetches for %d key sets", n, reloads+1)
+	}
+	// A hang guard, not a timing: the connections close as each fetch
+	// ends; before, they stayed for the idle timeout (90 s).
+	deadline := time.Now().Add(30 * time.Second)
+	for p.conns.Load() > 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open to the provider after %d reloads", p.conns.Load(), reloads)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestJWKSMaxAgeNeverStretchesRefresh: a provider (or a cache in front of
+// it) answering Cache-Control: max-age=86400 does not stretch the
+// operator's jwks_refresh: a key the provider withdraws (a compromised
+// one) stops verifying at the next refresh. Before, the max-age replaced
+// the interval, and the withdrawn key kept verifying for a day.
+func TestJWKSMaxAgeNeverStretchesRefresh(t *testing.T) {
+	t.Parallel()
+	p := newIdP(t)
+	day := "public, max-age=86400"
+	p.cc.Store(&day)
+	k1, k2 := rsaKeyT(t), rsaKeyT(t)
+	p.publish(map[string]*rsa.PrivateKey{"k1": k1})
+	g, c := jwksGateway(t, p, "", "1s")
+	spendIP(t, g, c)
+	if !accepted(t, g, c, rs256(t, k1, "k1", "alice", nil)) {
+		t.Fatal("token of the published key k1 refused")
+	}
+	// The provider withdraws k1. A hang guard, not a timing: the next
+	// refresh comes after jwks_refresh (1 s); before, after 24 h.
+	p.publish(map[string]*rsa.PrivateKey{"k2": k2})
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; accepted(t, g, c, rs256(t, k1, "k1", fmt.Sprintf("mallory-%d", i), nil)); i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the withdrawn key k1 still verifies 30 s after it was withdrawn, with a 1 s jwks_refresh (%d fetches)", p.requests.Load())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !accepted(t, g, c, rs256(t, k2, "k2", "bob", nil)) {
+		t.Fatal("token of the new key k2 refused")
+	}
+}
+
+// TestJWKSTokenWithoutExp: a token the provider signed without exp is
+// refused. Before, it was a verified user forever: a leaked one could
+// never expire, and a provider signs JWTs that are not access tokens and
+// may lack exp (an OpenID Connect back-channel logout token, whose exp is
+// optional, carries this API's client as aud and a sub).
+func TestJWKSTokenWithoutExp(t *testing.T) {
+	t.Parallel()
+	p := newIdP(t)
+	k1 := rsaKeyT(t)
+	p.publish(map[string]*rsa.PrivateKey{"k1": k1})
+	g, c := jwksGateway(t, p, "", "1h")
+	spendIP(t, g, c)
+	if accepted(t, g, c, rs256(t, k1, "k1", "mallory", map[string]any{"exp": nil})) {
+		t.Fatal("a token without exp accepted")
+	}
+	if accepted(t, g, c, rs256(t, k1, "k1", "trent", map[string]any{"exp": nil,
+		"events": map[string]any{"http://schemas.openid.net/event/backchannel-logout": map[string]any{}}})) {
+		t.Fatal("a logout token (no exp) accepted")
+	}
+	if !accepted(t, g, c, rs256(t, k1, "k1", "alice", nil)) {
+		t.Fatal("a token with exp refused")
+	}
+}
+
+// TestJWKSIssuerRequired: a jwks_url without identity.jwt.issuer is
+// refused by validate (and so at start and reload); with oidc_issuer the
+// issuer is implied. Providers share one key set among their tenants (a
+// multi-tenant cloud directory publishes one set for all): without an
+// expected iss, a token another tenant (the attacker's own) issued for
+// this API's audience was a verified user. With the issuer, such a token
+// is refused.
+func TestJWKSIssuerRequired(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "noiss.toml")
+	writeFileAtomic(t, path, renderTemplate(t, "identity_jwks.toml.tmpl", map[string]any{
+		"Listen": "127.0.0.1:18080", "Admin": "127.0.0.1:18081", "Upstream": "http://127.0.0.1:9",
+		"KeySource": `jwks_url = "https://idp.example/common/keys"`, "Refresh": "5m", "Rate": "1/minute",
+		"Audience": "orders-api", "Issuer": ""}))
+	code, _, stderr := runGateway(t, nil, "validate", "--config", path)
+	if code == 0 || !strings.Contains(stderr, "identity.jwt.issuer: required with jwks_url") {
+		t.Fatalf("validate of a jwks_url without issuer: exit %d: %s", code, stderr)
+	}
+	p := newIdP(t)
+	k1 := rsaKeyT(t)
+	p.publish(map[string]*rsa.PrivateKey{"k1": k1})
+	g, c := jwksGateway(t, p, "", "1h")
+	spendIP(t, g, c)
+	if accepted(t, g, c, rs256(t, k1, "k1", "mallory", map[string]any{"iss": "https://idp.example/tenant-evil"})) {
+		t.Fatal("a token of another tenant accepted")
+	}
+	if !accepted(t, g, c, rs256(t, k1, "k1", "alice", nil)) {
+		t.Fatal("a token of this tenant refused")
 	}
 }

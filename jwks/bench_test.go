@@ -5,6 +5,8 @@ import (
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -87,4 +89,50 @@ func BenchmarkVerifyRS256(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkForgedSignature is what a client costs the gateway with a
+// token naming the kid of a key in the set and a made-up signature: the
+// signature is verified (and fails) before any limit applies, so the
+// key's size sets the CPU a forged token takes. The moduli are random
+// (a public key's cost does not depend on whether someone holds its
+// private half).
+func BenchmarkForgedSignature(b *testing.B) {
+	now := time.Unix(1_800_000_000, 0)
+	for _, bits := range []int{2048, 3072, 4096} {
+		b.Run(fmt.Sprint(bits), func(b *testing.B) {
+			// An odd modulus of exactly bits bits (a product of two
+			// primes takes long to make, and nothing here needs one).
+			nb := make([]byte, bits/8)
+			rand.Read(nb)
+			nb[0] |= 0x80
+			nb[len(nb)-1] |= 1
+			n := new(big.Int).SetBytes(nb)
+			pub := &rsa.PublicKey{N: n, E: 65537}
+			body, _ := json.Marshal(map[string]any{"keys": []any{jose.JSONWebKey{Key: pub, KeyID: "k1", Use: "sig"}}})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(body) }))
+			defer srv.Close()
+			s := New(Config{URL: srv.URL, Refresh: time.Hour}, Options{Logger: quiet()})
+			s.Start()
+			defer s.Close()
+			if st := s.Status(); st.Keys != 1 {
+				b.Fatalf("status %+v", st)
+			}
+			e, err := keys.NewExtractor(keys.Config{JWT: &keys.JWTConfig{KeySet: s}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			hdr, _ := json.Marshal(map[string]string{"alg": "RS256", "kid": "k1"})
+			claims, _ := json.Marshal(map[string]any{"sub": "mallory", "exp": now.Unix() + 60})
+			sig := make([]byte, bits/8)
+			sig[0] = 1
+			r := httptest.NewRequest("GET", "http://gw/api", nil)
+			r.Header.Set("Authorization", "Bearer "+b64(hdr)+"."+b64(claims)+"."+b64(sig))
+			for b.Loop() {
+				if id := e.Identify(r, now); !id.TokenRejected {
+					b.Fatal("a forged signature accepted")
+				}
+			}
+		})
+	}
 }

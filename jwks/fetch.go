@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/tollgate/gateway/keys"
@@ -21,12 +22,14 @@ import (
 // NewClient returns the HTTP client a Set fetches with when Options.Client
 // is nil: at most MaxRedirects redirects, each keeping the scheme (and
 // loopback, for http). The fetch's context bounds the whole exchange,
-// body included (FetchTimeout).
+// body included (FetchTimeout). Each fetch closes its connection: fetches
+// are at least UnknownKidEvery apart (usually minutes), so a kept-alive
+// connection would save little, and it would outlive a stopped Set (a
+// reload to another URL) in the idle pool, with its goroutines.
 func NewClient() *http.Client {
-	return &http.Client{
-		Transport:     http.DefaultTransport.(*http.Transport).Clone(),
-		CheckRedirect: checkRedirect,
-	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DisableKeepAlives = true
+	return &http.Client{Transport: tr, CheckRedirect: checkRedirect}
 }
 
 // checkRedirect follows at most MaxRedirects redirects that keep the first
@@ -114,11 +117,17 @@ func (s *Set) discover(ctx context.Context) (string, error) {
 }
 
 // trim shortens a provider's string for an error message.
-func trim(v string) string {
-	if len(v) > 100 {
-		return v[:100] + "…"
+func trim(v string) string { return cut(v, 100) }
+
+// cut shortens v to at most n bytes and a "…", on a rune boundary.
+func cut(v string, n int) string {
+	if len(v) <= n {
+		return v
 	}
-	return v
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return v[:n] + "…"
 }
 
 // get fetches u, refusing any status but 200 and a body over MaxBytes.

@@ -1,6 +1,8 @@
 package jwks
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -342,6 +344,9 @@ func TestHostileSets(t *testing.T) {
 		{"no key", doc(), "no usable key", nil},
 		{"RSA 1024-bit skipped", doc(jwk(t, &small.PublicKey, "small", nil), good), "", []string{"good"}},
 		{"only RSA 1024-bit", doc(jwk(t, &small.PublicKey, "small", nil)), "1024 bits", nil},
+		{"RSA 4104-bit skipped", doc(json.RawMessage(`{"kty":"RSA","kid":"big","n":"`+oddModulus(4104)+`","e":"AQAB"}`), good), "", []string{"good"}},
+		{"RSA 8192-bit skipped", doc(json.RawMessage(`{"kty":"RSA","kid":"big","n":"`+oddModulus(8192)+`","e":"AQAB"}`), good), "", []string{"good"}},
+		{"RSA 4096-bit used", doc(json.RawMessage(`{"kty":"RSA","kid":"max","n":"` + oddModulus(4096) + `","e":"AQAB"}`)), "", []string{"max"}},
 		{"use enc skipped", doc(jwk(t, &rk[1].PublicKey, "enc", map[string]any{"use": "enc"}), good), "", []string{"good"}},
 		{"alg HS256 on an RSA key skipped", doc(jwk(t, &rk[1].PublicKey, "hs", map[string]any{"alg": "HS256"}), good), "", []string{"good"}},
 		{"alg ES256 on an RSA key skipped", doc(jwk(t, &rk[1].PublicKey, "conf", map[string]any{"alg": "ES256"}), good), "", []string{"good"}},
@@ -352,6 +357,9 @@ func TestHostileSets(t *testing.T) {
 		{"private key skipped", doc(ecPriv, good), "", []string{"good"}},
 		{"unknown kty skipped", doc(json.RawMessage(`{"kty":"XYZ","kid":"x"}`), good), "", []string{"good"}},
 		{"kid over MaxKidLen skipped", doc(jwk(t, &rk[1].PublicKey, strings.Repeat("k", MaxKidLen+1), nil), good), "", []string{"good"}},
+		{"x5c only skipped", doc(json.RawMessage(`{"kty":"RSA","kid":"x5c","x5c":["MIIB"]}`), good), "", []string{"good"}},
+		{"a member twice skipped", doc(json.RawMessage(`{"kty":"RSA","kid":"a","kid":"good","n":"AQAB","e":"AQAB"}`), good), "", []string{"good"}},
+		{"Ed25519 of 31 bytes skipped", doc(json.RawMessage(`{"kty":"OKP","crv":"Ed25519","kid":"ed","x":"`+b64(make([]byte, 31))+`"}`), good), "", []string{"good"}},
 		{"kid with odd bytes kept as bytes", doc(jwk(t, &rk[1].PublicKey, "a\x00\u202e", nil)), "", []string{"a\x00\u202e"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -480,16 +488,32 @@ func TestMaxAge(t *testing.T) {
 	}
 }
 
-// TestMaxAgeRefresh: a response's max-age, not the interval, times the
-// next refresh.
+// TestMaxAgeRefresh: a response's max-age times the next refresh when it
+// is shorter than the interval; a longer one (a provider or cache saying
+// "a day") never stretches the interval, which bounds how long a key the
+// provider withdrew is still trusted.
 func TestMaxAgeRefresh(t *testing.T) {
 	rk, _ := testRSA(t)
 	p := newProvider(t, doc(jwk(t, &rk[0].PublicKey, "k", nil)))
 	cc := "max-age=600"
 	p.cc.Store(&cc)
-	s := newSet(t, p, &fakeClock{t: time.Unix(1e9, 0)})
+	s := newSet(t, p, &fakeClock{t: time.Unix(1e9, 0)}) // Refresh: 1h
 	if got := s.cur.Load().maxAge; got != 10*time.Minute {
 		t.Fatalf("maxAge %v", got)
+	}
+	for _, tt := range []struct {
+		refresh, maxAge, want time.Duration
+	}{
+		{time.Hour, 10 * time.Minute, 10 * time.Minute},
+		{5 * time.Minute, 24 * time.Hour, 5 * time.Minute},
+		{5 * time.Minute, 0, 5 * time.Minute},
+		{time.Second, MinMaxAge, time.Second},
+	} {
+		s := New(Config{URL: p.srv.URL, Refresh: tt.refresh}, Options{Logger: quiet()})
+		s.cur.Store(&keySet{maxAge: tt.maxAge})
+		if got := s.interval(); got != tt.want {
+			t.Errorf("refresh %v, max-age %v: next fetch after %v, want %v", tt.refresh, tt.maxAge, got, tt.want)
+		}
 	}
 }
 
@@ -515,3 +539,253 @@ func TestCheckRedirect(t *testing.T) {
 }
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// TestProviderTextBounded: what a hostile provider writes into a failed
+// fetch's error (a jwks_uri of 200 KB, a redirect's Location of 200 KB)
+// reaches Status (and so /readyz) and the log at most MaxErrorLen bytes
+// long. Before, the whole of it did, on every failure.
+func TestProviderTextBounded(t *testing.T) {
+	long := strings.Repeat("x", 200_000)
+	var iss string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/realm/.well-known/openid-configuration":
+			json.NewEncoder(w).Encode(map[string]string{"issuer": iss, "jwks_uri": long})
+		case "/redirect":
+			w.Header().Set("Location", "ftp://"+long)
+			w.WriteHeader(http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	iss = srv.URL + "/realm"
+	for name, cfg := range map[string]Config{
+		"jwks_uri": {Issuer: iss, Refresh: time.Hour},
+		"redirect": {URL: srv.URL + "/redirect", Refresh: time.Hour},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var logged syncBuf
+			s := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+			s.Start()
+			defer s.Close()
+			st := s.Status()
+			if st.Error == "" || st.Keys != 0 {
+				t.Fatalf("status %+v, want a failure", st)
+			}
+			if len(st.Error) > MaxErrorLen+len("…") {
+				t.Errorf("error of %d bytes, more than %d: %.120s…", len(st.Error), MaxErrorLen, st.Error)
+			}
+			if n := logged.Len(); n == 0 || n > MaxErrorLen+1024 {
+				t.Errorf("log of %d bytes for one failure", n)
+			}
+		})
+	}
+}
+
+// syncBuf is a bytes.Buffer safe for the Set's goroutines.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) Len() int                    { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Len() }
+
+func TestCut(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"abc", 3, "abc"},
+		{"abcd", 3, "abc…"},
+		{"aé", 2, "a…"}, // é is two bytes: never cut inside it
+		{"éé", 3, "é…"},
+	} {
+		if got := cut(tt.in, tt.n); got != tt.want {
+			t.Errorf("cut(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		}
+	}
+}
+
+// TestProviderBombs: a gzip answer that inflates to 64 MiB is refused
+// after 1 MiB of inflated bytes (the client asks for gzip and inflates it
+// itself; the bound is on what it inflates), and an answer dripping a
+// byte at a time ends with the fetch's timeout. Neither costs more than
+// the bounds, and the last good keys stay.
+func TestProviderBombs(t *testing.T) {
+	var bomb bytes.Buffer
+	zw := gzip.NewWriter(&bomb)
+	zw.Write([]byte(`{"keys":[`))
+	zeros := make([]byte, 1<<20)
+	for i := range zeros {
+		zeros[i] = ' '
+	}
+	for range 64 {
+		zw.Write(zeros)
+	}
+	zw.Write([]byte(`]}`))
+	zw.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/gzip":
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(bomb.Bytes())
+		case "/drip":
+			w.Write([]byte(`{"keys":[`))
+			for {
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if _, err := w.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}
+	}))
+	defer srv.Close()
+	for path, want := range map[string]string{"/gzip": "larger than", "/drip": "deadline exceeded"} {
+		t.Run(path, func(t *testing.T) {
+			s := New(Config{URL: srv.URL + path, Refresh: time.Hour}, Options{Logger: quiet()})
+			s.fetchTimeout = time.Second
+			done := make(chan struct{})
+			go func() { s.Start(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the fetch never ended")
+			}
+			defer s.Close()
+			if st := s.Status(); st.Keys != 0 || !strings.Contains(st.Error, want) {
+				t.Fatalf("status %+v, want %q", st, want)
+			}
+		})
+	}
+}
+
+// TestFloodDuringRotation: the bound on what a forged-kid flood does to a
+// rotation. An attacker who spends the unknown-kid fetch just before the
+// provider publishes a new key gets the new key's tokens refused (at once,
+// never waiting) until UnknownKidEvery has passed since; then the next
+// unknown kid, forged or not, fetches for everyone and the new key
+// verifies. The attacker cannot stretch that: each of its fetches is one
+// more chance to learn the key.
+func TestFloodDuringRotation(t *testing.T) {
+	rk, _ := testRSA(t)
+	p := newProvider(t, doc(jwk(t, &rk[0].PublicKey, "old", nil)))
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	s := newSet(t, p, clk)
+	ctx := context.Background()
+	if _, err := s.VerificationKey(ctx, "forged-1", "RS256"); !errors.Is(err, ErrUnknownKid) {
+		t.Fatalf("forged kid: %v", err)
+	}
+	p.serve(doc(jwk(t, &rk[0].PublicKey, "old", nil), jwk(t, &rk[1].PublicKey, "new", nil)))
+	clk.add(UnknownKidEvery - time.Millisecond)
+	if _, err := s.VerificationKey(ctx, "new", "RS256"); !errors.Is(err, ErrUnknownKid) {
+		t.Fatalf("new key within %v of the attacker's fetch: %v, want refused", UnknownKidEvery, err)
+	}
+	clk.add(time.Millisecond)
+	// The attacker is first again: its fetch learns the new key.
+	if _, err := s.VerificationKey(ctx, "forged-2", "RS256"); !errors.Is(err, ErrUnknownKid) {
+		t.Fatalf("forged kid: %v", err)
+	}
+	if _, err := s.VerificationKey(ctx, "new", "RS256"); err != nil {
+		t.Fatalf("new key after the attacker's next fetch: %v", err)
+	}
+	if n := p.requests.Load(); n != 3 {
+		t.Fatalf("%d requests, want 3 (start, two forged kids)", n)
+	}
+}
+
+// TestReusedKid: a provider that replaces a key under an unchanged kid
+// has tokens of the new key refused until the next refresh. A known kid
+// never starts a fetch, whatever its signature: if a bad signature under
+// a known kid did, any client could make the gateway fetch.
+func TestReusedKid(t *testing.T) {
+	rk, _ := testRSA(t)
+	p := newProvider(t, doc(jwk(t, &rk[0].PublicKey, "main", nil)))
+	s := newSet(t, p, &fakeClock{t: time.Unix(1e9, 0)})
+	p.serve(doc(jwk(t, &rk[1].PublicKey, "main", nil)))
+	for range 20 {
+		k, err := s.VerificationKey(context.Background(), "main", "RS256")
+		if err != nil || !k.(*rsa.PublicKey).Equal(&rk[0].PublicKey) {
+			t.Fatalf("key %v, %v: want the held one", k, err)
+		}
+	}
+	if n := p.requests.Load(); n != 1 {
+		t.Fatalf("%d requests, want 1 (the start)", n)
+	}
+}
+
+// TestDuplicateKid: two keys of one type under one kid (a provider's
+// mistake, or a second key slipped into the set): the first in the set
+// verifies, the second never does, and a token without kid finds no
+// single key.
+func TestDuplicateKid(t *testing.T) {
+	rk, _ := testRSA(t)
+	p := newProvider(t, doc(jwk(t, &rk[0].PublicKey, "dup", nil), jwk(t, &rk[1].PublicKey, "dup", nil)))
+	s := newSet(t, p, &fakeClock{t: time.Unix(1e9, 0)})
+	k, err := s.VerificationKey(context.Background(), "dup", "RS256")
+	if err != nil || !k.(*rsa.PublicKey).Equal(&rk[0].PublicKey) {
+		t.Fatalf("key %v, %v: want the first", k, err)
+	}
+	if _, err := s.VerificationKey(context.Background(), "", "RS256"); !errors.Is(err, ErrNoKid) {
+		t.Fatalf("no kid: %v, want ErrNoKid", err)
+	}
+}
+
+// oddModulus is an odd number of exactly bits bits, base64url: an RSA
+// modulus of that size as far as a parser can tell.
+func oddModulus(bits int) string {
+	b := make([]byte, (bits+7)/8)
+	rand.Read(b)
+	b[0] = 0x80 >> ((8 - bits%8) % 8)
+	b[len(b)-1] |= 1
+	return b64(b)
+}
+
+// TestFlappingProvider: a provider whose answers alternate between two
+// sets (two nodes behind one name, mid-rotation). Each fetch replaces the
+// set whole; a token whose key the last answer lacked starts a fetch
+// (once per UnknownKidEvery) and is verified when that fetch brings the
+// key back. The gateway never holds more than one answer, so memory does
+// not grow with flapping.
+func TestFlappingProvider(t *testing.T) {
+	rk, _ := testRSA(t)
+	a, b := doc(jwk(t, &rk[0].PublicKey, "a", nil)), doc(jwk(t, &rk[1].PublicKey, "b", nil))
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if n.Add(1)%2 == 1 {
+			w.Write(a)
+		} else {
+			w.Write(b)
+		}
+	}))
+	defer srv.Close()
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	s := New(Config{URL: srv.URL, Refresh: time.Hour}, Options{Logger: quiet(), Now: clk.now})
+	s.Start()
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.VerificationKey(ctx, "a", "RS256"); err != nil {
+		t.Fatalf("a after the start: %v", err)
+	}
+	if _, err := s.VerificationKey(ctx, "b", "RS256"); err != nil {
+		t.Fatalf("b, fetched for its unknown kid: %v", err)
+	}
+	if _, err := s.VerificationKey(ctx, "a", "RS256"); !errors.Is(err, ErrUnknownKid) {
+		t.Fatalf("a within %v of the last fetch, which lacked it: %v, want refused", UnknownKidEvery, err)
+	}
+	clk.add(UnknownKidEvery)
+	if _, err := s.VerificationKey(ctx, "a", "RS256"); err != nil {
+		t.Fatalf("a after %v: %v", UnknownKidEvery, err)
+	}
+	if st := s.Status(); st.Keys != 1 || n.Load() != 3 {
+		t.Fatalf("status %+v after %d fetches, want 1 key after 3", st, n.Load())
+	}
+}

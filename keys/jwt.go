@@ -45,7 +45,8 @@ type JWTConfig struct {
 	// with SHA-256.
 	RS256Key *rsa.PublicKey
 	// KeySet supplies the keys of asymmetric algorithms by the token's
-	// "kid" (a JWKS fetched from an identity provider).
+	// "kid" (a JWKS fetched from an identity provider). Its tokens must
+	// carry "exp".
 	KeySet KeySet
 	// Algorithms are the "alg" values accepted with KeySet; empty means
 	// all of KeySetAlgorithms. HS* and "none" are never accepted from a
@@ -85,6 +86,7 @@ var (
 	errTokenAlg       = errors.New("jwt: algorithm not accepted")
 	errTokenSignature = errors.New("jwt: bad signature")
 	errTokenExpired   = errors.New("jwt: token expired")
+	errTokenNoExp     = errors.New("jwt: token from a key set without exp")
 	errTokenNotYet    = errors.New("jwt: token not yet valid")
 	errTokenAudience  = errors.New("jwt: wrong audience")
 	errTokenIssuer    = errors.New("jwt: wrong issuer")
@@ -313,6 +315,12 @@ func (v *jwtVerifier) check(ctx context.Context, tok string, now time.Time) (str
 		if !now.Before(exp.Add(v.leeway)) {
 			return "", nil, errTokenExpired
 		}
+	} else if v.keySet != nil {
+		// A provider's token must expire: one without exp would be an
+		// identity forever once leaked, and a provider signs JWTs that
+		// are no access tokens and may lack it (an OpenID Connect
+		// back-channel logout token names a sub and this API's aud).
+		return "", nil, errTokenNoExp
 	}
 	if raw, ok := claims["nbf"]; ok {
 		nbf, ok := numericDate(raw)

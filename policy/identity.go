@@ -98,6 +98,20 @@ func identityConfig(c *config.IdentityConfig, e *problems) (kc keys.Config, jwks
 		if len(j.Algorithms) > 0 && !jwks {
 			e.add("identity.jwt.algorithms", "applies to jwks_url and oidc_issuer only (a secret or key file fixes the algorithm)")
 		}
+		if jwks && j.Audience == "" {
+			// An identity provider's keys sign the tokens of every
+			// application it serves: without an audience, a token issued
+			// to any of them (any client of a shared tenant, any app of a
+			// public provider) would name a verified user here.
+			e.add("identity.jwt.audience", "required with jwks_url and oidc_issuer: the provider's keys sign tokens for every application it serves; name this API's audience")
+		}
+		if j.JWKSURL != "" && j.Issuer == "" {
+			// A provider may share one key set among its tenants (a
+			// multi-tenant directory publishes one for all): without an
+			// expected iss, a token another tenant issued for this
+			// audience would verify. oidc_issuer implies the issuer.
+			e.add("identity.jwt.issuer", "required with jwks_url: a provider may sign the tokens of every tenant with the same keys; name the issuer whose tokens this API takes (or use oidc_issuer)")
+		}
 		if jwks {
 			kc.JWT.Algorithms = slices.Clone(j.Algorithms)
 			kc.JWT.KeySet = UnboundKeys

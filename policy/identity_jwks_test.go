@@ -11,7 +11,11 @@ import (
 // hostile and mistaken values an operator (or a template) may write.
 func TestJWKSConfig(t *testing.T) {
 	jwks := func(f func(j *config.JWTConfig)) func(c *config.Config) {
-		return func(c *config.Config) { f(&c.Identity.JWT) }
+		return func(c *config.Config) {
+			c.Identity.JWT.Audience = "orders-api"
+			c.Identity.JWT.Issuer = "https://idp.example"
+			f(&c.Identity.JWT)
+		}
 	}
 	testProblems(t, base, []problemCase{
 		{"jwks_url https", jwks(func(j *config.JWTConfig) { j.JWKSURL = "https://idp.example/keys" }), nil},
@@ -46,6 +50,13 @@ func TestJWKSConfig(t *testing.T) {
 			[]string{`identity.jwt.jwks_refresh: must be in 1s..24h, got 100ms`}},
 		{"refresh too long", jwks(func(j *config.JWTConfig) { j.JWKSURL, j.JWKSRefresh = "https://idp.example/keys", "2d" }),
 			[]string{`identity.jwt.jwks_refresh: must be in 1s..24h, got 2d`}},
+		{"jwks_url without audience", jwks(func(j *config.JWTConfig) { j.JWKSURL, j.Audience = "https://idp.example/keys", "" }),
+			[]string{`identity.jwt.audience: required with jwks_url and oidc_issuer`}},
+		{"oidc_issuer without audience", jwks(func(j *config.JWTConfig) { j.OIDCIssuer, j.Audience = "https://idp.example/realm", "" }),
+			[]string{`identity.jwt.audience: required with jwks_url and oidc_issuer`}},
+		{"jwks_url without issuer", jwks(func(j *config.JWTConfig) { j.JWKSURL, j.Issuer = "https://idp.example/keys", "" }),
+			[]string{`identity.jwt.issuer: required with jwks_url`}},
+		{"oidc_issuer without issuer (it is implied)", jwks(func(j *config.JWTConfig) { j.OIDCIssuer, j.Issuer = "https://idp.example/realm", "" }), nil},
 		{"refresh zero", jwks(func(j *config.JWTConfig) { j.JWKSURL, j.JWKSRefresh = "https://idp.example/keys", "0s" }),
 			[]string{`identity.jwt.jwks_refresh: must be positive, got 0s`}},
 	})
@@ -57,6 +68,7 @@ func TestJWKSConfig(t *testing.T) {
 func TestJWKSCompile(t *testing.T) {
 	c := base()
 	c.Identity.JWT.OIDCIssuer = "https://idp.example/realm"
+	c.Identity.JWT.Audience = "orders-api"
 	c.Identity.JWT.JWKSRefresh = "10m"
 	p, err := Compile(c, func(string) string { return "" }, nil)
 	if err != nil {

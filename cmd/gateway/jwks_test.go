@@ -44,10 +44,12 @@ func TestKeysForReuse(t *testing.T) {
 		return policytest.Compile(t, func(c *config.Config) {
 			c.Identity.JWT.JWKSURL = url
 			c.Identity.JWT.JWKSRefresh = "1h"
+			c.Identity.JWT.Audience = "orders-api"
+			c.Identity.JWT.Issuer = "https://idp.example"
 		})
 	}
 	hdr, _ := json.Marshal(map[string]string{"alg": "RS256", "kid": "k1"})
-	claims, _ := json.Marshal(map[string]any{"sub": "alice"})
+	claims, _ := json.Marshal(map[string]any{"sub": "alice", "aud": "orders-api", "iss": "https://idp.example", "exp": time.Now().Add(time.Hour).Unix()})
 	signed := enc.EncodeToString(hdr) + "." + enc.EncodeToString(claims)
 	d := sha256.Sum256([]byte(signed))
 	sig, _ := rsa.SignPKCS1v15(rand.Reader, k, crypto.SHA256, d[:])
