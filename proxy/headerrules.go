@@ -19,10 +19,11 @@ type messages struct {
 	requestID bool
 	// req and resp are the route's header rules (nil: none).
 	req, resp *policy.HeaderRules
-	// respelled are the names request rules set or remove: a client's
-	// copy spelled with '_' (X_Gateway) goes too, since CGI, WSGI, PHP
-	// and Rack read it as the same header and could take it for the
-	// gateway's.
+	// respelled are the names request rules set or remove, and with
+	// hide_credentials the API key and token headers: a client's copy
+	// spelled with '_' (X_Gateway, X_Api_Key) goes too, since CGI, WSGI,
+	// PHP and Rack read it as the same header and could take it for the
+	// gateway's or a credential.
 	respelled []string
 	// hide holds the credentials hide_credentials removes; nil when off.
 	hide *keys.Extractor
@@ -42,6 +43,13 @@ func (h *Handler) newMessages(rt *policy.Route, p *policy.Policy) *messages {
 	}
 	if countsResponse(rt) {
 		m.record = h.recordResponse
+	}
+	if m.hide != nil {
+		// A client's X_Api_Key is the key to a CGI-style upstream.
+		m.respelled = append(m.respelled, m.hide.APIKeyHeader())
+		if th := m.hide.TokenHeader(); th != "" {
+			m.respelled = append(m.respelled, th)
+		}
 	}
 	if r := rt.RequestHeaders; r != nil {
 		m.respelled = append(m.respelled, r.Remove...)
@@ -72,9 +80,7 @@ func (m *messages) rewrite(pr *httputil.ProxyRequest) {
 		if q := e.APIKeyQuery(); q != "" && pr.Out.URL.RawQuery != "" {
 			pr.Out.URL.RawQuery = keys.WithoutQueryParam(pr.Out.URL.RawQuery, q)
 		}
-		if e.CarriesToken(out) {
-			delete(out, e.TokenHeader())
-		}
+		e.DropTokens(out)
 	}
 	if len(m.respelled) > 0 {
 		for name := range out {

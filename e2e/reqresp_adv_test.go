@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// doHeader sends one request with hdr as its header map, as is: several
+// values of a name go as several lines, and a name not in canonical form
+// (X_Api_Key) is sent as spelled.
+func doHeader(t *testing.T, c *http.Client, method, url string, hdr http.Header) *response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = hdr
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &response{Status: res.StatusCode, Header: res.Header, Body: b}
+}
+
+// TestHideCredentialsEvasions: hide_credentials removes a credential in
+// the shapes a client can give it besides the plain one. A bearer token
+// in a second Authorization line (after a Basic one, which alone is what
+// the gateway reads) and the API key or token header spelled with '_'
+// (CGI, WSGI, PHP and Rack read X_Api_Key as X-Api-Key) are credentials
+// the upstream behind the route is not meant to see. Mutations checked:
+// with only the first Authorization value looked at, "second line"
+// fails; without the respelled names, "respelled" fails.
+func TestHideCredentialsEvasions(t *testing.T) {
+	t.Parallel()
+	const secret = "e2e-secret-of-at-least-32-bytes-length"
+	up := newUpstream(t)
+	f := startMessages(t, "", fmt.Sprintf(`[identity.jwt]
+hs256_secret_env = "E2E_JWT_SECRET"
+
+[[routes]]
+name = "hidden"
+path_prefix = "/hidden"
+upstream = %q
+hide_credentials = true
+`, up.URL), "E2E_JWT_SECRET="+secret)
+	c := newClient(t, "")
+	valid := "Bearer " + hs256(t, secret, "alice", time.Now().Add(time.Hour))
+
+	for _, tc := range []struct {
+		name string
+		hdr  http.Header
+		want map[string][]string // header → values the upstream may see
+	}{
+		{"second line", http.Header{"Authorization": {"Basic YWxpY2U6cHc=", valid}}, map[string][]string{"Authorization": {"Basic YWxpY2U6cHc="}}},
+		{"second line, lower-case scheme", http.Header{"Authorization": {"Basic YWxpY2U6cHc=", "bearer abc.def.ghi"}}, map[string][]string{"Authorization": {"Basic YWxpY2U6cHc="}}},
+		{"two bearer lines", http.Header{"Authorization": {valid, "Bearer x.y.z"}}, map[string][]string{"Authorization": nil}},
+		{"respelled key header", http.Header{"X_Api_Key": {"k0"}}, map[string][]string{"X_api_key": nil}},
+		{"respelled key header, mixed", http.Header{"X-Api_Key": {"k0"}, "X-Api-Key": {"k1"}}, map[string][]string{"X-Api_key": nil, "X-Api-Key": nil}},
+	} {
+		s := doHeader(t, c, http.MethodGet, f.url("/hidden/x"), tc.hdr).echo(t)
+		for name, want := range tc.want {
+			got := s.Header[name]
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				b, _ := json.Marshal(s.Header)
+				t.Errorf("%s: upstream %s %q, want %q (upstream saw %s)", tc.name, name, got, want, b)
+			}
+		}
+	}
+}
