@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -73,6 +74,40 @@ hide_credentials = true
 				b, _ := json.Marshal(s.Header)
 				t.Errorf("%s: upstream %s %q, want %q (upstream saw %s)", tc.name, name, got, want, b)
 			}
+		}
+	}
+}
+
+// TestCORSAnyOriginCacheable: on a route with origins = ["*"] every
+// answer names "*", whether or not the request had an Origin. An answer
+// given to a request without Origin and stored by a shared cache is then
+// served to a page's fetch too: without Access-Control-Allow-Origin on it
+// (and without Vary: Origin to keep it apart), any client could make the
+// cache break the API for every page by asking first, without an Origin.
+// Mutation checked: with the allow headers set only for a request with
+// an Origin (the first version), "no Origin" fails.
+func TestCORSAnyOriginCacheable(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	f := startMessages(t, "", fmt.Sprintf(`
+[[routes]]
+name = "public"
+path_prefix = "/public"
+upstream = %q
+cors = { origins = ["*"] }
+`, up.URL))
+	c := newClient(t, "")
+	for _, tc := range []struct {
+		name string
+		hdr  http.Header
+	}{
+		{"no Origin", http.Header{}},
+		{"Origin", http.Header{"Origin": {"https://page.example"}}},
+	} {
+		r := doHeader(t, c, http.MethodGet, f.url("/public/x"), tc.hdr)
+		if r.Status != 200 || r.Header.Get("Access-Control-Allow-Origin") != "*" ||
+			!strings.Contains(r.Header.Get("Access-Control-Expose-Headers"), "Retry-After") {
+			t.Errorf("%s: %s, want Access-Control-Allow-Origin: * and the expose list on an answer a cache may give any page", tc.name, r)
 		}
 	}
 }
