@@ -111,3 +111,33 @@ cors = { origins = ["*"] }
 		}
 	}
 }
+
+// TestHeaderRulesUnderscoreName: a rule may name its header with '_'
+// (X_Caller); a client's copy spelled with '-' (X-Caller) is then the
+// same header to CGI, WSGI, PHP and Rack, and to a server that drops
+// names with '_' (nginx and Apache do by default) the client's would be
+// the only one. It goes, like a client's '_' copy of a rule spelled with
+// '-'. Mutation checked: with only names holding '_' looked at (the
+// first version), both rows fail.
+func TestHeaderRulesUnderscoreName(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	f := startMessages(t, "", fmt.Sprintf(`
+[[routes]]
+name = "r"
+path_prefix = "/"
+upstream = %q
+request_headers = { set = { "X_Caller" = "gw" }, remove = ["X_Debug"] }
+`, up.URL))
+	c := newClient(t, "")
+	s := doHeader(t, c, http.MethodGet, f.url("/x"), http.Header{"X-Caller": {"admin"}, "X-Debug": {"1"}, "X_caller": {"forged"}}).echo(t)
+	if v := s.Header["X-Caller"]; v != nil {
+		t.Errorf("set X_Caller: the client's X-Caller %q reached the upstream beside the rule's %q", v, s.Header["X_caller"])
+	}
+	if v := s.Header["X_caller"]; len(v) != 1 || v[0] != "gw" {
+		t.Errorf("set X_Caller: upstream X_caller %q, want [gw]", v)
+	}
+	if v := s.Header["X-Debug"]; v != nil {
+		t.Errorf("remove X_Debug: the client's X-Debug %q reached the upstream", v)
+	}
+}

@@ -25,6 +25,11 @@ type messages struct {
 	// PHP and Rack read it as the same header and could take it for the
 	// gateway's or a credential.
 	respelled []string
+	// underscored is set when a name in respelled holds '_' (a rule may
+	// be written X_Caller): then a client's X-Caller, the same header to
+	// those frameworks and the only one to a server that drops names with
+	// '_' (nginx, Apache), goes too, so every name is looked at.
+	underscored bool
 	// hide holds the credentials hide_credentials removes; nil when off.
 	hide *keys.Extractor
 	// label turns a client identity into what the access log shows.
@@ -57,6 +62,9 @@ func (h *Handler) newMessages(rt *policy.Route, p *policy.Policy) *messages {
 			m.respelled = append(m.respelled, s.Name)
 		}
 	}
+	for _, n := range m.respelled {
+		m.underscored = m.underscored || strings.IndexByte(n, '_') >= 0
+	}
 	if !m.requestID && m.req == nil && m.resp == nil && m.hide == nil {
 		return nil
 	}
@@ -84,7 +92,7 @@ func (m *messages) rewrite(pr *httputil.ProxyRequest) {
 	}
 	if len(m.respelled) > 0 {
 		for name := range out {
-			if strings.IndexByte(name, '_') >= 0 && dashedAny(name, m.respelled) {
+			if (m.underscored || strings.IndexByte(name, '_') >= 0) && dashedAny(name, m.respelled) {
 				delete(out, name)
 			}
 		}
