@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +141,45 @@ request_headers = { set = { "X_Caller" = "gw" }, remove = ["X_Debug"] }
 	}
 	if v := s.Header["X-Debug"]; v != nil {
 		t.Errorf("remove X_Debug: the client's X-Debug %q reached the upstream", v)
+	}
+}
+
+// TestHeaderRulesDottedName: a header name holding '.' works quoted
+// ("X.Foo" reaches the upstream; viper splits dotted keys of its own
+// tables, not of the routes' list), and unquoted (X.Foo, which TOML reads
+// as nested tables) is refused with what to do rather than a decoder's
+// type complaint. Mutation checked: without the rewritten message in
+// decodeErrors, "unquoted" fails (mapstructure's "unconvertible type").
+func TestHeaderRulesDottedName(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	f := startMessages(t, "", fmt.Sprintf(`
+[[routes]]
+name = "r"
+path_prefix = "/"
+upstream = %q
+request_headers = { set = { "X.Foo" = "1", "X-Bar" = "2" } }
+`, up.URL))
+	s := get(t, newClient(t, ""), f.url("/x"), nil).echo(t)
+	if s.Header.Get("X.foo") != "1" || s.Header.Get("X-Bar") != "2" {
+		t.Errorf("quoted: upstream saw %v, want X.Foo: 1 and X-Bar: 2", s.Header)
+	}
+
+	path := filepath.Join(t.TempDir(), "dotted.toml")
+	if err := os.WriteFile(path, []byte(`[server]
+listen = "127.0.0.1:0"
+admin_listen = ""
+
+[[routes]]
+name = "r"
+path_prefix = "/"
+upstream = "http://127.0.0.1:1"
+request_headers = { set = { X.Foo = "1" } }
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runGateway(t, nil, "validate", "--config", path)
+	if code == 0 || !strings.Contains(stdout+stderr, `routes[0].request_headers.set[x]`) || !strings.Contains(stdout+stderr, "must be quoted") {
+		t.Errorf("unquoted: validate exit %d, want a refusal saying the name must be quoted:\n%s%s", code, stdout, stderr)
 	}
 }
