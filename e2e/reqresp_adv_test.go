@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,5 +184,75 @@ request_headers = { set = { X.Foo = "1" } }
 	code, stdout, stderr := runGateway(t, nil, "validate", "--config", path)
 	if code == 0 || !strings.Contains(stdout+stderr, `routes[0].request_headers.set[x]`) || !strings.Contains(stdout+stderr, "must be quoted") {
 		t.Errorf("unquoted: validate exit %d, want a refusal saying the name must be quoted:\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestEarlyHintsHeaderRules: an upstream's 103 Early Hints is an answer
+// of the upstream's too: the headers the route's response rules name (a
+// Server or X-Internal-Host the operator removes or replaces) and, on a
+// cors route, its own Access-Control-* and X-Request-Id do not reach the
+// client on it, while the hint itself (Link) does. Mutation checked:
+// without finishInformational in statusWriter.WriteHeader, every row
+// but Link fails.
+func TestEarlyHintsHeaderRules(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Link", "</style.css>; rel=preload; as=style")
+		h.Set("X-Internal-Host", "db-7.internal")
+		h.Set("Server", "internal/1.0")
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("X-Request-Id", "forged")
+		w.WriteHeader(http.StatusEarlyHints)
+		for k := range h {
+			h.Del(k)
+		}
+		fmt.Fprint(w, "hello")
+	}))
+	t.Cleanup(up.Close)
+	f := startMessages(t, "", fmt.Sprintf(`
+[[routes]]
+name = "hints"
+path_prefix = "/"
+upstream = %q
+response_headers = { remove = ["X-Internal-Host"], set = { "Server" = "tollgate" } }
+cors = { origins = ["https://app.example"] }
+`, up.URL))
+	var hint textproto.MIMEHeader
+	req, err := http.NewRequest("GET", f.url("/page"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Origin", "https://evil.example")
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+			hint = h
+			return nil
+		},
+	}))
+	resp, err := newClient(t, "").Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if hint == nil {
+		t.Fatalf("no 103 relayed (status %d)", resp.StatusCode)
+	}
+	if hint.Get("Link") == "" {
+		t.Errorf("the hint lost its Link: %v", hint)
+	}
+	for _, name := range []string{"X-Internal-Host", "Access-Control-Allow-Origin"} {
+		if v := hint.Values(name); len(v) > 0 {
+			t.Errorf("the upstream's 103 carried %s %q to the client", name, v)
+		}
+	}
+	if v := hint.Get("Server"); v == "internal/1.0" {
+		t.Errorf("the upstream's 103 carried Server %q, which the route's rule replaces", v)
+	}
+	if v := hint.Get("X-Request-Id"); v == "forged" {
+		t.Errorf("the upstream's 103 carried its own X-Request-Id %q", v)
+	}
+	if resp.Header.Get("Server") != "tollgate" || resp.Header.Get("X-Internal-Host") != "" {
+		t.Errorf("final answer: %v", resp.Header)
 	}
 }

@@ -77,11 +77,7 @@ func setAllowOrigin(hd http.Header, c *policy.CORS, origin string) {
 // and expose headers (with "*", every answer). Vary: Origin tells caches
 // that the answer depends on it.
 func setCORSHeaders(hd http.Header, c *policy.CORS, origin string) {
-	for k := range hd {
-		if len(k) > 15 && k[:15] == "Access-Control-" {
-			delete(hd, k)
-		}
-	}
+	dropCORSHeaders(hd)
 	if !c.AnyOrigin || c.Credentials {
 		hd["Vary"] = append(hd["Vary"], "Origin")
 	}
@@ -94,4 +90,13 @@ func setCORSHeaders(hd http.Header, c *policy.CORS, origin string) {
 	// any page, which must then be able to read it.
 	setAllowOrigin(hd, c, origin)
 	hd["Access-Control-Expose-Headers"] = c.Expose
+}
+
+// dropCORSHeaders removes an upstream's Access-Control-* headers.
+func dropCORSHeaders(hd http.Header) {
+	for k := range hd {
+		if len(k) > 15 && k[:15] == "Access-Control-" {
+			delete(hd, k)
+		}
+	}
 }
