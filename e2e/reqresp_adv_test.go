@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -254,5 +256,54 @@ cors = { origins = ["https://app.example"] }
 	}
 	if resp.Header.Get("Server") != "tollgate" || resp.Header.Get("X-Internal-Host") != "" {
 		t.Errorf("final answer: %v", resp.Header)
+	}
+}
+
+// TestMaxBodyBytesClosesAt413: a Content-Length past the bound gets 413
+// and the connection closed, as documented, even when the client has not
+// sent the body (it asked Expect: 100-continue, or simply waits): net/http
+// would otherwise try to read a small unread body after the handler
+// returned, holding the connection and its goroutine for as long as the
+// client keeps it open. Mutation checked: without the read deadline set
+// with the 413 (tooLarge), both rows time out on the hang guard instead
+// of reading EOF.
+func TestMaxBodyBytesClosesAt413(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	f := startMessages(t, "", fmt.Sprintf(`
+[[routes]]
+name = "small"
+path_prefix = "/"
+upstream = %q
+max_body_bytes = 10
+`, up.URL))
+	for _, tc := range []struct{ name, extra string }{
+		{"expect 100-continue", "Expect: 100-continue\r\n"},
+		{"body held back", ""},
+	} {
+		conn, err := net.Dial("tcp", f.gw.Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Hang guard only: EOF is expected at once.
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+		fmt.Fprintf(conn, "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n%s\r\n", tc.extra)
+		br := bufio.NewReader(conn)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 413 {
+			t.Errorf("%s: status %d, want 413", tc.name, res.StatusCode)
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("%s: after the 413 the connection gave %v, want EOF (closed)", tc.name, err)
+		}
+		conn.Close()
+	}
+	if n := up.count(); n != 0 {
+		t.Errorf("%d requests reached the upstream", n)
 	}
 }

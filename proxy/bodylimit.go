@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/tollgate/gateway/headers"
 )
@@ -14,7 +15,11 @@ import (
 var errBodyTooLarge = errors.New("request body larger than the route's max_body_bytes")
 
 // tooLarge answers 413 for a body past limit bytes. The connection is
-// closed after the answer: the rest of the body is not read.
+// closed after the answer: the rest of the body is not read. The read
+// deadline set to now makes that so: net/http would otherwise try to read
+// a small unread body (up to 256 KiB) once the handler returned, waiting
+// on a client that never sends it (one that asked Expect: 100-continue,
+// or holds it back) for as long as the client keeps the connection.
 func tooLarge(w http.ResponseWriter, limit int64) {
 	w.Header().Set("Connection", "close")
 	headers.WriteProblem(w, headers.Problem{
@@ -22,6 +27,7 @@ func tooLarge(w http.ResponseWriter, limit int64) {
 		Title:  "Content Too Large",
 		Detail: "the request body is larger than the route's limit of " + strconv.FormatInt(limit, 10) + " bytes",
 	})
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 // bounded cuts p so that reading it can take the body at most one byte
