@@ -14,14 +14,15 @@ import (
 // exchange and upstreamError answers 413.
 var errBodyTooLarge = errors.New("request body larger than the route's max_body_bytes")
 
-// tooLarge answers 413 for a body past limit bytes. The connection is
-// closed after the answer: the rest of the body is not read. The read
+// tooLarge answers 413 for a body past limit bytes of r. An HTTP/1
+// connection is closed after the answer: the rest of the body is not
+// read (an HTTP/2 stream just ends; see closeAfter). The read
 // deadline set to now makes that so: net/http would otherwise try to read
 // a small unread body (up to 256 KiB) once the handler returned, waiting
 // on a client that never sends it (one that asked Expect: 100-continue,
 // or holds it back) for as long as the client keeps the connection.
-func tooLarge(w http.ResponseWriter, limit int64) {
-	w.Header().Set("Connection", "close")
+func tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
+	closeAfter(w, r)
 	headers.WriteProblem(w, headers.Problem{
 		Status: http.StatusRequestEntityTooLarge,
 		Title:  "Content Too Large",
@@ -50,4 +51,15 @@ func (b *bodyReader) count(n int) (int, bool) {
 	over := b.n - b.limit
 	b.n = b.limit
 	return n - int(over), true
+}
+
+// closeAfter has an HTTP/1 connection closed after the answer to r,
+// whose body is left unread. Not an HTTP/2 one: net/http reads
+// "Connection: close" there as "send GOAWAY", and the connection may
+// carry other clients' streams (a front proxy multiplexing them), while
+// the unread body is one stream's, ended with it.
+func closeAfter(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor < 2 {
+		w.Header().Set("Connection", "close")
+	}
 }
