@@ -363,3 +363,46 @@ max_body_bytes = 10
 		t.Errorf("GET after the 413: status %d, connection reused %v; want 200 on the same HTTP/2 connection", code, reused)
 	}
 }
+
+// TestMaxBodyBytesHuge: max_body_bytes = 2^63-1 (what one might write
+// for "no bound") is a bound like any other: a streamed body passes. The
+// bound plus the one byte read past it overflowed int64 and the handler
+// panicked slicing the read buffer with a negative length (net/http cut
+// the connection). Mutation checked: without the overflow guard in
+// bodyReader.bounded, the chunked POST fails with a cut connection.
+func TestMaxBodyBytesHuge(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	f := startMessages(t, "max_body_bytes = 9223372036854775807", fmt.Sprintf(`
+[[routes]]
+name = "huge"
+path_prefix = "/huge"
+upstream = %q
+max_body_bytes = 9223372036854775807
+
+[[routes]]
+name = "server"
+path_prefix = "/server"
+upstream = %[1]q
+`, up.URL))
+	c := newClient(t, "")
+	for _, path := range []string{"/huge/x", "/server/x"} {
+		// A reader without a length: sent chunked, read while it streams.
+		req, err := http.NewRequest("POST", f.url(path), io.MultiReader(strings.NewReader("hello "), strings.NewReader("world")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: chunked POST: %v", path, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Errorf("%s: chunked POST: status %d, want 200", path, res.StatusCode)
+		}
+	}
+	if out := f.gw.output(); strings.Contains(out, "panic") {
+		t.Errorf("the gateway panicked:\n%s", out)
+	}
+}

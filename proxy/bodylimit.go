@@ -33,10 +33,12 @@ func tooLarge(w http.ResponseWriter, r *http.Request, limit int64) {
 
 // bounded cuts p so that reading it can take the body at most one byte
 // past its limit: enough to know that it is too large, no more for the
-// upstream.
+// upstream. The room left is compared before the one byte is added:
+// limit - n + 1 overflows int64 for a bound of 2^63-1, which a
+// configuration may hold (no upper bound is imposed on it).
 func (b *bodyReader) bounded(p []byte) []byte {
-	if rem := b.limit - b.n + 1; int64(len(p)) > rem {
-		return p[:rem]
+	if rem := b.limit - b.n; int64(len(p)) > rem {
+		return p[:rem+1]
 	}
 	return p
 }
