@@ -406,3 +406,36 @@ upstream = %[1]q
 		t.Errorf("the gateway panicked:\n%s", out)
 	}
 }
+
+// TestHeaderRulesRequestIDOff: with server.request_id = false the
+// gateway gives no id and a client's X-Request-Id passes untouched, so a
+// rule naming {request_id} would copy the client's own value into a
+// header the operator meant as the gateway's (X-Trace = "{request_id}"):
+// refused at load with the field path. Mutation checked: without the
+// check in buildRouteMessages the configuration loads and the client's
+// "forged" reaches the upstream as X-Trace.
+func TestHeaderRulesRequestIDOff(t *testing.T) {
+	t.Parallel()
+	for i, rules := range []string{
+		`request_headers = { set = { "X-Trace" = "{request_id}" } }`,
+		`response_headers = { add = { "X-Trace" = "id={request_id}" } }`,
+	} {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("c%d.toml", i))
+		if err := os.WriteFile(path, []byte(`[server]
+listen = "127.0.0.1:0"
+admin_listen = ""
+request_id = false
+
+[[routes]]
+name = "r"
+path_prefix = "/"
+upstream = "http://127.0.0.1:1"
+`+rules+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr := runGateway(t, nil, "validate", "--config", path)
+		if code == 0 || !strings.Contains(stdout+stderr, "routes[0].") || !strings.Contains(stdout+stderr, "server.request_id") {
+			t.Errorf("%s: validate exit %d, want a refusal naming server.request_id:\n%s%s", rules, code, stdout, stderr)
+		}
+	}
+}
