@@ -439,3 +439,29 @@ upstream = "http://127.0.0.1:1"
 		}
 	}
 }
+
+// TestCORSOriginIDN: an origin written with an internationalized host
+// (https://bücher.example) would never match, since browsers send the
+// ASCII form (https://xn--bcher-kva.example): refused at load saying so,
+// rather than a page silently refused. Mutation checked: without the
+// check in normalOrigin the configuration validates.
+func TestCORSOriginIDN(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "idn.toml")
+	if err := os.WriteFile(path, []byte(`[server]
+listen = "127.0.0.1:0"
+admin_listen = ""
+
+[[routes]]
+name = "r"
+path_prefix = "/"
+upstream = "http://127.0.0.1:1"
+cors = { origins = ["https://bücher.example"] }
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runGateway(t, nil, "validate", "--config", path)
+	if code == 0 || !strings.Contains(stdout+stderr, "routes[0].cors.origins[0]") || !strings.Contains(stdout+stderr, "punycode") {
+		t.Errorf("validate exit %d, want a refusal asking for the punycode form:\n%s%s", code, stdout, stderr)
+	}
+}
