@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -463,5 +464,86 @@ cors = { origins = ["https://bücher.example"] }
 	code, stdout, stderr := runGateway(t, nil, "validate", "--config", path)
 	if code == 0 || !strings.Contains(stdout+stderr, "routes[0].cors.origins[0]") || !strings.Contains(stdout+stderr, "punycode") {
 		t.Errorf("validate exit %d, want a refusal asking for the punycode form:\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestMaxBodyBytesNoSmuggling: what a client puts in a body cut at the
+// bound is never read as a request of its own: a chunked body past the
+// bound that holds a complete request, a pipelined request after it, and
+// Content-Length beside Transfer-Encoding (chunked wins) each get one
+// 413 and the connection closed; the upstream sees at most the bound of
+// the first body, never the smuggled path. Held when tried; kept as a
+// guard. Request trailers naming owned or rule-set headers reach the
+// upstream without their values (ReverseProxy announces, never copies,
+// a client's trailers).
+func TestMaxBodyBytesNoSmuggling(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seenReqs []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seenReqs = append(seenReqs, fmt.Sprintf("%s %s body=%q trailer=%v", r.Method, r.URL.Path, b, r.Trailer))
+		mu.Unlock()
+	}))
+	t.Cleanup(up.Close)
+	f := startMessages(t, "", fmt.Sprintf(`
+[[routes]]
+name = "small"
+path_prefix = "/small"
+upstream = %q
+max_body_bytes = 10
+
+[[routes]]
+name = "open"
+path_prefix = "/open"
+upstream = %[1]q
+request_headers = { set = { "X-Caller" = "gw" } }
+`, up.URL))
+	smuggled := "0123456789ab" + "GET /small/smuggled HTTP/1.1\r\nHost: a\r\n\r\n"
+	for _, tc := range []struct{ name, raw string }{
+		{"chunked holding a request, then a pipelined one", fmt.Sprintf("POST /small/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\nGET /small/second HTTP/1.1\r\nHost: a\r\n\r\n", len(smuggled), smuggled)},
+		{"Content-Length holding a request", fmt.Sprintf("POST /small/x HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n%s", len(smuggled), smuggled)},
+		{"Content-Length beside chunked", fmt.Sprintf("POST /small/x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(smuggled), smuggled)},
+	} {
+		conn, err := net.Dial("tcp", f.gw.Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second)) // hang guard
+		fmt.Fprint(conn, tc.raw)
+		br := bufio.NewReader(conn)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		if res.StatusCode != 413 {
+			t.Errorf("%s: status %d, want 413", tc.name, res.StatusCode)
+		}
+		if res2, err := http.ReadResponse(br, nil); err == nil {
+			t.Errorf("%s: a second answer (%d) on the connection: part of the body was read as a request", tc.name, res2.StatusCode)
+		}
+		conn.Close()
+	}
+
+	conn, err := net.Dial("tcp", f.gw.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second)) // hang guard
+	fmt.Fprint(conn, "POST /open/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTrailer: X-Real-Ip, X-Caller, X-Request-Id\r\n\r\n3\r\nabc\r\n0\r\nX-Real-Ip: 6.6.6.6\r\nX-Caller: admin\r\nX-Request-Id: forged\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("trailers: %v %v", res, err)
+	}
+	conn.Close()
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range seenReqs {
+		if strings.Contains(s, "smuggled") || strings.Contains(s, "second") || strings.Contains(s, "6.6.6.6") || strings.Contains(s, "admin") || strings.Contains(s, "forged") {
+			t.Errorf("upstream saw %s", s)
+		}
 	}
 }
