@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // doHeader sends one request with hdr as its header map, as is: several
@@ -545,5 +549,74 @@ request_headers = { set = { "X-Caller" = "gw" } }
 		if strings.Contains(s, "smuggled") || strings.Contains(s, "second") || strings.Contains(s, "6.6.6.6") || strings.Contains(s, "admin") || strings.Contains(s, "forged") {
 			t.Errorf("upstream saw %s", s)
 		}
+	}
+}
+
+// TestH2BadBodyKeepsConnection: over HTTP/2 a client whose body breaks
+// its own stream (DATA past the content-length it declared) gets its
+// stream ended, not the connection: the 400 for an unreadable body (END_STREAM
+// before the content-length it declared) set "Connection: close", which net/http's HTTP/2 server turns into a GOAWAY
+// for every stream on the connection (a front proxy's other clients).
+// Mutation checked: with Connection: close set on that 400 over HTTP/2
+// (as before), the request on stream 3 is refused by the GOAWAY. (DATA
+// past the declared length is reset by net/http itself and held.)
+func TestH2BadBodyKeepsConnection(t *testing.T) {
+	t.Parallel()
+	pr := protocols[1] // h2c
+	up := newUpstream(t)
+	data, ca, _, _ := frontData(t, pr, t.TempDir(), "", "", fmt.Sprintf(`
+[[routes]]
+name = "r"
+path_prefix = "/"
+upstream = %q
+`, up.URL))
+	f := &front{gw: startGateway(t, "front.toml.tmpl", gwOpts{Data: data}), proto: pr, ca: ca}
+	c := dialRawH2(t, f.gw.Listen, 0, true)
+	var b bytes.Buffer
+	e := hpack.NewEncoder(&b)
+	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", f.gw.Listen}, {":path", "/x"}, {"content-length", "10"}} {
+		_ = e.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	if err := c.w.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: b.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.w.WriteData(1, true, []byte("01234")); err != nil {
+		t.Fatal(err)
+	}
+	// Hang guard: wait for stream 1's end (an answer or a reset).
+	wait := func(cond func() bool) bool {
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			c.mu.Lock()
+			ok := cond()
+			c.mu.Unlock()
+			if ok {
+				return true
+			}
+			select {
+			case <-c.done:
+				c.mu.Lock()
+				ok := cond()
+				c.mu.Unlock()
+				return ok
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		return false
+	}
+	if !wait(func() bool { return c.responses+c.rsts > 0 }) {
+		t.Fatal("stream 1 neither answered nor reset")
+	}
+	before := 0
+	c.mu.Lock()
+	before = c.responses
+	c.mu.Unlock()
+	if err := c.w.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: h2Headers(f.gw.Listen, "/y"), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatalf("stream 3: %v", err)
+	}
+	if !wait(func() bool { return c.responses > before }) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		t.Errorf("stream 3 after a broken body on stream 1: no answer (GOAWAY %v, read error %v)", c.goAway, c.readErr)
 	}
 }

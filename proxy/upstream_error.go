@@ -43,7 +43,7 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		// The client's body was malformed (bad chunk framing, too large):
 		// the client's fault, not the upstream's.
 		q.ev.Outcome = OutcomeBadRequest
-		w.Header().Set("Connection", "close")
+		closeAfter(w, r) // bodylimit.go
 		headers.WriteProblem(w, headers.Problem{
 			Status: http.StatusBadRequest,
 			Title:  "Bad Request",
