@@ -620,3 +620,45 @@ upstream = %q
 		t.Errorf("stream 3 after a broken body on stream 1: no answer (GOAWAY %v, read error %v)", c.goAway, c.readErr)
 	}
 }
+
+// TestResponseRulesTrailers: the headers a response rule removes or sets
+// are not let through as the upstream's trailers either (gRPC clients
+// read trailers as metadata; any HTTP client may), announced or not.
+// Mutation checked: without the trailer filter in
+// messages.modifyResponse, X-Internal-Host arrives as a trailer.
+func TestResponseRulesTrailers(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Internal-Host, X-Kept")
+		fmt.Fprint(w, "body")
+		w.Header().Set("X-Internal-Host", "db-7")
+		w.Header().Set("X-Kept", "1")
+		w.Header().Set(http.TrailerPrefix+"Server", "internal/1.0") // unannounced
+	}))
+	t.Cleanup(up.Close)
+	f := startMessages(t, "", fmt.Sprintf(`
+[[routes]]
+name = "r"
+path_prefix = "/"
+upstream = %q
+response_headers = { remove = ["X-Internal-Host"], set = { "Server" = "tollgate" } }
+`, up.URL))
+	res, err := newClient(t, "").Get(f.url("/x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if string(b) != "body" {
+		t.Fatalf("body %q", b)
+	}
+	if v := res.Trailer.Values("X-Internal-Host"); len(v) > 0 {
+		t.Errorf("removed header arrived as a trailer: %q", v)
+	}
+	if v := res.Trailer.Get("Server"); v == "internal/1.0" {
+		t.Errorf("a header the rule sets arrived as the upstream's trailer: %q", v)
+	}
+	if res.Trailer.Get("X-Kept") != "1" {
+		t.Errorf("an ungoverned trailer was lost: %v", res.Trailer)
+	}
+}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"strings"
@@ -116,8 +117,49 @@ func (m *messages) modifyResponse(res *http.Response) error {
 		var v policy.TemplateValues
 		m.values(&v, m.resp.Needs, res.Request, res.Request.Header)
 		applyHeaderRules(res.Header, m.resp, &v)
+		if res.StatusCode != http.StatusSwitchingProtocols && res.Body != nil && res.Body != http.NoBody {
+			// The upstream's trailers, announced or not, arrive in
+			// res.Trailer when its body ends and are relayed after it:
+			// the names the rules govern go there too. (A 101's body is
+			// the tunnel, which ReverseProxy needs unwrapped.)
+			dropGoverned(res.Trailer, m.resp)
+			res.Body = &trailerFilter{ReadCloser: res.Body, res: res, rules: m.resp}
+		}
 	}
 	return nil
+}
+
+// trailerFilter removes from its response's trailers, once the body has
+// ended (when the transport has filled them in), the headers the route's
+// response rules govern.
+type trailerFilter struct {
+	io.ReadCloser
+	res   *http.Response
+	rules *policy.HeaderRules
+}
+
+func (f *trailerFilter) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	if err == io.EOF {
+		dropGoverned(f.res.Trailer, f.rules)
+	}
+	return n, err
+}
+
+// dropGoverned deletes from h every name rules remove, set or add.
+func dropGoverned(h http.Header, rules *policy.HeaderRules) {
+	if len(h) == 0 {
+		return
+	}
+	for _, n := range rules.Remove {
+		delete(h, n)
+	}
+	for i := range rules.Set {
+		delete(h, rules.Set[i].Name)
+	}
+	for i := range rules.Add {
+		delete(h, rules.Add[i].Name)
+	}
 }
 
 // modifyResponse returns the ModifyResponse of a route whose messages are

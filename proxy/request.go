@@ -158,16 +158,7 @@ func (q *request) finishInformational(hd http.Header) {
 		hd[requestIDHeader] = q.rid
 	}
 	if q.rt != nil && q.rt.ResponseHeaders != nil {
-		rules := q.rt.ResponseHeaders
-		for _, n := range rules.Remove {
-			delete(hd, n)
-		}
-		for i := range rules.Set {
-			delete(hd, rules.Set[i].Name)
-		}
-		for i := range rules.Add {
-			delete(hd, rules.Add[i].Name)
-		}
+		dropGoverned(hd, q.rt.ResponseHeaders) // headerrules.go
 	}
 	if q.cors != nil {
 		dropCORSHeaders(hd) // cors.go
