@@ -3,6 +3,7 @@ package keys
 import (
 	"net/http"
 	"net/netip"
+	"strings"
 )
 
 // The compiled settings an Extractor resolves identities with, for callers
@@ -56,14 +57,34 @@ func (e *Extractor) TokenHeader() string {
 	return e.jwt.header
 }
 
-// CarriesToken reports whether h holds, in the token header, what
-// Identify would take for a token and verify (whether or not it is
-// valid): a Bearer credential in Authorization, any value in another
-// header. Authorization with another scheme (Basic) carries none.
-func (e *Extractor) CarriesToken(h http.Header) bool {
+// DropTokens removes from h every value of the token header that
+// Identify would take for a token were it the first (whether or not it
+// is valid): a Bearer credential in Authorization, any value of another
+// header. Every line is looked at, not only the first that Identify
+// reads: a client can put its token in a second Authorization line
+// behind a Basic one, and an upstream may read any line. Authorization
+// values of another scheme (Basic) carry none and are kept.
+func (e *Extractor) DropTokens(h http.Header) {
 	if e.jwt == nil {
-		return false
+		return
 	}
-	_, ok := e.jwt.token(firstHeader(h, e.jwt.header))
-	return ok
+	vs := h[e.jwt.header]
+	if len(vs) == 0 {
+		return
+	}
+	if !e.jwt.bearer {
+		delete(h, e.jwt.header)
+		return
+	}
+	var kept []string
+	for _, v := range vs {
+		if _, ok := e.jwt.token(strings.TrimSpace(v)); !ok {
+			kept = append(kept, v)
+		}
+	}
+	if len(kept) == 0 {
+		delete(h, e.jwt.header)
+	} else if len(kept) < len(vs) {
+		h[e.jwt.header] = kept
+	}
 }

@@ -214,6 +214,13 @@ func normalOrigin(o string) (string, string) {
 		return "", "an origin has no path, query or fragment (not even a trailing '/')"
 	}
 	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	for i := 0; i < len(host); i++ {
+		if host[i] >= 0x80 {
+			// Browsers send an internationalized host in its ASCII
+			// form: this spelling would never match.
+			return "", "write the host in its ASCII (punycode) form, as browsers send it (xn--…)"
+		}
+	}
 	if strings.HasSuffix(host, ".") {
 		return "", "a trailing dot makes a different origin: drop it"
 	}

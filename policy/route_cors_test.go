@@ -31,6 +31,8 @@ func TestValidateCORS(t *testing.T) {
 		{"bare ?", origins("https://example.com?"), []string{`an origin has no path`}},
 		{"user", origins("https://u@example.com"), []string{`with a host and no user`}},
 		{"trailing dot", origins("https://example.com."), []string{`a trailing dot makes a different origin`}},
+		{"IDN", origins("https://bücher.example"), []string{`routes[0].cors.origins[0]: "https://bücher.example": write the host in its ASCII (punycode) form`}},
+		{"punycode", origins("https://xn--bcher-kva.example"), nil},
 		{"port 0", origins("https://example.com:0"), []string{`invalid port`}},
 		{"port 70000", origins("https://example.com:70000"), []string{`invalid port`}},
 		{"CRLF", origins("https://a.example\r\nX: 1"), []string{`want scheme://host[:port]`}},

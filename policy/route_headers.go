@@ -378,6 +378,19 @@ func buildRouteMessages(rt *Route, rc *config.RouteConfig, c *config.Config, pat
 	}
 	rt.RequestHeaders = buildHeaderRules(rc.RequestHeaders, path+".request_headers", rt.Name, false, false, o, e)
 	rt.ResponseHeaders = buildHeaderRules(rc.ResponseHeaders, path+".response_headers", rt.Name, true, rt.CORS != nil, o, e)
+	if !c.Server.RequestID {
+		// Without ids a client's X-Request-Id passes untouched: the
+		// value would be the client's own, in a header the operator
+		// means as the gateway's.
+		for _, t := range []struct {
+			name  string
+			rules *HeaderRules
+		}{{"request_headers", rt.RequestHeaders}, {"response_headers", rt.ResponseHeaders}} {
+			if t.rules != nil && t.rules.Needs&FieldRequestID != 0 {
+				e.add(path+"."+t.name, "names {request_id}, but server.request_id is false: it would be the client's own X-Request-Id")
+			}
+		}
+	}
 	rt.HideCredentials = rc.HideCredentials
 	switch {
 	case rc.MaxBodyBytes < 0:

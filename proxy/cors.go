@@ -74,20 +74,29 @@ func setAllowOrigin(hd http.Header, c *policy.CORS, origin string) {
 // cors, the upstream's or the gateway's own (a 429 a page must be able to
 // read): the upstream's Access-Control-* headers go (the route's cors
 // table is the one word on them), then an allowed origin gets the allow
-// and expose headers. Vary: Origin tells caches that the answer depends
-// on it.
+// and expose headers (with "*", every answer). Vary: Origin tells caches
+// that the answer depends on it.
 func setCORSHeaders(hd http.Header, c *policy.CORS, origin string) {
+	dropCORSHeaders(hd)
+	if !c.AnyOrigin || c.Credentials {
+		hd["Vary"] = append(hd["Vary"], "Origin")
+	}
+	if origin == "" && !c.AnyOrigin {
+		return
+	}
+	// With origins = ["*"] (never with credentials) the answer names "*"
+	// whether or not the request had an Origin: it does not vary, so a
+	// shared cache may give the answer to a request without Origin to
+	// any page, which must then be able to read it.
+	setAllowOrigin(hd, c, origin)
+	hd["Access-Control-Expose-Headers"] = c.Expose
+}
+
+// dropCORSHeaders removes an upstream's Access-Control-* headers.
+func dropCORSHeaders(hd http.Header) {
 	for k := range hd {
 		if len(k) > 15 && k[:15] == "Access-Control-" {
 			delete(hd, k)
 		}
 	}
-	if !c.AnyOrigin || c.Credentials {
-		hd["Vary"] = append(hd["Vary"], "Origin")
-	}
-	if origin == "" {
-		return
-	}
-	setAllowOrigin(hd, c, origin)
-	hd["Access-Control-Expose-Headers"] = c.Expose
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"strings"
@@ -19,11 +20,17 @@ type messages struct {
 	requestID bool
 	// req and resp are the route's header rules (nil: none).
 	req, resp *policy.HeaderRules
-	// respelled are the names request rules set or remove: a client's
-	// copy spelled with '_' (X_Gateway) goes too, since CGI, WSGI, PHP
-	// and Rack read it as the same header and could take it for the
-	// gateway's.
+	// respelled are the names request rules set or remove, and with
+	// hide_credentials the API key and token headers: a client's copy
+	// spelled with '_' (X_Gateway, X_Api_Key) goes too, since CGI, WSGI,
+	// PHP and Rack read it as the same header and could take it for the
+	// gateway's or a credential.
 	respelled []string
+	// underscored is set when a name in respelled holds '_' (a rule may
+	// be written X_Caller): then a client's X-Caller, the same header to
+	// those frameworks and the only one to a server that drops names with
+	// '_' (nginx, Apache), goes too, so every name is looked at.
+	underscored bool
 	// hide holds the credentials hide_credentials removes; nil when off.
 	hide *keys.Extractor
 	// label turns a client identity into what the access log shows.
@@ -43,11 +50,21 @@ func (h *Handler) newMessages(rt *policy.Route, p *policy.Policy) *messages {
 	if countsResponse(rt) {
 		m.record = h.recordResponse
 	}
+	if m.hide != nil {
+		// A client's X_Api_Key is the key to a CGI-style upstream.
+		m.respelled = append(m.respelled, m.hide.APIKeyHeader())
+		if th := m.hide.TokenHeader(); th != "" {
+			m.respelled = append(m.respelled, th)
+		}
+	}
 	if r := rt.RequestHeaders; r != nil {
 		m.respelled = append(m.respelled, r.Remove...)
 		for _, s := range r.Set {
 			m.respelled = append(m.respelled, s.Name)
 		}
+	}
+	for _, n := range m.respelled {
+		m.underscored = m.underscored || strings.IndexByte(n, '_') >= 0
 	}
 	if !m.requestID && m.req == nil && m.resp == nil && m.hide == nil {
 		return nil
@@ -72,13 +89,11 @@ func (m *messages) rewrite(pr *httputil.ProxyRequest) {
 		if q := e.APIKeyQuery(); q != "" && pr.Out.URL.RawQuery != "" {
 			pr.Out.URL.RawQuery = keys.WithoutQueryParam(pr.Out.URL.RawQuery, q)
 		}
-		if e.CarriesToken(out) {
-			delete(out, e.TokenHeader())
-		}
+		e.DropTokens(out)
 	}
 	if len(m.respelled) > 0 {
 		for name := range out {
-			if strings.IndexByte(name, '_') >= 0 && dashedAny(name, m.respelled) {
+			if (m.underscored || strings.IndexByte(name, '_') >= 0) && dashedAny(name, m.respelled) {
 				delete(out, name)
 			}
 		}
@@ -102,8 +117,49 @@ func (m *messages) modifyResponse(res *http.Response) error {
 		var v policy.TemplateValues
 		m.values(&v, m.resp.Needs, res.Request, res.Request.Header)
 		applyHeaderRules(res.Header, m.resp, &v)
+		if res.StatusCode != http.StatusSwitchingProtocols && res.Body != nil && res.Body != http.NoBody {
+			// The upstream's trailers, announced or not, arrive in
+			// res.Trailer when its body ends and are relayed after it:
+			// the names the rules govern go there too. (A 101's body is
+			// the tunnel, which ReverseProxy needs unwrapped.)
+			dropGoverned(res.Trailer, m.resp)
+			res.Body = &trailerFilter{ReadCloser: res.Body, res: res, rules: m.resp}
+		}
 	}
 	return nil
+}
+
+// trailerFilter removes from its response's trailers, once the body has
+// ended (when the transport has filled them in), the headers the route's
+// response rules govern.
+type trailerFilter struct {
+	io.ReadCloser
+	res   *http.Response
+	rules *policy.HeaderRules
+}
+
+func (f *trailerFilter) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	if err == io.EOF {
+		dropGoverned(f.res.Trailer, f.rules)
+	}
+	return n, err
+}
+
+// dropGoverned deletes from h every name rules remove, set or add.
+func dropGoverned(h http.Header, rules *policy.HeaderRules) {
+	if len(h) == 0 {
+		return
+	}
+	for _, n := range rules.Remove {
+		delete(h, n)
+	}
+	for i := range rules.Set {
+		delete(h, rules.Set[i].Name)
+	}
+	for i := range rules.Add {
+		delete(h, rules.Add[i].Name)
+	}
 }
 
 // modifyResponse returns the ModifyResponse of a route whose messages are

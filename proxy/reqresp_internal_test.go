@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -50,6 +51,7 @@ func TestBodyBound(t *testing.T) {
 		{"one over, byte by byte", 11, 10, true, true},
 		{"far over", 1 << 20, 10, false, true},
 		{"huge bound", 100, 1 << 62, false, false},
+		{"largest bound", 100, math.MaxInt64, false, false}, // limit-n+1 overflowed: panic
 		{"one byte bound", 2, 1, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -150,3 +150,21 @@ func (q *request) finishHeader(hd http.Header) {
 		setCORSHeaders(hd, q.cors, q.origin)
 	}
 }
+
+// finishInformational cleans an upstream's informational answer (103
+// Early Hints) before it is relayed: it is the upstream's answer too, so
+// the headers the route's response rules name (a Server the operator
+// replaces, an internal name it removes) and, on a cors route, the
+// upstream's Access-Control-* go, and the request id replaces the
+// upstream's. The rules' own values are for the final answer only.
+func (q *request) finishInformational(hd http.Header) {
+	if q.rid != nil {
+		hd[requestIDHeader] = q.rid
+	}
+	if q.rt != nil && q.rt.ResponseHeaders != nil {
+		dropGoverned(hd, q.rt.ResponseHeaders) // headerrules.go
+	}
+	if q.cors != nil {
+		dropCORSHeaders(hd) // cors.go
+	}
+}

@@ -124,7 +124,7 @@ func (h *Handler) serve(q *request) {
 		// Refused on its Content-Length before any limit counts it or
 		// any of it is read (bodylimit.go).
 		ev.Outcome = OutcomeBadRequest
-		tooLarge(w, rt.MaxBodyBytes)
+		tooLarge(w, r, rt.MaxBodyBytes)
 		return
 	}
 

@@ -29,7 +29,7 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		// The route's timeout ran out while the client was still
 		// sending its body: the client was slow, not the upstream.
 		q.ev.Outcome = OutcomeBadRequest
-		w.Header().Set("Connection", "close")
+		closeAfter(w, r) // bodylimit.go
 		headers.WriteProblem(w, headers.Problem{
 			Status: http.StatusRequestTimeout,
 			Title:  "Request Timeout",
@@ -39,12 +39,12 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		// A body without a Content-Length (chunked, HTTP/2) went past the
 		// route's max_body_bytes while it streamed: the exchange was cut.
 		q.ev.Outcome = OutcomeBadRequest
-		tooLarge(w, q.body.limit)
+		tooLarge(w, r, q.body.limit)
 	case bodyErr != nil:
 		// The client's body was malformed (bad chunk framing, too large):
 		// the client's fault, not the upstream's.
 		q.ev.Outcome = OutcomeBadRequest
-		w.Header().Set("Connection", "close")
+		closeAfter(w, r) // bodylimit.go
 		headers.WriteProblem(w, headers.Problem{
 			Status: http.StatusBadRequest,
 			Title:  "Bad Request",

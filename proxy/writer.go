@@ -32,8 +32,13 @@ func (w *statusWriter) WriteHeader(code int) {
 	if final && !w.headed {
 		w.head()
 	}
-	if !final && w.limitHeaders == nil {
-		w.keepLimitHeaders()
+	if !final {
+		if w.limitHeaders == nil {
+			w.keepLimitHeaders()
+		}
+		if w.q != nil {
+			w.q.finishInformational(w.ResponseWriter.Header()) // request.go
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }

@@ -289,7 +289,14 @@ func decodeErrors(err error) []pathProblem {
 	var out []pathProblem
 	for _, e := range flatten(err) {
 		if de, ok := e.(*mapstructure.DecodeError); ok {
-			out = append(out, pathProblem{de.Name(), de.Unwrap().Error()})
+			msg := de.Unwrap().Error()
+			if strings.Contains(msg, "expected type 'string'") && strings.Contains(msg, "type 'map[string]interface {}'") {
+				// X.Foo = "1" among header rules: TOML reads an unquoted
+				// dotted key as nested tables, which says nothing to
+				// someone who wrote a header name.
+				msg = "a table where a string was expected: a key holding '.' must be quoted (\"X.Foo\" = \"…\"), since TOML reads each unquoted '.' as a nested table"
+			}
+			out = append(out, pathProblem{de.Name(), msg})
 			continue
 		}
 		if u := errors.Unwrap(e); u != nil {
