@@ -97,8 +97,8 @@ func TestForwardedForTrust(t *testing.T) {
 }
 
 // TestGatewayOwnedHeadersStripped: client copies
-// of identity and forwarding headers, and headers the client lists in
-// Connection, never reach the upstream; the X-Forwarded-* the gateway
+// of identity and forwarding headers, path and method overrides, and
+// headers the client lists in Connection, never reach the upstream; the X-Forwarded-* the gateway
 // builds do, even when the client names them in Connection.
 func TestGatewayOwnedHeadersStripped(t *testing.T) {
 	t.Parallel()
@@ -118,16 +118,24 @@ func TestGatewayOwnedHeadersStripped(t *testing.T) {
 		"Forwarded":         "for=6.6.6.6;proto=https",
 		"Connection":        "X-Custom-Hop, X-Forwarded-For, X-Forwarded-Host, Keep-Alive",
 		"X-Custom-Hop":      "secret",
-		"Keep-Alive":        "timeout=5",
-		"Proxy-Connection":  "keep-alive",
-		"X-Kept":            "yes",
+		// A path or method the upstream would serve instead of the
+		// request line's, past the route and limits that judged it.
+		"X-Original-URL":         "/admin/delete-all",
+		"X-Rewrite-URL":          "/admin/delete-all",
+		"X-HTTP-Method-Override": "DELETE",
+		"X-HTTP-Method":          "DELETE",
+		"X-Method-Override":      "DELETE",
+		"Keep-Alive":             "timeout=5",
+		"Proxy-Connection":       "keep-alive",
+		"X-Kept":                 "yes",
 	})
 	if r.Status != 200 {
 		t.Fatalf("got %s", r)
 	}
 	s := r.echo(t)
 	for _, h := range []string{"X-Real-Ip", "X-User-Id", "X-Gateway-User", "X-Consumer-Id", "Forwarded",
-		"X-Custom-Hop", "Keep-Alive", "Proxy-Connection"} {
+		"X-Custom-Hop", "Keep-Alive", "Proxy-Connection",
+		"X-Original-Url", "X-Rewrite-Url", "X-Http-Method-Override", "X-Http-Method", "X-Method-Override"} {
 		if v := s.Header.Values(h); len(v) > 0 {
 			t.Errorf("upstream received client-supplied %s: %q", h, v)
 		}

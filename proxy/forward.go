@@ -15,8 +15,15 @@ import (
 // X-Forwarded-* when Rewrite is used, and every hop-by-hop header, including
 // those named in Connection.) The client-address headers that CDNs and
 // other proxies set are among them: an upstream may believe any of them.
+// So are the headers that make an upstream serve another path or method
+// than the request line's (IIS and Symfony read X-Original-Url and
+// X-Rewrite-Url as the path; Rack, Express and many others read the
+// method overrides): the gateway routed, limited and counted the request
+// line, so a client could otherwise reach a limited path through an
+// unlimited one, or a limited method through another.
 var gatewayOwned = []string{"X-Real-Ip", "X-Client-Ip", "True-Client-Ip", "Cf-Connecting-Ip",
-	"X-Gateway-User", "X-Consumer-Id"}
+	"X-Gateway-User", "X-Consumer-Id",
+	"X-Original-Url", "X-Rewrite-Url", "X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
 
 // forwardingHeaders are the headers ReverseProxy owns (SetXForwarded).
 var forwardingHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
