@@ -302,6 +302,8 @@ var hostileHeaders = []string{
 	"X-Gateway-User", "X_Gateway_User",
 	"X-Consumer-ID", "X_Consumer_ID",
 	"X_Forwarded_For", "X_Forwarded_Host", "X_Forwarded_Proto", "Forwarded",
+	"X-Original-URL", "X_Original_URL", "X-Rewrite-URL",
+	"X-HTTP-Method-Override", "X_HTTP_Method_Override", "X-HTTP-Method", "X-Method-Override",
 }
 
 // TestHostileHeaders: from an untrusted peer, each spelling of a

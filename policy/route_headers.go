@@ -148,6 +148,9 @@ type headerOwners struct {
 // Host and Content-Length (framing the gateway computes).
 var ownedExact = []string{
 	"x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip", "x-gateway-user", "x-consumer-id",
+	// path and method overrides: the upstream would serve another path or
+	// method than the one the route and its limits judged
+	"x-original-url", "x-rewrite-url", "x-http-method-override", "x-http-method", "x-method-override",
 	"forwarded", "x-request-id", "host", "content-length",
 	// hop-by-hop: they describe one connection, not the message
 	"connection", "keep-alive", "transfer-encoding", "upgrade", "te", "trailer",

@@ -25,8 +25,10 @@ func TestHeaderRulesRefuseOwned(t *testing.T) {
 	for _, n := range names {
 		for _, spelling := range []string{n, strings.ReplaceAll(n, "-", "_"), strings.ToLower(n)} {
 			c := config.Default()
-			c.Routes = []config.RouteConfig{{Name: "r", PathPrefix: "/", Upstream: "http://127.0.0.1:1", Timeout: "1s",
-				RequestHeaders: &config.HeaderRulesConfig{Set: map[string]string{spelling: "x"}}}}
+			rt := config.DefaultRoute()
+			rt.Name, rt.Upstream = "r", "http://127.0.0.1:1"
+			rt.RequestHeaders = &config.HeaderRulesConfig{Set: map[string]string{spelling: "x"}}
+			c.Routes = []config.RouteConfig{rt}
 			if _, err := policy.Compile(c, func(string) string { return "" }, nil); err == nil || !strings.Contains(err.Error(), "gateway owns") {
 				t.Errorf("a rule setting %q compiled (err %v)", spelling, err)
 			}
