@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -353,4 +356,89 @@ func TestBalanceHostileHashHeader(t *testing.T) {
 			t.Fatalf("3 requests without the header: counts %v → %v, want one each", before, after)
 		}
 	}
+}
+
+// TestBalanceHangingTargetEjected: a target that accepts requests and
+// never answers is ended by the route's timeout on every request it gets.
+// Those timeouts are its failures: after consecutive_failures of them it
+// is ejected, and the other target serves the rest (before, a timeout
+// counted as nothing, and the hanging target kept its share of requests,
+// each answered 504 after the whole timeout, for as long as it hung).
+// A slow upload the route's timeout ends is the client's doing, and
+// tells passive health nothing: the target stays in.
+func TestBalanceHangingTargetEjected(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var hung atomic.Int64
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hung.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hang.Close()
+	defer close(release)
+	good := newUpstream(t)
+	body := fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+timeout = "300ms"
+outlier_detection = { consecutive_failures = 2, base_ejection = "1h", max_ejection = "1h" }
+%s
+`, targets([]string{good.URL, hang.URL}, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	// Four slow uploads, two to each target: the route's timeout ends
+	// each while its body is still arriving. Neither target is ejected.
+	for i := range 4 {
+		if st := slowUpload(t, g); st != 408 && st != 504 {
+			t.Fatalf("slow upload %d: status %d, want 408 or 504", i, st)
+		}
+	}
+	for _, r := range adminUpstreams(t, g).Routes {
+		for _, tg := range r.Targets {
+			if !tg.Healthy {
+				t.Fatalf("after 4 slow uploads, target %s is ejected: the client's slowness was held against it", tg.Address)
+			}
+		}
+	}
+	hung.Store(0)
+	c := newClient(t, "")
+	statuses := map[int]int{}
+	for range 12 {
+		statuses[get(t, c, g.url("/x"), nil).Status]++
+	}
+	if statuses[504] != 2 || statuses[200] != 10 || hung.Load() != 2 {
+		t.Fatalf("12 GETs over a good and a hanging target: statuses %v, the hanging one received %d; "+
+			"want 2×504 then the hanging target ejected (2 requests), 10×200", statuses, hung.Load())
+	}
+	for _, r := range adminUpstreams(t, g).Routes {
+		for _, tg := range r.Targets {
+			if want := tg.Address != strings.TrimPrefix(hang.URL, "http://"); tg.Healthy != want {
+				t.Errorf("target %s healthy %v, want %v", tg.Address, tg.Healthy, want)
+			}
+		}
+	}
+}
+
+// slowUpload sends a POST announcing a 10-byte body, sends one byte, and
+// returns the status the gateway answers (the route's timeout ends the
+// wait); the connection is closed after.
+func slowUpload(t *testing.T, g *gw) int {
+	t.Helper()
+	conn, err := net.Dial("tcp", g.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second)) // hang guard
+	if _, err := io.WriteString(conn, "POST /x HTTP/1.1\r\nHost: gw\r\nContent-Length: 10\r\n\r\na"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("slow upload: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -117,7 +118,17 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		b.pool.Begin(t)
 		resp, err := b.transport(t).RoundTrip(out)
 		ctxDone := req.Context().Err() != nil
-		failed := err != nil && !ctxDone || err == nil && resp.StatusCode >= 500
+		// The route's timeout ending an attempt that held the whole
+		// request (no body, or a buffered one) is the target's failure:
+		// it had everything and did not answer. Not counting it would
+		// leave a target that accepts and hangs its full share of
+		// requests, each answered 504 after the whole timeout, for as
+		// long as it hangs. A timeout while the client's body was still
+		// streaming may be the client's doing (a slow upload), and a
+		// client that went away says nothing of the target.
+		timedOut := ctxDone && (body != nil || req.Body == nil || req.Body == http.NoBody) &&
+			errors.Is(context.Cause(req.Context()), context.DeadlineExceeded)
+		failed := err != nil && (!ctxDone || timedOut) || err == nil && resp.StatusCode >= 500
 		retry := attempt < retries && !ctxDone &&
 			(err != nil || resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable)
 		var next *upstream.Target
@@ -129,7 +140,7 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		}
 		if next == nil {
 			if err != nil {
-				if ctxDone {
+				if ctxDone && !timedOut {
 					b.pool.Release(t)
 				} else {
 					b.pool.End(t, failed)

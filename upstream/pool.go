@@ -229,8 +229,9 @@ func (p *Pool) End(t *Target, failed bool) {
 }
 
 // Release ends a request Begin marked whose exchange says nothing of the
-// target's health (the client went away, or the route's timeout ended
-// it): its failures in a row neither grow nor start again.
+// target's health (the client went away, or the route's timeout ended it
+// while the client's body was still arriving): its failures in a row
+// neither grow nor start again.
 func (p *Pool) Release(t *Target) { t.inflight.Add(-1) }
 
 // Healthy returns the number of targets that may take requests.
