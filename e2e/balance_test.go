@@ -442,3 +442,48 @@ func slowUpload(t *testing.T, g *gw) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestBalanceClientCannotEjectBy500: a client that finds a path every
+// target answers 500 (a bug the client can reach, unauthenticated) sends
+// it to each target 3 times in a row, consecutive_failures. A 500 is the
+// application's answer to that request, the same on every target, not a
+// sign of the target's health: no target is ejected and the traffic
+// that follows is still shared. Before, one of the two was ejected for
+// an hour, and all of the next 10 requests went to the other: a client
+// could halve a route's capacity at will, for up to max_ejection each
+// time. A 502, 503 or 504 still counts (TestBalanceTargetKilled,
+// TestBalanceHangingTargetEjected).
+func TestBalanceClientCannotEjectBy500(t *testing.T) {
+	t.Parallel()
+	var served [2]atomic.Int64
+	var urls []string
+	for i := range served {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/boom" {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			served[i].Add(1)
+		}))
+		t.Cleanup(s.Close)
+		urls = append(urls, s.URL)
+	}
+	body := fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+outlier_detection = { consecutive_failures = 3, base_ejection = "1h", max_ejection = "1h" }
+%s
+`, targets(urls, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	c := newClient(t, "")
+	for range 6 {
+		expect2(t, c, g.url("/boom"), nil, 500)
+	}
+	for range 10 {
+		expect2(t, c, g.url("/x"), nil, 200)
+	}
+	if a, b := served[0].Load(), served[1].Load(); a != 5 || b != 5 {
+		t.Fatalf("after 6 requests answered 500, 10 requests went %d and %d to the two targets, want 5 and 5 "+
+			"(a target ejected for the application's 500s)", a, b)
+	}
+}

@@ -128,7 +128,7 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		// client that went away says nothing of the target.
 		timedOut := ctxDone && (body != nil || req.Body == nil || req.Body == http.NoBody) &&
 			errors.Is(context.Cause(req.Context()), context.DeadlineExceeded)
-		failed := err != nil && (!ctxDone || timedOut) || err == nil && resp.StatusCode >= 500
+		failed := err != nil && (!ctxDone || timedOut) || err == nil && gatewayFailure(resp.StatusCode)
 		retry := attempt < retries && !ctxDone &&
 			(err != nil || resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable)
 		var next *upstream.Target
@@ -167,6 +167,18 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		}
 		t = next
 	}
+}
+
+// gatewayFailure reports whether an answer of status tells passive
+// health that its target failed: 502, 503 and 504 say the target (or a
+// proxy in front of it) could not serve. Other 5xx answers are the
+// application's answer to that request, which a client can provoke at
+// will on a path that fails (the same on every target): counting them
+// would let any client eject targets, concentrating the route's load
+// on the rest.
+func gatewayFailure(status int) bool {
+	return status == http.StatusBadGateway || status == http.StatusServiceUnavailable ||
+		status == http.StatusGatewayTimeout
 }
 
 // bufferBody reads the body of a retryable request, up to limit bytes,

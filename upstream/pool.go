@@ -211,7 +211,7 @@ func (p *Pool) Pick(key uint64, tried []*Target) *Target {
 func (p *Pool) Begin(t *Target) { t.inflight.Add(1) }
 
 // End marks the end of a request Begin marked, with whether the exchange
-// failed (a connection that failed, or a 5xx answer): passive health
+// failed (a connection that failed, a timeout, a 502, 503 or 504): passive health
 // counts the failures in a row.
 func (p *Pool) End(t *Target, failed bool) {
 	t.inflight.Add(-1)
