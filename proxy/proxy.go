@@ -92,6 +92,10 @@ type Handler struct {
 	// named holds the transports of https targets resolved from a DNS
 	// name, by name (namedTransport).
 	named sync.Map
+	// via is the Via entry every forwarded request carries, and
+	// viaPseudonym the part of it naming this process (loop.go).
+	via          []string
+	viaPseudonym string
 	// clientLabel is Options.ClientLabel, never nil.
 	clientLabel func(kind, value string) string
 	// nonBlocking is set when the store promises never to block.
@@ -169,6 +173,7 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 		h.transport = NewTransport()
 	}
 	h.pool.New = func() any { return new(request) }
+	h.via, h.viaPseudonym = newVia()
 	if err := h.Swap(p); err != nil {
 		return nil, err
 	}

@@ -131,13 +131,13 @@ func TestRetryTable(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			first, next := newTarget(t, "first"), newTarget(t, "next")
 			firstURL := first.URL
+			var ln net.Listener
 			if c.first == 0 {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
+				var err error
+				if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 					t.Fatal(err)
 				}
 				firstURL = "http://" + ln.Addr().String()
-				ln.Close() // nothing listens there now
 			} else {
 				first.status.Store(int64(c.first))
 			}
@@ -147,6 +147,12 @@ func TestRetryTable(t *testing.T) {
 				cfg.Routes = []config.RouteConfig{rt}
 			})
 			gw := serveMemory(t, p)
+			if ln != nil {
+				// Closed once the gateway listens: the port freed first
+				// would be the next listener's, the gateway's own, and
+				// the "refused" target the gateway itself.
+				ln.Close()
+			}
 			var body io.Reader
 			if c.body != "" {
 				body = bytes.NewReader([]byte(c.body))
