@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -600,5 +602,46 @@ resolve_interval = "1s"`, port)
 	}
 	if got := servedBy(t, g, 10, a, secret); got[0] != 10 || got[1] != 0 {
 		t.Fatalf("10 GETs after an answer of 0.0.0.0: the name's address served %d, the service on 127.0.0.1 %d; want 10, 0", got[0], got[1])
+	}
+}
+
+// TestUpstreamHealthPathRefused: a health_check.path the probes could
+// not send as written is refused by validate, naming the key: a control
+// byte or a DEL (the plain-HTTP probe writes the path into its request
+// line as it is, and a target answers 400 to every probe, taking every
+// target out of service). A query string, percent-encoding and UTF-8
+// pass.
+func TestUpstreamHealthPathRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i, tc := range []struct {
+		path string // TOML basic string contents
+		ok   bool
+	}{
+		{`/healthz?full=1`, true},
+		{`/health%20z`, true},
+		{`/h\u0001`, false},
+		{`/h\u007f`, false},
+		{`/h\u000b`, false},
+		{`/h\u00e9`, true},
+		{`/h\tz`, false},
+	} {
+		cfg := filepath.Join(dir, fmt.Sprintf("c%d.toml", i))
+		body := fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+upstreams = ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+health_check = { path = "%s" }
+`, tc.path)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := runGateway(t, nil, "validate", "--config", cfg)
+		if tc.ok && code != 0 {
+			t.Errorf("path %s: validate exited %d: %s", tc.path, code, stderr)
+		}
+		if !tc.ok && (code != 2 || !strings.Contains(stderr, "health_check.path")) {
+			t.Errorf("path %s: validate exited %d, want 2 naming health_check.path: %s", tc.path, code, stderr)
+		}
 	}
 }
