@@ -250,6 +250,7 @@ func (h *Handler) Swap(p *policy.Policy) error {
 		}
 	}
 	pools := h.upstreams.Update(specs)
+	h.pruneNamed(specs)
 	s.pools = make(map[*policy.Route]*upstream.Pool, len(pools))
 	for _, rt := range p.Routes {
 		if rt.Respond == nil && rt.Upstream != nil {

@@ -256,8 +256,9 @@ func (b *balancedTransport) transport(t *upstream.Target) http.RoundTripper {
 // resolved to addresses: the shared transport's settings with the name as
 // the TLS server name, so that the upstream's certificate is verified
 // against the name (http.Transport verifies the host it dials, here an
-// address) and the name is sent as SNI. One per name, kept for the
-// Handler's life: names come from the configuration, never from a client.
+// address) and the name is sent as SNI. One per name, kept while a route
+// names it (pruneNamed): names come from the configuration, never from a
+// client.
 // A transport that is not an *http.Transport (a test's) is used as it is.
 func (h *Handler) namedTransport(name string) http.RoundTripper {
 	if v, ok := h.named.Load(name); ok {
@@ -274,6 +275,34 @@ func (h *Handler) namedTransport(name string) http.RoundTripper {
 	t.TLSClientConfig.ServerName = name
 	v, _ := h.named.LoadOrStore(name, t)
 	return v.(http.RoundTripper)
+}
+
+// pruneNamed drops the transports of the server names that no https
+// target of specs (the routes now in force) has, closing their idle
+// connections: names come from the configuration, but each reload may
+// bring new ones (a name per deployment), and without pruning every name
+// ever configured kept its transport, and its idle connections until
+// they timed out, for the process's life. A request still running on the
+// previous configuration makes its name's transport again, pruned at
+// the next reload.
+func (h *Handler) pruneNamed(specs map[string]*upstream.Spec) {
+	used := make(map[string]bool)
+	for _, s := range specs {
+		for _, t := range s.Targets {
+			if t.URL.Scheme == "https" {
+				used[t.URL.Hostname()] = true
+			}
+		}
+	}
+	h.named.Range(func(k, v any) bool {
+		if !used[k.(string)] {
+			h.named.Delete(k)
+			if tr, ok := v.(*http.Transport); ok {
+				tr.CloseIdleConnections()
+			}
+		}
+		return true
+	})
 }
 
 // drainBuffers hold the buffers discard reads into: a pointer kept in

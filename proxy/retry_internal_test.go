@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate/gateway/internal/policytest"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/config"
+	"github.com/tollgate/gateway/ratelimit/memstore"
 )
 
 // Which requests may be tried again at all, whatever their body: the
@@ -95,5 +99,41 @@ func TestJoinURLPath(t *testing.T) {
 		if out.URL.Path != p || out.URL.RawPath != raw {
 			t.Errorf("join(%q, %q, %q) = %q, %q; SetURL makes %q, %q", c.base, c.path, c.raw, p, raw, out.URL.Path, out.URL.RawPath)
 		}
+	}
+}
+
+// The transports of https target names are kept while a route names
+// them: a reload that names others drops them (with their idle
+// connections), so that names changing at every reload do not pile up.
+func TestNamedTransportsPruned(t *testing.T) {
+	cfgWith := func(name string) *policy.Policy {
+		return policytest.Compile(t, func(cfg *config.Config) {
+			rt := config.DefaultRoute()
+			rt.Name, rt.PathPrefix = "api", "/"
+			rt.Upstreams = []config.TargetConfig{{URL: "https://" + name + ":8443", Weight: 1}, {URL: "http://10.0.0.1", Weight: 1}}
+			cfg.Routes = []config.RouteConfig{rt}
+		})
+	}
+	h, err := New(cfgWith("v0.example"), Options{Store: memstore.New(memstore.Options{}), Transport: NewTransport()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		n := 0
+		h.named.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	for i := range 50 {
+		name := fmt.Sprintf("v%d.example", i)
+		if err := h.Swap(cfgWith(name)); err != nil {
+			t.Fatal(err)
+		}
+		h.namedTransport(name) // a request to the name's address
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("after 50 reloads, each naming another https target, %d named transports are kept, want 1", n)
+	}
+	if _, ok := h.named.Load("v49.example"); !ok {
+		t.Fatal("the name in force lost its transport")
 	}
 }
