@@ -544,3 +544,43 @@ timeout = "500ms"
 		t.Fatalf("the upstream saw Via %q, want the client's entry then the gateway's own", via)
 	}
 }
+
+// TestBalanceRetryAfterStalled503: a target that answers 503 and then
+// stalls its body (headers sent, Content-Length promised, no byte after)
+// does not hold the retry up: the next target answers the client 200.
+// Before, the dropped 503's body was drained before the next attempt,
+// and the drain waited for the stalled body until the route's timeout
+// ended the whole request with a 504: a retryable failure became a
+// timeout.
+func TestBalanceRetryAfterStalled503(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer stall.Close()
+	defer close(release)
+	good := newUpstream(t)
+	body := fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+retries = 1
+retry_budget = { percent = 100 }
+timeout = "3s"
+outlier_detection = { consecutive_failures = 0 }
+%s
+`, targets([]string{stall.URL, good.URL}, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	c := newClient(t, "")
+	for i := range 4 {
+		if r := get(t, c, g.url("/x"), nil); r.Status != 200 {
+			t.Fatalf("GET %d: %s, want 200 from the good target after the stalled 503", i, r)
+		}
+	}
+}

@@ -151,7 +151,11 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 			return resp, nil
 		}
 		if err == nil {
-			discard(resp.Body)
+			// Drained beside the next attempt, not before it: a target
+			// that answers 503 and stalls its body would otherwise hold
+			// the retry up until the route's timeout. The drain ends
+			// with the body, or with the request (its context).
+			go discard(resp.Body)
 		}
 		b.pool.End(t, failed)
 		if q != nil {
