@@ -584,3 +584,64 @@ outlier_detection = { consecutive_failures = 0 }
 		}
 	}
 }
+
+// TestBalanceRetryKeepsRequest: a retried request reaches the second
+// target as it reached the first: the same X-Request-Id (one request,
+// one id, in the access log and at every target it reached), the
+// headers the route's header rules set, and the path. When every
+// attempt is answered 503, the client receives the last target's 503
+// with its body and headers intact.
+func TestBalanceRetryKeepsRequest(t *testing.T) {
+	t.Parallel()
+	type got struct{ id, rule, path string }
+	var mu sync.Mutex
+	var seen []got
+	var fail [2]atomic.Bool
+	var urls []string
+	for i := range fail {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen = append(seen, got{r.Header.Get("X-Request-Id"), r.Header.Get("X-Rule"), r.URL.Path})
+			mu.Unlock()
+			if fail[i].Load() {
+				w.Header().Set("X-Target", fmt.Sprint(i))
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "target %d is down for maintenance", i)
+			}
+		}))
+		t.Cleanup(s.Close)
+		urls = append(urls, s.URL)
+	}
+	fail[0].Store(true)
+	body := fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+retries = 1
+retry_budget = { percent = 100 }
+outlier_detection = { consecutive_failures = 0 }
+request_headers = { set = { "X-Rule" = "r-{request_id}" } }
+%s
+`, targets(urls, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	c := newClient(t, "")
+	r := get(t, c, g.url("/a/b"), nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if r.Status != 200 || len(seen) != 2 {
+		t.Fatalf("GET: %s, %d attempts; want 200 after 2", r, len(seen))
+	}
+	id := r.Header.Get("X-Request-Id")
+	for i, s := range seen {
+		if s.id == "" || s.id != id || s.rule != "r-"+id || s.path != "/a/b" {
+			t.Errorf("attempt %d reached its target as %+v; want id %q, X-Rule r-%s, path /a/b", i+1, s, id, id)
+		}
+	}
+	// Both down: the last 503 reaches the client whole.
+	fail[1].Store(true)
+	mu.Unlock() // the targets record this request's attempts
+	r = get(t, c, g.url("/a/b"), nil)
+	mu.Lock()
+	if r.Status != 503 || r.Header.Get("X-Target") == "" || string(r.Body) != "target "+r.Header.Get("X-Target")+" is down for maintenance" {
+		t.Fatalf("both targets 503: %s (X-Target %q), want the last target's 503 with its body", r, r.Header.Get("X-Target"))
+	}
+}
