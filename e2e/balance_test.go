@@ -645,3 +645,62 @@ request_headers = { set = { "X-Rule" = "r-{request_id}" } }
 		t.Fatalf("both targets 503: %s (X-Target %q), want the last target's 503 with its body", r, r.Header.Get("X-Target"))
 	}
 }
+
+// TestBalanceRetryBuffersBounded: retry bodies are buffered within a
+// process-wide bound. 20 concurrent PUTs of 8 MiB on a route with
+// retry_body_bytes at its 16 MiB maximum, held by their target: at most
+// 64 MiB of them are buffered, the others streamed (and not retried).
+// Before, each was buffered whole, 160 MiB of the clients' bytes held in
+// the gateway's heap at once: memory that any client's concurrent
+// uploads grew at will.
+func TestBalanceRetryBuffersBounded(t *testing.T) {
+	t.Parallel()
+	const n, size = 20, 8 << 20
+	release := make(chan struct{})
+	var arrived atomic.Int64
+	hold := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hold.Close()
+	body := fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+retries = 1
+retry_body_bytes = %d
+timeout = "2m"
+%s
+`, 16<<20, targets([]string{hold.URL, hold.URL + "/b"}, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	c := &http.Client{Timeout: 2 * time.Minute}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			req, _ := http.NewRequest("PUT", g.url("/x"), io.LimitReader(zeros{}, size))
+			req.ContentLength = size
+			if resp, err := c.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	eventually(t, "every PUT at its target", func() bool { return arrived.Load() == n })
+	heap := scrape(t, g, "")["go_memstats_heap_inuse_bytes"]
+	close(release)
+	wg.Wait()
+	t.Logf("heap in use with %d PUTs of %d MiB held: %.0f MiB", n, size>>20, heap/(1<<20))
+	if heap > 112<<20 {
+		t.Fatalf("with %d PUTs of %d MiB held, the gateway's heap holds %.0f MiB; want at most 112 (64 MiB of retry buffers and the rest)",
+			n, size>>20, heap/(1<<20))
+	}
+}
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}

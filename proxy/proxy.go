@@ -92,6 +92,9 @@ type Handler struct {
 	// named holds the transports of https targets resolved from a DNS
 	// name, by name (namedTransport).
 	named sync.Map
+	// retryBuffered counts the bytes of request bodies held so that
+	// their requests can be retried, at most maxRetryBuffered (retry.go).
+	retryBuffered atomic.Int64
 	// via is the Via entry every forwarded request carries, and
 	// viaPseudonym the part of it naming this process (loop.go).
 	via          []string

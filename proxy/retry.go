@@ -91,8 +91,12 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		if retryable(req) {
 			retries = spec.Retries
 			var err error
-			if body, retries, err = bufferBody(req, spec.RetryBodyBytes, retries); err != nil {
+			var held int64
+			if body, retries, held, err = b.h.bufferBody(req, spec.RetryBodyBytes, retries); err != nil {
 				return nil, err
+			}
+			if held > 0 {
+				defer b.h.retryBuffered.Add(-held)
 			}
 		}
 	}
@@ -185,17 +189,38 @@ func gatewayFailure(status int) bool {
 		status == http.StatusGatewayTimeout
 }
 
+// maxRetryBuffered bounds the bytes of request bodies that the whole
+// process holds at once so that their requests can be retried. Each
+// body is bounded by its route's retry_body_bytes, but the number of
+// requests is the clients' to choose: without a total, concurrent
+// uploads held the clients' bytes in the heap at will (20 PUTs of 8 MiB:
+// 160 MiB). A request that finds the total spent is streamed to its
+// first target, intact, and not retried, as a body beyond
+// retry_body_bytes is.
+const maxRetryBuffered = 64 << 20
+
 // bufferBody reads the body of a retryable request, up to limit bytes,
 // so that every attempt can send it; it returns the body (nil: none, or
-// too large) and the retries the request may have: none when its body is
-// larger than limit, which is then streamed to the first target intact
-// (the bytes read so far, then the rest).
-func bufferBody(req *http.Request, limit int64, retries int) ([]byte, int, error) {
+// too large, or no room left under maxRetryBuffered), the retries the
+// request may have (none when its body is not buffered: it is then
+// streamed to the first target intact, the bytes read so far, then the
+// rest) and the bytes it holds of maxRetryBuffered, which the caller
+// gives back when the request is done.
+func (h *Handler) bufferBody(req *http.Request, limit int64, retries int) ([]byte, int, int64, error) {
 	if req.Body == nil || req.Body == http.NoBody {
-		return nil, retries, nil
+		return nil, retries, 0, nil
 	}
 	if req.ContentLength > limit {
-		return nil, 0, nil
+		return nil, 0, 0, nil
+	}
+	// Room for the body: its length when known, else the most it may be.
+	want := limit
+	if req.ContentLength >= 0 {
+		want = req.ContentLength
+	}
+	if h.retryBuffered.Add(want) > maxRetryBuffered {
+		h.retryBuffered.Add(-want)
+		return nil, 0, 0, nil
 	}
 	size := req.ContentLength
 	if size < 0 {
@@ -204,21 +229,26 @@ func bufferBody(req *http.Request, limit int64, retries int) ([]byte, int, error
 	var buf bytes.Buffer
 	buf.Grow(int(min(size, limit) + 1))
 	if _, err := buf.ReadFrom(io.LimitReader(req.Body, limit+1)); err != nil {
-		return nil, 0, err
+		h.retryBuffered.Add(-want)
+		return nil, 0, 0, err
 	}
 	if int64(buf.Len()) > limit {
+		h.retryBuffered.Add(-want)
 		req.Body = struct {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(buf.Bytes()), req.Body), req.Body}
-		return nil, 0, nil
+		return nil, 0, 0, nil
 	}
 	req.Body.Close()
 	b := buf.Bytes()
 	if len(b) == 0 {
 		b = []byte{} // read and empty: not nil, so that no attempt reads the closed body
 	}
-	return b, retries, nil
+	// Hold what the body takes (a chunked one reserved the limit).
+	held := int64(len(b))
+	h.retryBuffered.Add(held - want)
+	return b, retries, held, nil
 }
 
 // point sets out's URL to target t (its scheme, host and base path

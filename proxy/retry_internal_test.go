@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -135,5 +136,43 @@ func TestNamedTransportsPruned(t *testing.T) {
 	}
 	if _, ok := h.named.Load("v49.example"); !ok {
 		t.Fatal("the name in force lost its transport")
+	}
+}
+
+// Retry bodies are buffered within maxRetryBuffered in all: a body that
+// finds no room is streamed intact and its request not retried; the
+// room a body held is given back, and a chunked body holds only its
+// length once read.
+func TestRetryBufferBound(t *testing.T) {
+	h := &Handler{}
+	put := func(body string, chunked bool) *http.Request {
+		r := httptest.NewRequest("PUT", "/", strings.NewReader(body))
+		if chunked {
+			r.ContentLength = -1
+		}
+		return r
+	}
+	b, retries, held, err := h.bufferBody(put("hello", true), 1<<20, 2)
+	if err != nil || string(b) != "hello" || retries != 2 || held != 5 || h.retryBuffered.Load() != 5 {
+		t.Fatalf("chunked body: %q, %d retries, held %d, total %d, %v", b, retries, held, h.retryBuffered.Load(), err)
+	}
+	h.retryBuffered.Add(-held)
+	h.retryBuffered.Store(maxRetryBuffered - 3)
+	r := put("hello", false)
+	b, retries, held, err = h.bufferBody(r, 1<<20, 2)
+	if err != nil || b != nil || retries != 0 || held != 0 || h.retryBuffered.Load() != maxRetryBuffered-3 {
+		t.Fatalf("no room: %q, %d retries, held %d, total %d, %v", b, retries, held, h.retryBuffered.Load(), err)
+	}
+	if rest, _ := io.ReadAll(r.Body); string(rest) != "hello" {
+		t.Fatalf("the unbuffered body reads %q, want it intact", rest)
+	}
+	// Too large after all (chunked, beyond the limit): the room is given back.
+	h.retryBuffered.Store(0)
+	r = put("0123456789", true)
+	if b, retries, _, _ = h.bufferBody(r, 4, 2); b != nil || retries != 0 || h.retryBuffered.Load() != 0 {
+		t.Fatalf("beyond the limit: %q, %d retries, total %d", b, retries, h.retryBuffered.Load())
+	}
+	if rest, _ := io.ReadAll(r.Body); string(rest) != "0123456789" {
+		t.Fatalf("the body beyond the limit reads %q, want it intact", rest)
 	}
 }
