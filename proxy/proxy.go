@@ -194,10 +194,12 @@ func NewTransport() *http.Transport {
 	return &http.Transport{
 		Protocols: &p,
 		Proxy:     nil,
-		DialContext: (&net.Dialer{
+		// A name is refused the addresses no upstream is at (0.0.0.0,
+		// the metadata service's), as a Pool's lookups are.
+		DialContext: upstream.GuardedDial(&net.Dialer{
 			Timeout:   5 * time.Second,
 			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		}),
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
@@ -214,10 +216,12 @@ func NewH2CTransport() *http.Transport {
 	p.SetUnencryptedHTTP2(true)
 	return &http.Transport{
 		Protocols: &p,
-		DialContext: (&net.Dialer{
+		// A name is refused the addresses no upstream is at (0.0.0.0,
+		// the metadata service's), as a Pool's lookups are.
+		DialContext: upstream.GuardedDial(&net.Dialer{
 			Timeout:   5 * time.Second,
 			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		}),
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
