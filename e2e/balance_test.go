@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -353,4 +356,351 @@ func TestBalanceHostileHashHeader(t *testing.T) {
 			t.Fatalf("3 requests without the header: counts %v → %v, want one each", before, after)
 		}
 	}
+}
+
+// TestBalanceHangingTargetEjected: a target that accepts requests and
+// never answers is ended by the route's timeout on every request it gets.
+// Those timeouts are its failures: after consecutive_failures of them it
+// is ejected, and the other target serves the rest (before, a timeout
+// counted as nothing, and the hanging target kept its share of requests,
+// each answered 504 after the whole timeout, for as long as it hung).
+// A slow upload the route's timeout ends is the client's doing, and
+// tells passive health nothing: the target stays in.
+func TestBalanceHangingTargetEjected(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var hung atomic.Int64
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hung.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hang.Close()
+	defer close(release)
+	good := newUpstream(t)
+	body := fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+timeout = "300ms"
+outlier_detection = { consecutive_failures = 2, base_ejection = "1h", max_ejection = "1h" }
+%s
+`, targets([]string{good.URL, hang.URL}, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	// Four slow uploads, two to each target: the route's timeout ends
+	// each while its body is still arriving. Neither target is ejected.
+	for i := range 4 {
+		if st := slowUpload(t, g); st != 408 && st != 504 {
+			t.Fatalf("slow upload %d: status %d, want 408 or 504", i, st)
+		}
+	}
+	for _, r := range adminUpstreams(t, g).Routes {
+		for _, tg := range r.Targets {
+			if !tg.Healthy {
+				t.Fatalf("after 4 slow uploads, target %s is ejected: the client's slowness was held against it", tg.Address)
+			}
+		}
+	}
+	hung.Store(0)
+	c := newClient(t, "")
+	statuses := map[int]int{}
+	for range 12 {
+		statuses[get(t, c, g.url("/x"), nil).Status]++
+	}
+	if statuses[504] != 2 || statuses[200] != 10 || hung.Load() != 2 {
+		t.Fatalf("12 GETs over a good and a hanging target: statuses %v, the hanging one received %d; "+
+			"want 2×504 then the hanging target ejected (2 requests), 10×200", statuses, hung.Load())
+	}
+	for _, r := range adminUpstreams(t, g).Routes {
+		for _, tg := range r.Targets {
+			if want := tg.Address != strings.TrimPrefix(hang.URL, "http://"); tg.Healthy != want {
+				t.Errorf("target %s healthy %v, want %v", tg.Address, tg.Healthy, want)
+			}
+		}
+	}
+}
+
+// slowUpload sends a POST announcing a 10-byte body, sends one byte, and
+// returns the status the gateway answers (the route's timeout ends the
+// wait); the connection is closed after.
+func slowUpload(t *testing.T, g *gw) int {
+	t.Helper()
+	conn, err := net.Dial("tcp", g.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second)) // hang guard
+	if _, err := io.WriteString(conn, "POST /x HTTP/1.1\r\nHost: gw\r\nContent-Length: 10\r\n\r\na"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("slow upload: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestBalanceClientCannotEjectBy500: a client that finds a path every
+// target answers 500 (a bug the client can reach, unauthenticated) sends
+// it to each target 3 times in a row, consecutive_failures. A 500 is the
+// application's answer to that request, the same on every target, not a
+// sign of the target's health: no target is ejected and the traffic
+// that follows is still shared. Before, one of the two was ejected for
+// an hour, and all of the next 10 requests went to the other: a client
+// could halve a route's capacity at will, for up to max_ejection each
+// time. A 502, 503 or 504 still counts (TestBalanceTargetKilled,
+// TestBalanceHangingTargetEjected).
+func TestBalanceClientCannotEjectBy500(t *testing.T) {
+	t.Parallel()
+	var served [2]atomic.Int64
+	var urls []string
+	for i := range served {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/boom" {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			served[i].Add(1)
+		}))
+		t.Cleanup(s.Close)
+		urls = append(urls, s.URL)
+	}
+	body := fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+outlier_detection = { consecutive_failures = 3, base_ejection = "1h", max_ejection = "1h" }
+%s
+`, targets(urls, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	c := newClient(t, "")
+	for range 6 {
+		expect2(t, c, g.url("/boom"), nil, 500)
+	}
+	for range 10 {
+		expect2(t, c, g.url("/x"), nil, 200)
+	}
+	if a, b := served[0].Load(), served[1].Load(); a != 5 || b != 5 {
+		t.Fatalf("after 6 requests answered 500, 10 requests went %d and %d to the two targets, want 5 and 5 "+
+			"(a target ejected for the application's 500s)", a, b)
+	}
+}
+
+// TestUpstreamLoopDetected: a route whose upstreams lead back to the
+// gateway's own listener (a careless configuration, or a target's DNS
+// name pointed at the gateway) is answered 508 after one hop, on a
+// balanced route and on a single upstream alike. Before, one request
+// forwarded itself thousands of times (about 30,000 goroutines and
+// 15,000 descriptors within two seconds) until the route's timeout
+// ended the chain with a 504. Another gateway's Via entry passes, and
+// the upstream sees both entries.
+func TestUpstreamLoopDetected(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	bodyOf := func(self string) string {
+		return fmt.Sprintf(`[[routes]]
+name = "ok"
+path_prefix = "/ok"
+upstream = %q
+
+[[routes]]
+name = "single"
+path_prefix = "/single"
+upstream = %q
+timeout = "500ms"
+
+[[routes]]
+name = "api"
+path_prefix = "/"
+upstreams = [%q, "%s/b"]
+retries = 1
+timeout = "500ms"
+`, up.URL, self, self, self)
+	}
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": bodyOf(up.URL), "Server": ""}})
+	before := readyz(t, g).LastReload.At
+	g.rewrite(t, map[string]any{"Body": bodyOf("http://" + g.Listen)})
+	if r := adminDo(t, g, "POST", "/admin/reload", ""); r.Status != 200 {
+		t.Fatalf("POST /admin/reload: %s", r)
+	}
+	if rd := waitReload(t, g, before); !rd.LastReload.OK {
+		t.Fatalf("reload failed: %+v", rd.LastReload)
+	}
+	c := newClient(t, "")
+	for _, path := range []string{"/x", "/single/x"} {
+		if r := get(t, c, g.url(path), nil); r.Status != 508 {
+			t.Fatalf("GET %s through a route leading back to the gateway: %s, want 508 Loop Detected", path, r)
+		}
+	}
+	r := get(t, c, g.url("/ok/x"), map[string]string{"Via": "1.1 tollgate-0123456789abcdef"})
+	if r.Status != 200 {
+		t.Fatalf("GET /ok/x with another gateway's Via: %s, want 200", r)
+	}
+	reqs := up.all()
+	via := reqs[len(reqs)-1].Header.Values("Via")
+	if len(via) != 2 || via[0] != "1.1 tollgate-0123456789abcdef" || !strings.HasPrefix(via[1], "1.1 tollgate-") || via[1] == via[0] {
+		t.Fatalf("the upstream saw Via %q, want the client's entry then the gateway's own", via)
+	}
+}
+
+// TestBalanceRetryAfterStalled503: a target that answers 503 and then
+// stalls its body (headers sent, Content-Length promised, no byte after)
+// does not hold the retry up: the next target answers the client 200.
+// Before, the dropped 503's body was drained before the next attempt,
+// and the drain waited for the stalled body until the route's timeout
+// ended the whole request with a 504: a retryable failure became a
+// timeout.
+func TestBalanceRetryAfterStalled503(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer stall.Close()
+	defer close(release)
+	good := newUpstream(t)
+	body := fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+retries = 1
+retry_budget = { percent = 100 }
+timeout = "3s"
+outlier_detection = { consecutive_failures = 0 }
+%s
+`, targets([]string{stall.URL, good.URL}, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	c := newClient(t, "")
+	for i := range 4 {
+		if r := get(t, c, g.url("/x"), nil); r.Status != 200 {
+			t.Fatalf("GET %d: %s, want 200 from the good target after the stalled 503", i, r)
+		}
+	}
+}
+
+// TestBalanceRetryKeepsRequest: a retried request reaches the second
+// target as it reached the first: the same X-Request-Id (one request,
+// one id, in the access log and at every target it reached), the
+// headers the route's header rules set, and the path. When every
+// attempt is answered 503, the client receives the last target's 503
+// with its body and headers intact.
+func TestBalanceRetryKeepsRequest(t *testing.T) {
+	t.Parallel()
+	type got struct{ id, rule, path string }
+	var mu sync.Mutex
+	var seen []got
+	var fail [2]atomic.Bool
+	var urls []string
+	for i := range fail {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen = append(seen, got{r.Header.Get("X-Request-Id"), r.Header.Get("X-Rule"), r.URL.Path})
+			mu.Unlock()
+			if fail[i].Load() {
+				w.Header().Set("X-Target", fmt.Sprint(i))
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "target %d is down for maintenance", i)
+			}
+		}))
+		t.Cleanup(s.Close)
+		urls = append(urls, s.URL)
+	}
+	fail[0].Store(true)
+	body := fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+retries = 1
+retry_budget = { percent = 100 }
+outlier_detection = { consecutive_failures = 0 }
+request_headers = { set = { "X-Rule" = "r-{request_id}" } }
+%s
+`, targets(urls, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	c := newClient(t, "")
+	r := get(t, c, g.url("/a/b"), nil)
+	mu.Lock()
+	defer mu.Unlock()
+	if r.Status != 200 || len(seen) != 2 {
+		t.Fatalf("GET: %s, %d attempts; want 200 after 2", r, len(seen))
+	}
+	id := r.Header.Get("X-Request-Id")
+	for i, s := range seen {
+		if s.id == "" || s.id != id || s.rule != "r-"+id || s.path != "/a/b" {
+			t.Errorf("attempt %d reached its target as %+v; want id %q, X-Rule r-%s, path /a/b", i+1, s, id, id)
+		}
+	}
+	// Both down: the last 503 reaches the client whole.
+	fail[1].Store(true)
+	mu.Unlock() // the targets record this request's attempts
+	r = get(t, c, g.url("/a/b"), nil)
+	mu.Lock()
+	if r.Status != 503 || r.Header.Get("X-Target") == "" || string(r.Body) != "target "+r.Header.Get("X-Target")+" is down for maintenance" {
+		t.Fatalf("both targets 503: %s (X-Target %q), want the last target's 503 with its body", r, r.Header.Get("X-Target"))
+	}
+}
+
+// TestBalanceRetryBuffersBounded: retry bodies are buffered within a
+// process-wide bound. 24 concurrent PUTs of 8 MiB on a route with
+// retry_body_bytes at its 16 MiB maximum, held by their target: at most
+// 64 MiB of them are buffered, the others streamed (and not retried).
+// Before, each was buffered whole, 192 MiB of the clients' bytes held in
+// the gateway's heap at once: memory that any client's concurrent
+// uploads grew at will.
+func TestBalanceRetryBuffersBounded(t *testing.T) {
+	t.Parallel()
+	const n, size = 24, 8 << 20
+	release := make(chan struct{})
+	var arrived atomic.Int64
+	hold := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hold.Close()
+	body := fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+retries = 1
+retry_body_bytes = %d
+timeout = "2m"
+%s
+`, 16<<20, targets([]string{hold.URL, hold.URL + "/b"}, nil))
+	g := startGateway(t, "balance.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Server": ""}})
+	c := &http.Client{Timeout: 2 * time.Minute}
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			req, _ := http.NewRequest("PUT", g.url("/x"), io.LimitReader(zeros{}, size))
+			req.ContentLength = size
+			if resp, err := c.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	eventually(t, "every PUT at its target", func() bool { return arrived.Load() == n })
+	heap := scrape(t, g, "")["go_memstats_heap_inuse_bytes"]
+	close(release)
+	wg.Wait()
+	t.Logf("heap in use with %d PUTs of %d MiB held: %.0f MiB", n, size>>20, heap/(1<<20))
+	if heap > 128<<20 {
+		t.Fatalf("with %d PUTs of %d MiB held, the gateway's heap holds %.0f MiB; want at most 128 (64 MiB of retry buffers and the rest)",
+			n, size>>20, heap/(1<<20))
+	}
+}
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -540,5 +542,106 @@ health_check = { path = "/healthz", interval = "300ms", timeout = "200ms", unhea
 			t.Fatalf("the targets did not reach their defined states: %s", diff)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestUpstreamDNSUnusableAddresses: whoever answers for a target's name
+// (its zone's owner, a spoofed or rebound answer) must not point the
+// gateway at itself or at the cloud metadata service. An answer's
+// 0.0.0.0 (a connection to which reaches the gateway's own host: here a
+// "secret" service on 127.0.0.1), link-local 169.254.169.254 and
+// multicast addresses are dropped; an answer of nothing else is an
+// answer with no address (the last good addresses stay, a failure is
+// counted), and the secret service receives nothing.
+func TestUpstreamDNSUnusableAddresses(t *testing.T) {
+	t.Parallel()
+	lnA, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 loopback: %v", err)
+	}
+	port := lnA.Addr().(*net.TCPAddr).Port
+	lnSecret, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Skipf("127.0.0.1:%d: %v", port, err)
+	}
+	a, secret := newHealthTarget(t, lnA), newHealthTarget(t, lnSecret)
+	dns := startDNS(t, "svc.tollgate.test.")
+	dns.set(false, "0.0.0.0", "169.254.169.254", "224.0.0.1", "255.255.255.255", "127.0.0.2")
+	route := fmt.Sprintf(`upstreams = ["http://svc.tollgate.test:%d"]
+retries = 1
+timeout = "2s"
+resolve_interval = "1s"`, port)
+	g := startGateway(t, "upstreams.toml.tmpl", gwOpts{Data: map[string]any{
+		"Server": fmt.Sprintf("resolver = %q", dns.conn.LocalAddr().String()), "Route": route}})
+	var failures uint64
+	addrs := func() []string {
+		var out []string
+		for _, r := range adminUpstreams(t, g).Routes {
+			for _, tg := range r.Targets {
+				out = append(out, tg.Address)
+			}
+			for _, n := range r.Names {
+				failures = n.Failures
+			}
+		}
+		return out
+	}
+	aAddr := lnA.Addr().String()
+	if got := addrs(); len(got) != 1 || got[0] != aAddr {
+		t.Fatalf("targets %v, want only [%s]: an answer's 0.0.0.0, link-local, multicast and broadcast addresses are dropped", got, aAddr)
+	}
+	if got := servedBy(t, g, 10, a, secret); got[0] != 10 || got[1] != 0 {
+		t.Fatalf("10 GETs: the name's address served %d, the service on 127.0.0.1 %d; want 10, 0", got[0], got[1])
+	}
+
+	// An answer of nothing but 0.0.0.0: no usable address.
+	dns.set(false, "0.0.0.0")
+	eventually(t, "a lookup failure for an answer of 0.0.0.0", func() bool { addrs(); return failures > 0 })
+	if got := addrs(); len(got) != 1 || got[0] != aAddr {
+		t.Fatalf("after an answer of 0.0.0.0, targets %v; want the last good [%s]", got, aAddr)
+	}
+	if got := servedBy(t, g, 10, a, secret); got[0] != 10 || got[1] != 0 {
+		t.Fatalf("10 GETs after an answer of 0.0.0.0: the name's address served %d, the service on 127.0.0.1 %d; want 10, 0", got[0], got[1])
+	}
+}
+
+// TestUpstreamHealthPathRefused: a health_check.path the probes could
+// not send as written is refused by validate, naming the key: a control
+// byte or a DEL (the plain-HTTP probe writes the path into its request
+// line as it is, and a target answers 400 to every probe, taking every
+// target out of service). A query string, percent-encoding and UTF-8
+// pass.
+func TestUpstreamHealthPathRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i, tc := range []struct {
+		path string // TOML basic string contents
+		ok   bool
+	}{
+		{`/healthz?full=1`, true},
+		{`/health%20z`, true},
+		{`/h\u0001`, false},
+		{`/h\u007f`, false},
+		{`/h\u000b`, false},
+		{`/h\u00e9`, true},
+		{`/h\tz`, false},
+	} {
+		cfg := filepath.Join(dir, fmt.Sprintf("c%d.toml", i))
+		body := fmt.Sprintf(`[[routes]]
+name = "api"
+path_prefix = "/"
+upstreams = ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+health_check = { path = "%s" }
+`, tc.path)
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := runGateway(t, nil, "validate", "--config", cfg)
+		if tc.ok && code != 0 {
+			t.Errorf("path %s: validate exited %d: %s", tc.path, code, stderr)
+		}
+		if !tc.ok && (code != 2 || !strings.Contains(stderr, "health_check.path")) {
+			t.Errorf("path %s: validate exited %d, want 2 naming health_check.path: %s", tc.path, code, stderr)
+		}
 	}
 }

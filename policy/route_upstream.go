@@ -169,7 +169,7 @@ func buildHealthCheck(c *config.HealthCheckConfig, path string, e *problems) *up
 	h := &upstream.HealthCheck{Path: hc.Path, UnhealthyAfter: hc.UnhealthyAfter, HealthyAfter: hc.HealthyAfter,
 		Interval: duration(hc.Interval, path+".interval", true, e),
 		Timeout:  duration(hc.Timeout, path+".timeout", true, e)}
-	if !strings.HasPrefix(hc.Path, "/") || strings.ContainsAny(hc.Path, " \t\r\n\x00#") || len(hc.Path) > 1024 {
+	if !strings.HasPrefix(hc.Path, "/") || !probePath(hc.Path) || len(hc.Path) > 1024 {
 		e.add(path+".path", "must be a path starting with '/' (no spaces, control bytes or '#', at most 1024 bytes), got %q", hc.Path)
 	}
 	if h.Interval > 0 && h.Interval < minHealthInterval {
@@ -187,6 +187,20 @@ func buildHealthCheck(c *config.HealthCheckConfig, path string, e *problems) *up
 		}
 	}
 	return h
+}
+
+// probePath reports whether a health check path can be sent as written:
+// no space, no control byte (DEL included) and no '#'. The plain-HTTP
+// probe writes the path into its request line as it is, and a target
+// answers 400 to a request line holding a control byte: every probe
+// would fail and every target go out of service.
+func probePath(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c == 0x7f || c == '#' {
+			return false
+		}
+	}
+	return true
 }
 
 // minHealthInterval keeps probes from flooding the targets.

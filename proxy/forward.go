@@ -199,6 +199,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy, pool *upstrea
 				pr.SetURL(target)
 			}
 			pr.SetXForwarded()
+			h.addVia(pr.Out.Header) // loop.go
 			if h.tracer != nil {
 				h.tracer.Inject(pr.In.Context(), pr.Out.Header)
 			}

@@ -92,6 +92,13 @@ type Handler struct {
 	// named holds the transports of https targets resolved from a DNS
 	// name, by name (namedTransport).
 	named sync.Map
+	// retryBuffered counts the bytes of request bodies held so that
+	// their requests can be retried, at most maxRetryBuffered (retry.go).
+	retryBuffered atomic.Int64
+	// via is the Via entry every forwarded request carries, and
+	// viaPseudonym the part of it naming this process (loop.go).
+	via          []string
+	viaPseudonym string
 	// clientLabel is Options.ClientLabel, never nil.
 	clientLabel func(kind, value string) string
 	// nonBlocking is set when the store promises never to block.
@@ -169,6 +176,7 @@ func New(p *policy.Policy, opts Options) (*Handler, error) {
 		h.transport = NewTransport()
 	}
 	h.pool.New = func() any { return new(request) }
+	h.via, h.viaPseudonym = newVia()
 	if err := h.Swap(p); err != nil {
 		return nil, err
 	}
@@ -186,10 +194,12 @@ func NewTransport() *http.Transport {
 	return &http.Transport{
 		Protocols: &p,
 		Proxy:     nil,
-		DialContext: (&net.Dialer{
+		// A name is refused the addresses no upstream is at (0.0.0.0,
+		// the metadata service's), as a Pool's lookups are.
+		DialContext: upstream.GuardedDial(&net.Dialer{
 			Timeout:   5 * time.Second,
 			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		}),
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       90 * time.Second,
@@ -206,10 +216,12 @@ func NewH2CTransport() *http.Transport {
 	p.SetUnencryptedHTTP2(true)
 	return &http.Transport{
 		Protocols: &p,
-		DialContext: (&net.Dialer{
+		// A name is refused the addresses no upstream is at (0.0.0.0,
+		// the metadata service's), as a Pool's lookups are.
+		DialContext: upstream.GuardedDial(&net.Dialer{
 			Timeout:   5 * time.Second,
 			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		}),
 		MaxIdleConns:        1024,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
@@ -245,6 +257,7 @@ func (h *Handler) Swap(p *policy.Policy) error {
 		}
 	}
 	pools := h.upstreams.Update(specs)
+	h.pruneNamed(specs)
 	s.pools = make(map[*policy.Route]*upstream.Pool, len(pools))
 	for _, rt := range p.Routes {
 		if rt.Respond == nil && rt.Upstream != nil {

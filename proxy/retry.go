@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -90,8 +91,12 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		if retryable(req) {
 			retries = spec.Retries
 			var err error
-			if body, retries, err = bufferBody(req, spec.RetryBodyBytes, retries); err != nil {
+			var held int64
+			if body, retries, held, err = b.h.bufferBody(req, spec.RetryBodyBytes, retries); err != nil {
 				return nil, err
+			}
+			if held > 0 {
+				defer b.h.retryBuffered.Add(-held)
 			}
 		}
 	}
@@ -117,7 +122,17 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		b.pool.Begin(t)
 		resp, err := b.transport(t).RoundTrip(out)
 		ctxDone := req.Context().Err() != nil
-		failed := err != nil && !ctxDone || err == nil && resp.StatusCode >= 500
+		// The route's timeout ending an attempt that held the whole
+		// request (no body, or a buffered one) is the target's failure:
+		// it had everything and did not answer. Not counting it would
+		// leave a target that accepts and hangs its full share of
+		// requests, each answered 504 after the whole timeout, for as
+		// long as it hangs. A timeout while the client's body was still
+		// streaming may be the client's doing (a slow upload), and a
+		// client that went away says nothing of the target.
+		timedOut := ctxDone && (body != nil || req.Body == nil || req.Body == http.NoBody) &&
+			errors.Is(context.Cause(req.Context()), context.DeadlineExceeded)
+		failed := err != nil && (!ctxDone || timedOut) || err == nil && gatewayFailure(resp.StatusCode)
 		retry := attempt < retries && !ctxDone &&
 			(err != nil || resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable)
 		var next *upstream.Target
@@ -129,7 +144,7 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		}
 		if next == nil {
 			if err != nil {
-				if ctxDone {
+				if ctxDone && !timedOut {
 					b.pool.Release(t)
 				} else {
 					b.pool.End(t, failed)
@@ -140,7 +155,11 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 			return resp, nil
 		}
 		if err == nil {
-			discard(resp.Body)
+			// Drained beside the next attempt, not before it: a target
+			// that answers 503 and stalls its body would otherwise hold
+			// the retry up until the route's timeout. The drain ends
+			// with the body, or with the request (its context).
+			go discard(resp.Body)
 		}
 		b.pool.End(t, failed)
 		if q != nil {
@@ -158,17 +177,50 @@ func (b *balancedTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 }
 
+// gatewayFailure reports whether an answer of status tells passive
+// health that its target failed: 502, 503 and 504 say the target (or a
+// proxy in front of it) could not serve. Other 5xx answers are the
+// application's answer to that request, which a client can provoke at
+// will on a path that fails (the same on every target): counting them
+// would let any client eject targets, concentrating the route's load
+// on the rest.
+func gatewayFailure(status int) bool {
+	return status == http.StatusBadGateway || status == http.StatusServiceUnavailable ||
+		status == http.StatusGatewayTimeout
+}
+
+// maxRetryBuffered bounds the bytes of request bodies that the whole
+// process holds at once so that their requests can be retried. Each
+// body is bounded by its route's retry_body_bytes, but the number of
+// requests is the clients' to choose: without a total, concurrent
+// uploads held the clients' bytes in the heap at will (20 PUTs of 8 MiB:
+// 160 MiB). A request that finds the total spent is streamed to its
+// first target, intact, and not retried, as a body beyond
+// retry_body_bytes is.
+const maxRetryBuffered = 64 << 20
+
 // bufferBody reads the body of a retryable request, up to limit bytes,
 // so that every attempt can send it; it returns the body (nil: none, or
-// too large) and the retries the request may have: none when its body is
-// larger than limit, which is then streamed to the first target intact
-// (the bytes read so far, then the rest).
-func bufferBody(req *http.Request, limit int64, retries int) ([]byte, int, error) {
+// too large, or no room left under maxRetryBuffered), the retries the
+// request may have (none when its body is not buffered: it is then
+// streamed to the first target intact, the bytes read so far, then the
+// rest) and the bytes it holds of maxRetryBuffered, which the caller
+// gives back when the request is done.
+func (h *Handler) bufferBody(req *http.Request, limit int64, retries int) ([]byte, int, int64, error) {
 	if req.Body == nil || req.Body == http.NoBody {
-		return nil, retries, nil
+		return nil, retries, 0, nil
 	}
 	if req.ContentLength > limit {
-		return nil, 0, nil
+		return nil, 0, 0, nil
+	}
+	// Room for the body: its length when known, else the most it may be.
+	want := limit
+	if req.ContentLength >= 0 {
+		want = req.ContentLength
+	}
+	if h.retryBuffered.Add(want) > maxRetryBuffered {
+		h.retryBuffered.Add(-want)
+		return nil, 0, 0, nil
 	}
 	size := req.ContentLength
 	if size < 0 {
@@ -177,21 +229,26 @@ func bufferBody(req *http.Request, limit int64, retries int) ([]byte, int, error
 	var buf bytes.Buffer
 	buf.Grow(int(min(size, limit) + 1))
 	if _, err := buf.ReadFrom(io.LimitReader(req.Body, limit+1)); err != nil {
-		return nil, 0, err
+		h.retryBuffered.Add(-want)
+		return nil, 0, 0, err
 	}
 	if int64(buf.Len()) > limit {
+		h.retryBuffered.Add(-want)
 		req.Body = struct {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(buf.Bytes()), req.Body), req.Body}
-		return nil, 0, nil
+		return nil, 0, 0, nil
 	}
 	req.Body.Close()
 	b := buf.Bytes()
 	if len(b) == 0 {
 		b = []byte{} // read and empty: not nil, so that no attempt reads the closed body
 	}
-	return b, retries, nil
+	// Hold what the body takes (a chunked one reserved the limit).
+	held := int64(len(b))
+	h.retryBuffered.Add(held - want)
+	return b, retries, held, nil
 }
 
 // point sets out's URL to target t (its scheme, host and base path
@@ -233,8 +290,9 @@ func (b *balancedTransport) transport(t *upstream.Target) http.RoundTripper {
 // resolved to addresses: the shared transport's settings with the name as
 // the TLS server name, so that the upstream's certificate is verified
 // against the name (http.Transport verifies the host it dials, here an
-// address) and the name is sent as SNI. One per name, kept for the
-// Handler's life: names come from the configuration, never from a client.
+// address) and the name is sent as SNI. One per name, kept while a route
+// names it (pruneNamed): names come from the configuration, never from a
+// client.
 // A transport that is not an *http.Transport (a test's) is used as it is.
 func (h *Handler) namedTransport(name string) http.RoundTripper {
 	if v, ok := h.named.Load(name); ok {
@@ -251,6 +309,34 @@ func (h *Handler) namedTransport(name string) http.RoundTripper {
 	t.TLSClientConfig.ServerName = name
 	v, _ := h.named.LoadOrStore(name, t)
 	return v.(http.RoundTripper)
+}
+
+// pruneNamed drops the transports of the server names that no https
+// target of specs (the routes now in force) has, closing their idle
+// connections: names come from the configuration, but each reload may
+// bring new ones (a name per deployment), and without pruning every name
+// ever configured kept its transport, and its idle connections until
+// they timed out, for the process's life. A request still running on the
+// previous configuration makes its name's transport again, pruned at
+// the next reload.
+func (h *Handler) pruneNamed(specs map[string]*upstream.Spec) {
+	used := make(map[string]bool)
+	for _, s := range specs {
+		for _, t := range s.Targets {
+			if t.URL.Scheme == "https" {
+				used[t.URL.Hostname()] = true
+			}
+		}
+	}
+	h.named.Range(func(k, v any) bool {
+		if !used[k.(string)] {
+			h.named.Delete(k)
+			if tr, ok := v.(*http.Transport); ok {
+				tr.CloseIdleConnections()
+			}
+		}
+		return true
+	})
 }
 
 // drainBuffers hold the buffers discard reads into: a pointer kept in

@@ -131,13 +131,13 @@ func TestRetryTable(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			first, next := newTarget(t, "first"), newTarget(t, "next")
 			firstURL := first.URL
+			var ln net.Listener
 			if c.first == 0 {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
+				var err error
+				if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 					t.Fatal(err)
 				}
 				firstURL = "http://" + ln.Addr().String()
-				ln.Close() // nothing listens there now
 			} else {
 				first.status.Store(int64(c.first))
 			}
@@ -147,6 +147,12 @@ func TestRetryTable(t *testing.T) {
 				cfg.Routes = []config.RouteConfig{rt}
 			})
 			gw := serveMemory(t, p)
+			if ln != nil {
+				// Closed once the gateway listens: the port freed first
+				// would be the next listener's, the gateway's own, and
+				// the "refused" target the gateway itself.
+				ln.Close()
+			}
 			var body io.Reader
 			if c.body != "" {
 				body = bytes.NewReader([]byte(c.body))
@@ -206,25 +212,38 @@ func TestRetryBudgetBoundsLoad(t *testing.T) {
 }
 
 // Passive health: a target failing consecutive_failures times in a row
-// is ejected and gets nothing until its ejection ends.
+// (a 502, 503 or 504) is ejected and gets nothing until its ejection
+// ends; another 5xx is the application's answer, which a client can
+// provoke at will, and ejects nothing.
 func TestPassiveEjection(t *testing.T) {
-	bad, good := newTarget(t, "bad"), newTarget(t, "good")
-	bad.status.Store(500)
-	p := compile(t, func(cfg *config.Config) {
-		rt := balanced(bad.URL, good.URL)
-		rt.OutlierDetection = config.OutlierConfig{ConsecutiveFailures: 2, BaseEjection: "1h", MaxEjection: "1h"}
-		cfg.Routes = []config.RouteConfig{rt}
-	})
-	gw := serveMemory(t, p)
-	for range 20 {
-		do(t, "GET", gw.URL+"/x", nil, 0)
-	}
-	// Round robin: bad, good, bad (ejected), then good only.
-	if got := bad.hits.Load(); got != 2 {
-		t.Fatalf("the failing target received %d requests, want 2", got)
-	}
-	if got := good.hits.Load(); got != 18 {
-		t.Fatalf("the healthy target received %d requests, want 18", got)
+	for _, tc := range []struct {
+		status int
+		ejects bool
+	}{{502, true}, {503, true}, {504, true}, {500, false}, {501, false}, {505, false}, {404, false}} {
+		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
+			bad, good := newTarget(t, "bad"), newTarget(t, "good")
+			bad.status.Store(int64(tc.status))
+			p := compile(t, func(cfg *config.Config) {
+				rt := balanced(bad.URL, good.URL)
+				rt.OutlierDetection = config.OutlierConfig{ConsecutiveFailures: 2, BaseEjection: "1h", MaxEjection: "1h"}
+				cfg.Routes = []config.RouteConfig{rt}
+			})
+			gw := serveMemory(t, p)
+			for range 20 {
+				do(t, "GET", gw.URL+"/x", nil, 0)
+			}
+			// Round robin: bad, good, bad (ejected), then good only.
+			want := int64(10)
+			if tc.ejects {
+				want = 2
+			}
+			if got := bad.hits.Load(); got != want {
+				t.Fatalf("the target answering %d received %d requests, want %d", tc.status, got, want)
+			}
+			if got := good.hits.Load(); got != 20-want {
+				t.Fatalf("the healthy target received %d requests, want %d", got, 20-want)
+			}
+		})
 	}
 }
 

@@ -81,6 +81,13 @@ func (h *Handler) serve(q *request) {
 		})
 		return
 	}
+	if v := r.Header["Via"]; v != nil && h.looped(v) {
+		// Answered before any limit counts it: the loop's first hop
+		// was counted already, and answers the client this 508.
+		ev.Outcome = OutcomeBadRequest
+		answerLoop(w)
+		return
+	}
 	// The path as the client sent it: RawPath, or when Go found the
 	// default encoding equal to it, that encoding (no allocation unless
 	// the decoded path holds a byte to escape).

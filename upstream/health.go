@@ -149,7 +149,7 @@ func (pr *prober) transport(t *Target) *http.Transport {
 	tr := &http.Transport{
 		Protocols:   &p,
 		Proxy:       nil,
-		DialContext: (&net.Dialer{Timeout: pr.hc.Timeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext: GuardedDial(&net.Dialer{Timeout: pr.hc.Timeout, KeepAlive: 30 * time.Second}),
 		// One idle connection per target, kept from one probe to the
 		// next; no bound on their total (a pool has at most its targets').
 		MaxIdleConns:        0,

@@ -211,7 +211,7 @@ func (p *Pool) Pick(key uint64, tried []*Target) *Target {
 func (p *Pool) Begin(t *Target) { t.inflight.Add(1) }
 
 // End marks the end of a request Begin marked, with whether the exchange
-// failed (a connection that failed, or a 5xx answer): passive health
+// failed (a connection that failed, a timeout, a 502, 503 or 504): passive health
 // counts the failures in a row.
 func (p *Pool) End(t *Target, failed bool) {
 	t.inflight.Add(-1)
@@ -229,8 +229,9 @@ func (p *Pool) End(t *Target, failed bool) {
 }
 
 // Release ends a request Begin marked whose exchange says nothing of the
-// target's health (the client went away, or the route's timeout ended
-// it): its failures in a row neither grow nor start again.
+// target's health (the client went away, or the route's timeout ended it
+// while the client's body was still arriving): its failures in a row
+// neither grow nor start again.
 func (p *Pool) Release(t *Target) { t.inflight.Add(-1) }
 
 // Healthy returns the number of targets that may take requests.

@@ -105,8 +105,7 @@ func probeH1(ctx context.Context, conns *h1Conns, t *Target, hc *HealthCheck) er
 	for attempt := 0; ; attempt++ {
 		reused := c != nil
 		if c == nil {
-			d := net.Dialer{KeepAlive: 30 * time.Second}
-			nc, err := d.DialContext(ctx, "tcp", t.URL.Host)
+			nc, err := GuardedDial(&net.Dialer{KeepAlive: 30 * time.Second})(ctx, "tcp", t.URL.Host)
 			if err != nil {
 				return timeoutOr(ctx, hc, err)
 			}

@@ -76,8 +76,10 @@ func namesOf(s *Spec) []*name {
 // fails or answers none; it reports whether the addresses changed.
 func (n *name) lookup(ctx context.Context, r Resolver, p *Pool) bool {
 	addrs, err := r.LookupNetIP(ctx, "ip", n.host)
-	if err == nil && len(addrs) == 0 {
-		err = errNoAddrs
+	if err == nil {
+		if addrs = normalize(addrs); len(addrs) == 0 {
+			err = &net.DNSError{Err: errNoAddrs.Err, Name: n.host, IsNotFound: true}
+		}
 	}
 	if err != nil {
 		n.failures.Add(1)
@@ -90,7 +92,6 @@ func (n *name) lookup(ctx context.Context, r Resolver, p *Pool) bool {
 		return false
 	}
 	n.lastErr.Store(nil)
-	addrs = normalize(addrs)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if slices.Equal(addrs, n.addrs) {
@@ -100,16 +101,17 @@ func (n *name) lookup(ctx context.Context, r Resolver, p *Pool) bool {
 	return true
 }
 
-var errNoAddrs = &net.DNSError{Err: "no addresses in the answer", IsNotFound: true}
+var errNoAddrs = &net.DNSError{Err: "no usable addresses in the answer", IsNotFound: true}
 
-// normalize sorts addrs, unmaps IPv4-in-IPv6, drops duplicates and the
-// zone, and keeps at most MaxAddrs.
+// normalize sorts addrs, unmaps IPv4-in-IPv6, drops duplicates, the zone
+// and the addresses no upstream is at (unusable), and keeps at most
+// MaxAddrs.
 func normalize(addrs []netip.Addr) []netip.Addr {
 	out := make([]netip.Addr, 0, min(len(addrs), MaxAddrs))
 	seen := make(map[netip.Addr]bool, len(addrs))
 	for _, a := range addrs {
 		a = a.Unmap().WithZone("")
-		if !a.IsValid() || seen[a] {
+		if !a.IsValid() || seen[a] || unusable(a) {
 			continue
 		}
 		seen[a] = true
@@ -120,6 +122,24 @@ func normalize(addrs []netip.Addr) []netip.Addr {
 		out = out[:MaxAddrs:MaxAddrs]
 	}
 	return out
+}
+
+// unusable reports whether a DNS answer's address a is one that no
+// upstream is at, and that the gateway must not be pointed at by whoever
+// answers for the name: the unspecified address and the rest of
+// 0.0.0.0/8 (a connection to 0.0.0.0 reaches the gateway's own host, any
+// service listening on loopback included), multicast and broadcast, and
+// link-local addresses (169.254.0.0/16 holds the cloud instance metadata
+// service, 169.254.169.254, whose credentials a forwarded request could
+// read; fe80::/10 needs an interface a DNS answer cannot name). An
+// operator who means such an address writes it as the target's host, which
+// is never resolved.
+func unusable(a netip.Addr) bool {
+	if a.Is4() && (a.As4()[0] == 0 || a == netip.AddrFrom4([4]byte{255, 255, 255, 255})) {
+		return true
+	}
+	return a.IsUnspecified() || a.IsMulticast() || a.IsLinkLocalUnicast() ||
+		a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast()
 }
 
 func (n *name) current() []netip.Addr {

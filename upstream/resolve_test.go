@@ -123,6 +123,13 @@ func TestResolveHostile(t *testing.T) {
 		{"no address", nil, nil, false, 1, "api.example"},
 		{"resolver error", errors.New("SERVFAIL"), nil, false, 1, "api.example"},
 		{"resolver hangs", nil, nil, true, 1, "api.example"},
+		// Addresses no upstream is at, which whoever answers for the
+		// name could point the gateway at: dropped; an answer of
+		// nothing else is an answer with no address.
+		{"unspecified, metadata, multicast beside a good one", nil, []string{"0.0.0.0", "169.254.169.254",
+			"224.0.0.1", "255.255.255.255", "0.1.2.3", "10.0.0.9", "::", "fe80::1", "ff02::1", "::ffff:0.0.0.0"}, false, 1, "10.0.0.9:80"},
+		{"only unusable addresses", nil, []string{"0.0.0.0", "169.254.169.254", "ff02::1", "::"}, false, 1, "api.example"},
+		{"loopback and private are kept", nil, []string{"127.0.0.1", "::1", "192.168.1.1"}, false, 3, "127.0.0.1:80"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := &fakeResolver{block: tc.block}

@@ -549,8 +549,8 @@ type RouteConfig struct {
 	// healthy (a start or reload refuses no traffic while the first probes
 	// run); a target kept across a reload keeps its health.
 	HealthCheck *HealthCheckConfig `mapstructure:"health_check" json:"health_check,omitempty"`
-	// OutlierDetection ejects a target that fails connections or answers
-	// 5xx several times in a row (passive health).
+	// OutlierDetection ejects a target that fails connections, times out
+	// or answers 502/503/504 several times in a row (passive health).
 	OutlierDetection OutlierConfig `mapstructure:"outlier_detection" json:"outlier_detection"`
 	// Retries is how many other targets a failed request is tried on
 	// (a connection that failed, or 502/503 from the target), 0..10; only
@@ -691,7 +691,8 @@ type HealthCheckConfig struct {
 // OutlierConfig is a route's `outlier_detection` table.
 type OutlierConfig struct {
 	// ConsecutiveFailures is how many failures in a row (a connection
-	// that fails, or a 5xx answer) eject a target, 0..1000; 0 turns
+	// that fails, a timeout, or a 502/503/504 answer; not another 5xx,
+	// which a client can provoke) eject a target, 0..1000; 0 turns
 	// passive health off. At most half of a route's targets (rounded
 	// down) are ejected at once. Default 5.
 	ConsecutiveFailures int `mapstructure:"consecutive_failures" json:"consecutive_failures"`
