@@ -98,10 +98,15 @@ func requestID() []string {
 	return []string{string(b[:])}
 }
 
+// via is the Via entry the floor adds to every forwarded request, as
+// Tollgate adds its own (a forwarding loop back to itself is answered 508).
+var via = []string{"1.1 floor"}
+
 // ServeHTTP implements http.Handler.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := requestID()
 	r.Header["X-Request-Id"] = id
+	r.Header["Via"] = via // Tollgate's loop guard: one shared value
 	w.Header()["X-Request-Id"] = id
 	if h.lim == nil {
 		h.rp.ServeHTTP(w, r)
