@@ -71,6 +71,9 @@ func Compile(c config.Config, getenv func(string) string, readFile func(string) 
 				JWTClaim: p.Consumers.JWTClaim, PlanClaim: p.Consumers.PlanClaim, Plans: p.Plans}
 		}
 	}
+	if p.RLS != nil {
+		compileRLS(p.RLS, &c.RLS, readFile, &e)
+	}
 	if len(e) == 0 {
 		ex, err := keys.NewExtractor(kc)
 		if err != nil {
@@ -116,6 +119,7 @@ func build(c *config.Config) (*Policy, []error) {
 	p.AdminHosts = buildAdmin(c, p, &e)
 	p.Plans = buildPlans(c.Plans, &e)
 	p.Consumers = buildConsumers(c, &e)
+	p.RLS = buildRLS(&c.RLS, p.Server, &e)
 
 	for i := range c.Limits {
 		path := fmt.Sprintf("limits[%d]", i)

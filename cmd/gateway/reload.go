@@ -73,6 +73,7 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 		return err
 	}
 	g.useKeys(set)
+	g.swapRLS(p)
 	if g.pacer != nil {
 		g.pacer.Set(p.Server.GCMinHeap)
 	}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/rls"
+)
+
+// rlsRuntime is the rate limit service: its gRPC server, listener and
+// health.
+type rlsRuntime struct {
+	srv    *rls.Server
+	grpc   *grpc.Server
+	health *health.Server
+	ln     net.Listener
+	listen string
+}
+
+// rlsSnapshot is what a reload swaps into the service.
+func rlsSnapshot(r *policy.RLS) rls.Snapshot {
+	if r == nil {
+		return rls.Snapshot{}
+	}
+	return rls.Snapshot{Config: r.Config, Headers: r.Headers}
+}
+
+// openRLS binds the rate limit service's listener and builds its server
+// for p's [rls] table; nothing when it has none.
+func (g *gateway) openRLS(p *policy.Policy) error {
+	if p.RLS == nil {
+		return nil
+	}
+	onError := rls.ErrorLocal
+	switch p.Store.OnError {
+	case policy.OnErrorAllow:
+		onError = rls.ErrorAllow
+	case policy.OnErrorDeny:
+		onError = rls.ErrorDeny
+	}
+	srv, err := rls.New(rls.Options{Store: g.store, Local: g.local, OnError: onError, Timeout: p.Store.Timeout,
+		Now: g.now, Logger: g.log, Meter: g.otel.Meter()}, rlsSnapshot(p.RLS))
+	if err != nil {
+		return fmt.Errorf("rls: %w", err)
+	}
+	ln, err := net.Listen("tcp", p.RLS.Listen)
+	if err != nil {
+		return fmt.Errorf("rls.listen: %w", err)
+	}
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(rls.MaxRecvBytes), grpc.MaxConcurrentStreams(1024))
+	rls.Register(gs, srv)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", healthpb.HealthCheckResponse_SERVING)
+	g.rls = &rlsRuntime{srv: srv, grpc: gs, health: hs, ln: ln, listen: p.RLS.Listen}
+	return nil
+}
+
+// swapRLS makes a reloaded [rls] table live: its files and settings now,
+// a new listen address only on restart.
+func (g *gateway) swapRLS(p *policy.Policy) {
+	if g.rls == nil {
+		if p.RLS != nil {
+			g.log.Warn("rls settings changed; the rate limit service starts on restart (other changes applied now)")
+		}
+		return
+	}
+	if p.RLS == nil || p.RLS.Listen != g.rls.listen {
+		g.log.Warn("rls.listen changed; it takes effect on restart (other changes applied now)")
+	}
+	g.rls.srv.Swap(rlsSnapshot(p.RLS))
+}
+
+// stopRLS stops the service: health NOT_SERVING, then the calls in
+// progress finish within timeout, after which connections are closed.
+func (g *gateway) stopRLS(timeout time.Duration) {
+	if g.rls == nil {
+		return
+	}
+	g.rls.health.Shutdown()
+	done := make(chan struct{})
+	go func() { g.rls.grpc.GracefulStop(); close(done) }()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		g.rls.grpc.Stop()
+		<-done
+	}
+}

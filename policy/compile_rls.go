@@ -1,0 +1,113 @@
+package policy
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/tollgate/gateway/policy/config"
+	"github.com/tollgate/gateway/rls/envoyconf"
+)
+
+// RLS is the compiled [rls] table: Envoy's rate limit service.
+type RLS struct {
+	// Listen is the gRPC listener's address.
+	Listen string
+	// Headers adds the IETF RateLimit fields to every answer.
+	Headers bool
+	// Files are the envoyproxy/ratelimit files read, in the order read.
+	Files []string
+	// Config holds their domains and descriptors, compiled.
+	Config *envoyconf.Config
+}
+
+// maxRLSPatterns bounds rls.envoy_config's entries; envoyconf.MaxFiles
+// bounds the files they name together.
+const maxRLSPatterns = 64
+
+// buildRLS checks the [rls] table without reading any file; nil when the
+// table is not enabled.
+func buildRLS(c *config.RLSConfig, srv Server, e *problems) *RLS {
+	if c.Listen == "" {
+		if len(c.EnvoyConfig) > 0 || c.Headers {
+			e.add("rls.listen", "is required when any other [rls] setting is set")
+		}
+		return nil
+	}
+	checkAddr(c.Listen, "rls.listen", false, e)
+	if c.Listen == srv.Listen || c.Listen == srv.AdminListen {
+		e.add("rls.listen", "must differ from server.listen and server.admin_listen (%s)", c.Listen)
+	}
+	if len(c.EnvoyConfig) == 0 {
+		e.add("rls.envoy_config", "is required: the envoyproxy/ratelimit configuration files, e.g. [\"ratelimit/config/*.yaml\"]")
+	}
+	if len(c.EnvoyConfig) > maxRLSPatterns {
+		e.add("rls.envoy_config", "%d entries, more than %d", len(c.EnvoyConfig), maxRLSPatterns)
+	}
+	for i, f := range c.EnvoyConfig {
+		if strings.TrimSpace(f) == "" {
+			e.add(fmt.Sprintf("rls.envoy_config[%d]", i), "is empty")
+		} else if _, err := filepath.Match(f, ""); err != nil {
+			e.add(fmt.Sprintf("rls.envoy_config[%d]", i), "bad pattern %q: %v", f, err)
+		}
+	}
+	return &RLS{Listen: c.Listen, Headers: c.Headers}
+}
+
+// compileRLS reads the files rls.envoy_config names through readFile (a
+// pattern is expanded first; one that matches nothing is a problem, as a
+// missing file is) and compiles them. Each problem names the entry and
+// the file.
+func compileRLS(r *RLS, c *config.RLSConfig, readFile func(string) ([]byte, error), e *problems) {
+	before := len(*e)
+	var files []envoyconf.File
+	seen := make(map[string]bool)
+	for i, pattern := range c.EnvoyConfig {
+		path := fmt.Sprintf("rls.envoy_config[%d]", i)
+		names := []string{pattern}
+		if strings.ContainsAny(pattern, `*?[\`) {
+			var err error
+			names, err = filepath.Glob(pattern)
+			if err != nil || len(names) == 0 {
+				e.add(path, "%q matches no file", pattern)
+				continue
+			}
+		}
+		for _, name := range names {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			if len(files) >= envoyconf.MaxFiles {
+				e.add(path, "more than %d files", envoyconf.MaxFiles)
+				return
+			}
+			data, err := readFile(name)
+			if err != nil {
+				e.add(path, "%v", err)
+				continue
+			}
+			files = append(files, envoyconf.File{Name: name, Data: data})
+			r.Files = append(r.Files, name)
+		}
+	}
+	if len(*e) > before {
+		return
+	}
+	cfg, err := envoyconf.Load(files)
+	if err != nil {
+		for _, one := range flattenErr(err) {
+			e.add("rls.envoy_config", "%v", one)
+		}
+		return
+	}
+	r.Config = cfg
+}
+
+// flattenErr returns the errors a Join holds, or err alone.
+func flattenErr(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
