@@ -264,6 +264,24 @@ func runRLS(t *testing.T, g *gw, addr, dir string, pinnedClock bool) {
 		}
 	}
 
+	big := desc("remote_address", strings.Repeat("x", 2<<20))
+	if _, err := c.c.ShouldRateLimit(ctx, &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{big}}); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("2 MiB message: %v, want ResourceExhausted", err)
+	}
+
+	// Metrics by domain, configured descriptor and code; an unknown
+	// domain is not a label.
+	m := string(adminDo(t, g, "GET", "/metrics", "").Body)
+	for _, want := range []string{`code="over_limit",descriptor="edge.remote_address",domain="edge"`,
+		`code="shadow_over_limit",descriptor="edge.shadow",domain="edge"`, `code="no_limit",descriptor="none",domain=""`} {
+		if !strings.Contains(m, want) {
+			t.Fatalf("/metrics lacks %s:\n%s", want, grepLines(m, "tollgate_rls"))
+		}
+	}
+	if strings.Contains(m, "nowhere") {
+		t.Fatal("an unknown domain became a label")
+	}
+
 	// A reload raises the limit of 3 to 5: the counts made so far carry
 	// over (the limit's identity does not depend on its number), so the
 	// exhausted address has 2 left.
@@ -304,6 +322,17 @@ func checkReset(t *testing.T, st *rlpb.RateLimitResponse_DescriptorStatus, befor
 	if reset < lo-time.Second || reset > hi+time.Second {
 		t.Fatalf("reset %v, want in [%v, %v]", reset, lo, hi)
 	}
+}
+
+// grepLines returns the lines of s containing sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // untilMidnight is the time from t to the next midnight UTC.
