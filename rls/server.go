@@ -84,7 +84,7 @@ type Snapshot struct {
 type Server struct {
 	rlpb.UnimplementedRateLimitServiceServer
 	opts      Options
-	cur       atomic.Pointer[Snapshot]
+	cur       atomic.Pointer[live]
 	decisions metric.Int64Counter
 	lastLog   atomic.Int64
 	pool      sync.Pool
@@ -108,7 +108,7 @@ func New(opts Options, snap Snapshot) (*Server, error) {
 	}
 	s := &Server{opts: opts}
 	s.pool.New = func() any { return new(scratch) }
-	s.cur.Store(&snap)
+	s.cur.Store(&live{Snapshot: snap})
 	if opts.Meter != nil {
 		var err error
 		s.decisions, err = opts.Meter.Int64Counter(MetricDecisions, metric.WithUnit("{descriptor}"),
@@ -122,7 +122,20 @@ func New(opts Options, snap Snapshot) (*Server, error) {
 
 // Swap makes snap the configuration of every later call; calls in
 // progress finish on the one they started with.
-func (s *Server) Swap(snap Snapshot) { s.cur.Store(&snap) }
+func (s *Server) Swap(snap Snapshot) { s.cur.Store(&live{Snapshot: snap}) }
+
+// live is the snapshot in force and the metric attributes of its rules,
+// built once per rule and code (the configuration bounds them) and
+// dropped with the snapshot.
+type live struct {
+	Snapshot
+	attrs sync.Map // metricKey → metric.MeasurementOption
+}
+
+type metricKey struct {
+	r    *envoyconf.Rule
+	code string
+}
 
 // Register registers s on g.
 func Register(g *grpc.Server, s *Server) { rlpb.RegisterRateLimitServiceServer(g, s) }
@@ -240,7 +253,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	for i, r := range sc.rules[:n] {
 		st, code := descriptorStatus(r, hitOf[i], ds, now)
 		resp.Statuses[i] = st
-		s.count(ctx, domain, r, code)
+		s.count(ctx, snap, r, code)
 	}
 	resp.OverallCode = rlpb.RateLimitResponse_OK
 	if !allowed {
@@ -405,18 +418,23 @@ func currentLimit(r *envoyconf.Rule) *rlpb.RateLimitResponse_RateLimit {
 }
 
 // count adds one descriptor to the decision metric.
-func (s *Server) count(ctx context.Context, domain string, r *envoyconf.Rule, code string) {
+func (s *Server) count(ctx context.Context, l *live, r *envoyconf.Rule, code string) {
 	if s.decisions == nil {
 		return
 	}
-	desc := "none"
-	if r != nil {
-		desc = r.Path
-	} else {
-		domain = "" // an unknown domain is the caller's value: not a label
+	k := metricKey{r, code}
+	o, ok := l.attrs.Load(k)
+	if !ok {
+		// An unknown domain or descriptor is the caller's value: not a
+		// label.
+		domain, desc := "", "none"
+		if r != nil {
+			domain, desc = r.Domain, r.Path
+		}
+		o, _ = l.attrs.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attribute.String("domain", domain),
+			attribute.String("descriptor", desc), attribute.String("code", code))))
 	}
-	s.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("domain", domain),
-		attribute.String("descriptor", desc), attribute.String("code", code)))
+	s.decisions.Add(ctx, 1, o.(metric.AddOption))
 }
 
 // rateLimitHeaders are the IETF RateLimit and RateLimit-Policy fields of

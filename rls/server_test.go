@@ -26,7 +26,7 @@ descriptors:
         rate_limit: {unit: minute, requests_per_unit: 1000000}
 `
 
-func newTestServer(t *testing.T, maxKeys int) (*Server, *memstore.Store) {
+func newTestServer(t testing.TB, maxKeys int) (*Server, *memstore.Store) {
 	t.Helper()
 	cfg, err := envoyconf.Load([]envoyconf.File{{Name: "edge.yaml", Data: []byte(hostileYAML)}})
 	if err != nil {

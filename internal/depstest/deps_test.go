@@ -145,6 +145,11 @@ var rules = map[string]rule{
 	// The cost of active health checks, measured from outside the
 	// gateway (/proc): standard library only.
 	"bench/healthcost": {},
+	// The rate limit service's load loop: a gRPC client of the binary
+	// (the service's own protos), CPU read from /proc.
+	"bench/rlsload": {allow: []string{"github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3",
+		"github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3", "google.golang.org/grpc",
+		"google.golang.org/grpc/credentials/insecure", "google.golang.org/grpc/health/grpc_health_v1"}},
 	// Soak and key-rotation load programs, and their out-of-process probe
 	// (/proc and the admin listener).
 	"bench/soak":       {allow: []string{"bench/soak/probe", "internal/testupstream"}},
