@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,12 +14,14 @@ import (
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/tollgate/gateway/internal/redistest"
+	"github.com/tollgate/gateway/internal/testcerts"
 )
 
 // rlsYAML is an envoyproxy/ratelimit configuration file, as that service
@@ -123,7 +127,7 @@ func TestRLSMemory(t *testing.T) {
 	dir := t.TempDir()
 	writeRLSYAML(t, dir, "3")
 	addr := freePort(t)
-	g := startGateway(t, "rls.toml.tmpl", gwOpts{Data: map[string]any{"RLS": addr, "Dir": dir},
+	g := startGateway(t, "rls.toml.tmpl", gwOpts{Data: map[string]any{"RLS": addr, "Dir": dir, "Extra": ""},
 		Env: []string{"GATEWAY_TEST_CLOCK_OFFSET=" + noonOffset().String()}})
 	runRLS(t, g, addr, dir, true)
 }
@@ -339,4 +343,46 @@ func grepLines(s, sub string) string {
 func untilMidnight(t time.Time) time.Duration {
 	t = t.UTC()
 	return time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, time.UTC).Sub(t)
+}
+
+// TestRLSMutualTLS: rls.tls with client_ca_file serves the service over
+// TLS to a client with a certificate its CA signed; a client without one,
+// or speaking cleartext, gets no answer.
+func TestRLSMutualTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeRLSYAML(t, dir, "3")
+	servers := testcerts.NewCA(t, "server CA")
+	clients := testcerts.NewCA(t, "client CA")
+	cert, key := servers.Server(t, "localhost", "127.0.0.1").Write(t, dir, "server")
+	caFile := writeFile(t, dir, "clients.pem", clients.PEM)
+	addr := freePort(t)
+	extra := fmt.Sprintf("[rls.tls]\ncert_file = %q\nkey_file = %q\nclient_ca_file = %q\n", cert, key, caFile)
+	startGateway(t, "rls.toml.tmpl", gwOpts{Data: map[string]any{"RLS": addr, "Dir": dir, "Extra": extra}})
+
+	call := func(creds credentials.TransportCredentials) error {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := rlpb.NewRateLimitServiceClient(cc).ShouldRateLimit(ctx, &rlpb.RateLimitRequest{Domain: "edge",
+			Descriptors: []*commonpb.RateLimitDescriptor{desc("remote_address", "10.0.0.9")}})
+		if err == nil && r.GetStatuses()[0].GetLimitRemaining() != 2 {
+			t.Fatalf("answer %v", r)
+		}
+		return err
+	}
+	client := clients.Client(t, "envoy", "mesh").TLS(t)
+	if err := call(credentials.NewTLS(&tls.Config{RootCAs: servers.Pool(), Certificates: []tls.Certificate{client}, ServerName: "localhost"})); err != nil {
+		t.Fatalf("mutual TLS: %v", err)
+	}
+	if err := call(credentials.NewTLS(&tls.Config{RootCAs: servers.Pool(), ServerName: "localhost"})); err == nil {
+		t.Fatal("answered a client without a certificate")
+	}
+	if err := call(insecure.NewCredentials()); err == nil {
+		t.Fatal("answered a cleartext client")
+	}
 }

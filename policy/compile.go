@@ -42,7 +42,7 @@ func Compile(c config.Config, getenv func(string) string, readFile func(string) 
 	p.AdminToken = Secret(tokenSource(c.Admin).read(getenv, readFile, &e))
 	checkAdminToken(tokenSource(c.Admin), p.AdminToken.Reveal(), &e)
 	if p.Server.TLS != nil {
-		checkTLSFiles(&c.Server.TLS, p.Server.TLS, readFile, &e)
+		checkTLSFiles(&c.Server.TLS, p.Server.TLS, "server.tls", readFile, &e)
 	}
 	p.AccessLog.Salt = Secret(saltSource(c.AccessLog).read(getenv, readFile, &e))
 	kc := p.identity

@@ -15,6 +15,9 @@ type RLS struct {
 	Listen string
 	// Headers adds the IETF RateLimit fields to every answer.
 	Headers bool
+	// TLS is the listener's TLS (rls.tls, the keys of server.tls); nil
+	// for cleartext.
+	TLS *TLS
 	// Files are the envoyproxy/ratelimit files read, in the order read.
 	Files []string
 	// Config holds their domains and descriptors, compiled.
@@ -29,7 +32,7 @@ const maxRLSPatterns = 64
 // table is not enabled.
 func buildRLS(c *config.RLSConfig, srv Server, e *problems) *RLS {
 	if c.Listen == "" {
-		if len(c.EnvoyConfig) > 0 || c.Headers {
+		if len(c.EnvoyConfig) > 0 || c.Headers || c.TLS.Enabled() {
 			e.add("rls.listen", "is required when any other [rls] setting is set")
 		}
 		return nil
@@ -51,7 +54,11 @@ func buildRLS(c *config.RLSConfig, srv Server, e *problems) *RLS {
 			e.add(fmt.Sprintf("rls.envoy_config[%d]", i), "bad pattern %q: %v", f, err)
 		}
 	}
-	return &RLS{Listen: c.Listen, Headers: c.Headers}
+	r := &RLS{Listen: c.Listen, Headers: c.Headers}
+	if c.TLS.Enabled() {
+		r.TLS = buildTLS(&c.TLS, "rls.tls", e)
+	}
+	return r
 }
 
 // compileRLS reads the files rls.envoy_config names through readFile (a
@@ -59,6 +66,9 @@ func buildRLS(c *config.RLSConfig, srv Server, e *problems) *RLS {
 // missing file is) and compiles them. Each problem names the entry and
 // the file.
 func compileRLS(r *RLS, c *config.RLSConfig, readFile func(string) ([]byte, error), e *problems) {
+	if r.TLS != nil {
+		checkTLSFiles(&c.TLS, r.TLS, "rls.tls", readFile, e)
+	}
 	before := len(*e)
 	var files []envoyconf.File
 	seen := make(map[string]bool)

@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/tollgate/gateway/listener"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/rls"
 )
@@ -22,6 +24,8 @@ type rlsRuntime struct {
 	health *health.Server
 	ln     net.Listener
 	listen string
+	// certs are the listener's certificates, nil for cleartext.
+	certs *listener.Certs
 }
 
 // rlsSnapshot is what a reload swaps into the service.
@@ -54,13 +58,24 @@ func (g *gateway) openRLS(p *policy.Policy) error {
 	if err != nil {
 		return fmt.Errorf("rls.listen: %w", err)
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(rls.MaxRecvBytes), grpc.MaxConcurrentStreams(1024))
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(rls.MaxRecvBytes), grpc.MaxConcurrentStreams(1024)}
+	var certs *listener.Certs
+	if p.RLS.TLS != nil {
+		// The public listener's certificate handling: every handshake
+		// takes the current set, so a reload needs no new listener.
+		if certs, err = listener.Load(p.RLS.TLS); err != nil {
+			ln.Close()
+			return fmt.Errorf("rls.tls: %w", err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(certs.TLSConfig())))
+	}
+	gs := grpc.NewServer(opts...)
 	rls.Register(gs, srv)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", healthpb.HealthCheckResponse_SERVING)
-	g.rls = &rlsRuntime{srv: srv, grpc: gs, health: hs, ln: ln, listen: p.RLS.Listen}
+	g.rls = &rlsRuntime{srv: srv, grpc: gs, health: hs, ln: ln, listen: p.RLS.Listen, certs: certs}
 	return nil
 }
 
@@ -75,6 +90,16 @@ func (g *gateway) swapRLS(p *policy.Policy) {
 	}
 	if p.RLS == nil || p.RLS.Listen != g.rls.listen {
 		g.log.Warn("rls.listen changed; it takes effect on restart (other changes applied now)")
+	}
+	if g.rls.certs != nil && p.RLS != nil && p.RLS.TLS != nil {
+		// Re-read even when the paths are the same: a reload is how an
+		// operator says the files changed. A pair that does not load
+		// keeps the one served.
+		if err := g.rls.certs.Reload(p.RLS.TLS); err != nil {
+			g.log.Error("rls.tls: keeping the certificates served", "err", err)
+		}
+	} else if (g.rls.certs != nil) != (p.RLS != nil && p.RLS.TLS != nil) {
+		g.log.Warn("rls.tls turned on or off; it takes effect on restart (other changes applied now)")
 	}
 	g.rls.srv.Swap(rlsSnapshot(p.RLS))
 }

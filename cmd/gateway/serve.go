@@ -85,7 +85,7 @@ func (g *gateway) run(sigs <-chan os.Signal) error {
 		attrs = append(attrs, "admin_listen", g.adminLn.Addr().String())
 	}
 	if g.rls != nil {
-		attrs = append(attrs, "rls_listen", g.rls.ln.Addr().String(), "rls_domains", p.RLS.Config.Domains())
+		attrs = append(attrs, "rls_listen", g.rls.ln.Addr().String(), "rls_domains", p.RLS.Config.Domains(), "rls_tls", g.rls.certs != nil)
 	}
 	attrs = append(attrs, "tls", g.certs != nil, "h2c", p.Server.H2C)
 	// The listeners are bound already: logged before they serve, the line
@@ -107,6 +107,10 @@ func (g *gateway) run(sigs <-chan os.Signal) error {
 	stopWatch := g.startWatch()
 	if g.certs != nil {
 		stopCerts := g.certs.Watch(certPollInterval, g.log)
+		defer stopCerts()
+	}
+	if g.rls != nil && g.rls.certs != nil {
+		stopCerts := g.rls.certs.Watch(certPollInterval, g.log)
 		defer stopCerts()
 	}
 

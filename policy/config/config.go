@@ -52,8 +52,8 @@ type Config struct {
 // Listen is set; a configuration with it needs no route.
 type RLSConfig struct {
 	// Listen is the gRPC listener's address, e.g. "127.0.0.1:8081"
-	// (plaintext; it serves ShouldRateLimit and the standard gRPC health
-	// service). Default "" (no rate limit service). Changing it takes a
+	// (cleartext unless tls is set; it serves ShouldRateLimit and the
+	// standard gRPC health service). Default "" (no rate limit service). Changing it takes a
 	// restart.
 	Listen string `mapstructure:"listen" json:"listen"`
 	// EnvoyConfig lists envoyproxy/ratelimit configuration files or glob
@@ -66,6 +66,11 @@ type RLSConfig struct {
 	// (response_headers_to_add), for Envoy to send to the client.
 	// Default false.
 	Headers bool `mapstructure:"headers" json:"headers"`
+	// TLS makes the listener speak TLS, with mutual TLS when
+	// client_ca_file is set: the keys of server.tls, its own files.
+	// Certificates are re-read on every reload and when a file changes.
+	// Default none (plaintext).
+	TLS TLSConfig `mapstructure:"tls" json:"tls"`
 }
 
 // ConsumersConfig is the [consumers] table. It is enabled when File is
