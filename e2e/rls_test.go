@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -202,6 +203,25 @@ func runRLS(t *testing.T, g *gw, addr, dir string, pinnedClock bool) {
 			t.Fatalf("/login call %d: %v", i+1, r)
 		}
 		expectRLS(t, "/login", r.GetStatuses()[0], rlpb.RateLimitResponse_OK, 5, want)
+	}
+
+	// /admin/top names the descriptor denied twice (the 4th call and the
+	// mixed one), hashed as the access log hashes a client.
+	tr := adminDo(t, g, "GET", "/admin/top?limit=edge.remote_address&span=1m", "")
+	var top topBody
+	if tr.Status != 200 || json.Unmarshal(tr.Body, &top) != nil {
+		t.Fatalf("GET /admin/top: %s", tr)
+	}
+	if top.Denied.Total != 2 || len(top.Denied.Clients) != 1 || top.Denied.Clients[0].Count != 2 ||
+		top.Denied.Clients[0].Client != accessLogHash("descriptor", "remote_address=10.0.0.1") {
+		t.Fatalf("/admin/top: %s", tr.Body)
+	}
+
+	// The dashboard's data lists the service's limits that decided.
+	if ui := adminDo(t, g, "GET", "/admin/ui/data?top=edge.remote_address", ""); ui.Status != 200 ||
+		!strings.Contains(string(ui.Body), `"name":"edge.remote_address","algorithm":"fixed_window"`) ||
+		!strings.Contains(string(ui.Body), accessLogHash("descriptor", "remote_address=10.0.0.1")) {
+		t.Fatalf("GET /admin/ui/data: %s", ui)
 	}
 
 	// Unknown domain, unknown key, unlimited: OK with no limit.

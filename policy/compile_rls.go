@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/gateway/policy/config"
+	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/rls/envoyconf"
 )
 
@@ -22,6 +23,35 @@ type RLS struct {
 	Files []string
 	// Config holds their domains and descriptors, compiled.
 	Config *envoyconf.Config
+}
+
+// RLSLimit returns the limit of the rate limit service's rule whose full
+// path is name (e.g. "edge.remote_address"), nil if there is none: the
+// admin API's /admin/top reports those limits beside the routes'.
+func (p *Policy) RLSLimit(name string) *ratelimit.Limit {
+	if p == nil || p.RLS == nil {
+		return nil
+	}
+	for _, r := range p.RLS.Config.Rules() {
+		if r.Limit != nil && r.Limit.Name == name {
+			return r.Limit
+		}
+	}
+	return nil
+}
+
+// RLSLimitNames lists the names of the rate limit service's limits.
+func (p *Policy) RLSLimitNames() []string {
+	if p == nil || p.RLS == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range p.RLS.Config.Rules() {
+		if r.Limit != nil {
+			out = append(out, r.Limit.Name)
+		}
+	}
+	return out
 }
 
 // maxRLSPatterns bounds rls.envoy_config's entries; envoyconf.MaxFiles

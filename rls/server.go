@@ -71,6 +71,18 @@ type Options struct {
 	Logger *slog.Logger
 	// Meter, when set, receives the decision counter.
 	Meter metric.Meter
+	// Observer, when set, receives every call that decided hits.
+	Observer Observer
+}
+
+// Observer receives the decisions of a call (for /admin/top and the
+// dashboard). descriptors[i] names the descriptor of hits[i] as
+// "key=value,key=value" (each value cut at 64 bytes, the whole at 256),
+// or "" when its decision was allowed and not near the limit (only
+// those clients are tracked, so nothing is formatted for the rest). It
+// runs on the call's path and must not keep the slices.
+type Observer interface {
+	ObserveCall(now time.Time, hits []ratelimit.Hit, ds []ratelimit.Decision, descriptors []string, storeLatency time.Duration, storeErr error)
 }
 
 // Snapshot is what a reload swaps: the compiled files and the answer's
@@ -231,7 +243,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	allowed := true
 	if len(sc.hits) > 0 {
 		var err error
+		t0 := time.Now()
 		allowed, err = s.decide(ctx, now, sc.hits, sc.out[:len(sc.hits)])
+		if s.opts.Observer != nil {
+			s.observe(now, descs, sc, time.Since(t0), err)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, status.FromContextError(ctx.Err()).Err()
@@ -322,6 +338,38 @@ func cost(req *rlpb.RateLimitRequest, d *commonpb.RateLimitDescriptor) int64 {
 		n = max(uint64(req.GetHitsAddend()), 1)
 	}
 	return int64(min(n, uint64(ratelimit.MaxLimit)))
+}
+
+// observe hands the call's decisions to the observer, naming the
+// descriptors of those denied or near their limit.
+func (s *Server) observe(now time.Time, descs []*commonpb.RateLimitDescriptor, sc *scratch, latency time.Duration, err error) {
+	ds := sc.out[:len(sc.hits)]
+	names := make([]string, len(sc.hits))
+	for k, i := range sc.at {
+		d := &ds[k]
+		if err == nil && d.Allowed && !(d.Limit > 0 && d.Remaining*10 <= d.Limit) {
+			continue
+		}
+		names[k] = descriptorLabel(descs[i])
+	}
+	s.opts.Observer.ObserveCall(now, sc.hits, ds, names, latency, err)
+}
+
+// descriptorLabel is "key=value,..." of d, bounded.
+func descriptorLabel(d *commonpb.RateLimitDescriptor) string {
+	const maxValue, maxLabel = 64, 256
+	var b []byte
+	for _, e := range d.GetEntries() {
+		if len(b) > 0 {
+			b = append(b, ',')
+		}
+		k, v := e.GetKey(), e.GetValue()
+		b = append(append(append(b, k[:min(len(k), maxValue)]...), '='), v[:min(len(v), maxValue)]...)
+		if len(b) >= maxLabel {
+			return string(b[:maxLabel])
+		}
+	}
+	return string(b)
 }
 
 // replacedNames returns the names the matched rules replace (nil when

@@ -13,7 +13,10 @@ import (
 
 	"github.com/tollgate/gateway/listener"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/proxy"
+	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/rls"
+	"github.com/tollgate/gateway/telemetry"
 )
 
 // rlsRuntime is the rate limit service: its gRPC server, listener and
@@ -26,6 +29,21 @@ type rlsRuntime struct {
 	listen string
 	// certs are the listener's certificates, nil for cleartext.
 	certs *listener.Certs
+}
+
+// rlsTop feeds the service's decisions to /admin/top and the dashboard:
+// each descriptor is a client of its rule's limit, of kind "descriptor".
+type rlsTop struct{ top telemetry.Top }
+
+// ObserveCall implements rls.Observer.
+func (o rlsTop) ObserveCall(now time.Time, hits []ratelimit.Hit, ds []ratelimit.Decision, descriptors []string, latency time.Duration, err error) {
+	for i := range hits {
+		ev := proxy.Event{Start: now, ClientKind: "descriptor", Client: descriptors[i], Hits: hits[i : i+1], Decisions: ds[i : i+1]}
+		if i == 0 {
+			ev.StoreLatency, ev.StoreErr = latency, err
+		}
+		o.top.Observe(&ev)
+	}
 }
 
 // rlsSnapshot is what a reload swaps into the service.
@@ -50,7 +68,7 @@ func (g *gateway) openRLS(p *policy.Policy) error {
 		onError = rls.ErrorDeny
 	}
 	srv, err := rls.New(rls.Options{Store: g.store, Local: g.local, OnError: onError, Timeout: p.Store.Timeout,
-		Now: g.now, Logger: g.log, Meter: g.otel.Meter()}, rlsSnapshot(p.RLS))
+		Now: g.now, Logger: g.log, Meter: g.otel.Meter(), Observer: rlsTop{telemetry.Top{T: g.top}}}, rlsSnapshot(p.RLS))
 	if err != nil {
 		return fmt.Errorf("rls: %w", err)
 	}
