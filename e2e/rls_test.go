@@ -406,3 +406,33 @@ func TestRLSMutualTLS(t *testing.T) {
 		t.Fatal("answered a cleartext client")
 	}
 }
+
+// TestRLSValidate: `gateway validate` and startup refuse a bad
+// envoyproxy/ratelimit file with the entry, the file, the YAML path and
+// the line, every problem in one run; a good one is summarised.
+func TestRLSValidate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "ratelimit"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	yamlPath := filepath.Join(dir, "ratelimit", "edge.yaml")
+	cfg := filepath.Join(dir, "gateway.toml")
+	writeFileAtomic(t, cfg, []byte("[rls]\nlisten = \"127.0.0.1:0\"\nenvoy_config = [\"ratelimit/*.yaml\", \"missing/*.yaml\"]\n"))
+	writeFileAtomic(t, yamlPath, []byte("domain: edge\ndescriptors:\n  - key: k\n  - key: k\n"))
+	for _, args := range [][]string{{"validate", "--config", cfg}, {"--config", cfg}} {
+		code, _, stderr := runGateway(t, nil, args...)
+		// Startup logs the problems as JSON strings: quotes escaped.
+		if code != 2 || !strings.Contains(stderr, "rls.envoy_config: "+yamlPath+": descriptors[1]: duplicate descriptor composite key 'edge.k' (line 4)") ||
+			!strings.Contains(stderr, "rls.envoy_config[1]: ") || !strings.Contains(stderr, filepath.Join(dir, "missing/*.yaml")) ||
+			!strings.Contains(stderr, "matches no file") {
+			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
+		}
+	}
+	writeFileAtomic(t, cfg, []byte("[rls]\nlisten = \"127.0.0.1:0\"\nenvoy_config = [\"ratelimit/*.yaml\"]\n"))
+	writeFileAtomic(t, yamlPath, []byte("domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"))
+	code, stdout, stderr := runGateway(t, nil, "validate", "--config", cfg)
+	if code != 0 || !strings.Contains(stdout, "rls 127.0.0.1:0: 1 files, 1 domains, 1 rate limits") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}

@@ -131,21 +131,22 @@ func compileRLS(r *RLS, c *config.RLSConfig, readFile func(string) ([]byte, erro
 			r.Files = append(r.Files, name)
 		}
 	}
-	if len(*e) > before {
-		return
-	}
+	// The files that were read are checked even when others were not,
+	// so one run names every problem.
 	cfg, err := envoyconf.Load(files)
-	if err != nil {
-		for _, one := range flattenErr(err) {
-			e.add("rls.envoy_config", "%v", one)
-		}
-		return
+	for _, one := range flattenErr(err) {
+		e.add("rls.envoy_config", "%v", one)
 	}
-	r.Config = cfg
+	if len(*e) == before {
+		r.Config = cfg
+	}
 }
 
-// flattenErr returns the errors a Join holds, or err alone.
+// flattenErr returns the errors a Join holds, or err alone; none for nil.
 func flattenErr(err error) []error {
+	if err == nil {
+		return nil
+	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		return j.Unwrap()
 	}
