@@ -148,6 +148,20 @@ func TestRLSRedis(t *testing.T) {
 	runRLS(t, g, addr, dir, false)
 }
 
+// TestRLSRedisCluster is TestRLSRedis on a Redis Cluster: each
+// descriptor's counter is a hash tag of its own, so one call's
+// descriptors land on several masters and are still decided together.
+func TestRLSRedisCluster(t *testing.T) {
+	t.Parallel()
+	cl := redistest.Cluster(t)
+	dir := t.TempDir()
+	writeRLSYAML(t, dir, "3")
+	addr := freePort(t)
+	body := "[rls]\nlisten = \"" + addr + "\"\nenvoy_config = [\"" + dir + "/*.yaml\"]\nheaders = true\n"
+	g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: redisData("", cl.Addrs(), "deny", "2s", body)})
+	runRLS(t, g, addr, dir, false)
+}
+
 func runRLS(t *testing.T, g *gw, addr, dir string, pinnedClock bool) {
 	c := dialRLS(t, addr)
 
