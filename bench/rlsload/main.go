@@ -14,6 +14,8 @@
 //
 //	go run ./bench/rlsload                              # 200,000 calls, 32 workers, 4 connections
 //	go run ./bench/rlsload -calls 50000 -deny
+//	go run ./bench/rlsload -redis 127.0.0.1:6379        # the Redis store
+//	go run ./bench/rlsload -addr 127.0.0.1:8081 -pid N  # another server, e.g. envoyproxy/ratelimit
 package main
 
 import (
@@ -49,12 +51,31 @@ func main() {
 	descs := flag.Int("descriptors", 2, "descriptors per call (1..8)")
 	deny := flag.Bool("deny", false, "a limit of 1 a day: calls are over the limit")
 	gateway := flag.String("gateway", "", "gateway binary (default: build ./cmd/gateway)")
+	redis := flag.String("redis", "", "host:port of a Redis for the gateway's store (default: the memory store)")
+	addr := flag.String("addr", "", "call this running service instead of starting a gateway (e.g. envoyproxy/ratelimit, loaded with the same YAML)")
+	pid := flag.Int("pid", 0, "with -addr: the process whose CPU time is measured")
+	printYAML := flag.Bool("print-yaml", false, "print the envoyproxy/ratelimit file the gateway loads (for the reference server) and exit")
 	flag.Parse()
+	if *printYAML {
+		fmt.Print(yamlConfig(*deny))
+		return
+	}
 	if *calls <= 0 || *workers <= 0 || *conns <= 0 || *keys <= 0 || *descs < 1 || *descs > 8 {
 		fmt.Fprintln(os.Stderr, "rlsload: bad flags")
 		os.Exit(2)
 	}
-	if err := run(*calls, *workers, *conns, *keys, *descs, *deny, *gateway); err != nil {
+	if *addr != "" {
+		if *pid == 0 {
+			fmt.Fprintln(os.Stderr, "rlsload: -addr needs -pid")
+			os.Exit(2)
+		}
+		if err := measure(*addr, *pid, *calls, *workers, *conns, *keys, *descs); err != nil {
+			fmt.Fprintln(os.Stderr, "rlsload:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(*calls, *workers, *conns, *keys, *descs, *deny, *gateway, *redis); err != nil {
 		fmt.Fprintln(os.Stderr, "rlsload:", err)
 		os.Exit(1)
 	}
@@ -69,7 +90,17 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-func run(calls, workers, nconns, keys, descs int, deny bool, bin string) error {
+// yamlConfig returns the envoyproxy/ratelimit file both servers load.
+func yamlConfig(deny bool) string {
+	limit, unit := "1000000000", "second"
+	if deny {
+		limit, unit = "1", "day"
+	}
+	return "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: " + unit + ", requests_per_unit: " + limit + "}\n" +
+		"  - key: path\n    value: /api/*\n    rate_limit: {unit: " + unit + ", requests_per_unit: " + limit + "}\n"
+}
+
+func run(calls, workers, nconns, keys, descs int, deny bool, bin, redis string) error {
 	dir, err := os.MkdirTemp("", "rlsload")
 	if err != nil {
 		return err
@@ -81,13 +112,7 @@ func run(calls, workers, nconns, keys, descs int, deny bool, bin string) error {
 			return fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	}
-	limit, unit := "1000000000", "second"
-	if deny {
-		limit, unit = "1", "day"
-	}
-	yaml := "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: " + unit + ", requests_per_unit: " + limit + "}\n" +
-		"  - key: path\n    value: /api/*\n    rate_limit: {unit: " + unit + ", requests_per_unit: " + limit + "}\n"
-	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(yaml), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(yamlConfig(deny)), 0o600); err != nil {
 		return err
 	}
 	var addrs [3]string
@@ -98,6 +123,9 @@ func run(calls, workers, nconns, keys, descs int, deny bool, bin string) error {
 	}
 	cfg := fmt.Sprintf("[server]\nlisten = %q\nadmin_listen = %q\n[rls]\nlisten = %q\nenvoy_config = [%q]\n",
 		addrs[0], addrs[1], addrs[2], filepath.Join(dir, "*.yaml"))
+	if redis != "" {
+		cfg += fmt.Sprintf("[store]\nbackend = \"redis\"\ntimeout = \"1s\"\n[store.redis]\nurl = \"redis://%s/0\"\n", redis)
+	}
 	cfgPath := filepath.Join(dir, "gateway.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return err
@@ -108,10 +136,15 @@ func run(calls, workers, nconns, keys, descs int, deny bool, bin string) error {
 		return err
 	}
 	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	return measure(addrs[2], cmd.Process.Pid, calls, workers, nconns, keys, descs)
+}
 
+// measure loads the service at addr and reads process pid's CPU time.
+func measure(addr string, pid, calls, workers, nconns, keys, descs int) error {
+	var err error
 	cs := make([]*grpc.ClientConn, nconns)
 	for i := range cs {
-		if cs[i], err = grpc.NewClient(addrs[2], grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+		if cs[i], err = grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
 			return err
 		}
 		defer cs[i].Close()
@@ -132,7 +165,7 @@ func run(calls, workers, nconns, keys, descs int, deny bool, bin string) error {
 	if _, _, err := load(cs, reqs, keys, workers); err != nil {
 		return err
 	}
-	cpu0, err := cpuTime(cmd.Process.Pid)
+	cpu0, err := cpuTime(pid)
 	if err != nil {
 		return err
 	}
@@ -142,7 +175,7 @@ func run(calls, workers, nconns, keys, descs int, deny bool, bin string) error {
 		return err
 	}
 	wall := time.Since(start)
-	cpu1, err := cpuTime(cmd.Process.Pid)
+	cpu1, err := cpuTime(pid)
 	if err != nil {
 		return err
 	}
