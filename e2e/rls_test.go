@@ -44,6 +44,10 @@ descriptors:
     rate_limit: {unit: day, requests_per_unit: 10, name: bulk}
   - key: free
     rate_limit: {unlimited: true}
+  - key: batched
+    sync: batched
+    lease_size: 3
+    rate_limit: {unit: day, requests_per_unit: 10}
 `
 
 // noonOffset is the clock offset that puts the gateway at noon UTC of
@@ -283,6 +287,27 @@ func runRLS(t *testing.T, g *gw, addr, dir string, pinnedClock bool) {
 	expectRLS(t, "bulk own +6", r.GetStatuses()[0], rlpb.RateLimitResponse_OK, 10, 0)
 	if n := r.GetStatuses()[0].GetCurrentLimit().GetName(); n != "bulk" {
 		t.Fatalf("current_limit name %q", n)
+	}
+
+	// sync: batched (leases of 3 on a Redis store; exact on memory): one
+	// gateway admits exactly the 10 of the day.
+	okCalls := 0
+	for range 14 {
+		if c.one("edge", desc("batched", "x")).GetOverallCode() == rlpb.RateLimitResponse_OK {
+			okCalls++
+		}
+	}
+	if okCalls != 10 {
+		t.Fatalf("batched: %d calls allowed, want 10", okCalls)
+	}
+	if !pinnedClock {
+		// On Redis leases decided them: some hits were decided locally,
+		// without a Redis call.
+		m := string(adminDo(t, g, "GET", "/metrics", "").Body)
+		if strings.Contains(m, "tollgate_store_leases_total 0") || strings.Contains(m, "tollgate_store_local_decisions_total 0") ||
+			!strings.Contains(m, "tollgate_store_local_decisions_total") {
+			t.Fatalf("leases: %s", grepLines(m, "tollgate_store_l"))
+		}
 	}
 
 	// Refused requests: no domain, no descriptor, too many descriptors.

@@ -360,6 +360,9 @@ type descriptorSpec struct {
 	burst          int64
 	precision      time.Duration
 	penalty        time.Duration
+	sync           string
+	syncInterval   time.Duration
+	leaseSize      int64
 	extPath        string
 	extNode        *yaml.Node
 }
@@ -432,15 +435,29 @@ func (ld *loader) readDescriptor(item *yaml.Node, p string) *descriptorSpec {
 				ld.fail(v, path, "want a positive integer, got %s", clip(v.Value))
 			}
 			d.extNode, d.extPath = v, path
-		case "precision", "penalty":
+		case "sync":
+			d.sync = ld.str(v, path)
+			if d.sync != "exact" && d.sync != "batched" {
+				ld.fail(v, path, "unknown value %s (want exact or batched)", clip(d.sync))
+			}
+			d.extNode, d.extPath = v, path
+		case "lease_size":
+			if v.Kind != yaml.ScalarNode || v.Decode(&d.leaseSize) != nil || d.leaseSize <= 0 {
+				ld.fail(v, path, "want a positive integer, got %s", clip(v.Value))
+			}
+			d.extNode, d.extPath = v, path
+		case "precision", "penalty", "sync_interval":
 			dur, err := ratelimit.ParseDuration(ld.str(v, path))
 			if err != nil || dur <= 0 {
 				ld.fail(v, path, "want a positive duration such as 10s, got %s", clip(v.Value))
 			}
-			if key == "precision" {
+			switch key {
+			case "precision":
 				d.precision = dur
-			} else {
+			case "penalty":
 				d.penalty = dur
+			default:
+				d.syncInterval = dur
 			}
 			d.extNode, d.extPath = v, path
 		default:
@@ -572,6 +589,26 @@ func (ld *loader) rule(domain, fullKey string, d *descriptorSpec) *Rule {
 		Penalty:   d.penalty,
 		Shadow:    r.Shadow,
 		Scope:     "rls",
+	}
+	if (d.syncInterval != 0 || d.leaseSize != 0) && d.sync != "batched" {
+		ld.fail(d.extNode, d.extPath, `applies only with sync: batched`)
+		return nil
+	}
+	if d.sync == "batched" {
+		// As limits[].sync = "batched": every 100ms by default, leases of
+		// a hundredth of the limit.
+		b := &ratelimit.Batch{Interval: 100 * time.Millisecond, Lease: d.leaseSize}
+		if d.syncInterval != 0 {
+			b.Interval = d.syncInterval
+		}
+		if b.Lease == 0 {
+			b.Lease = max(1, int64(r.RequestsPerUnit)/100)
+		}
+		if b.Lease > int64(r.RequestsPerUnit) {
+			ld.fail(d.extNode, d.extPath, "lease_size must be at most requests_per_unit, %d, got %d", r.RequestsPerUnit, b.Lease)
+			return nil
+		}
+		l.Batch = b
 	}
 	if d.algorithm != "" {
 		a, err := ratelimit.ParseAlgorithm(d.algorithm)

@@ -60,6 +60,9 @@ func TestLoadRefuses(t *testing.T) {
 		{"extension without rate_limit", []string{"domain: d\ndescriptors:\n  - key: k\n    algorithm: gcra\n"}, "descriptors[0].algorithm: applies only to a descriptor with a rate_limit"},
 		{"unknown algorithm", []string{"domain: d\ndescriptors:\n  - key: k\n    algorithm: leaky\n    rate_limit: {unit: second, requests_per_unit: 1}\n"}, "descriptors[0].algorithm: unknown algorithm"},
 		{"burst on fixed window", []string{"domain: d\ndescriptors:\n  - key: k\n    burst: 5\n    rate_limit: {unit: second, requests_per_unit: 1}\n"}, "descriptors[0].burst: burst applies only to token_bucket and gcra"},
+		{"lease_size without batched", []string{"domain: d\ndescriptors:\n  - key: k\n    lease_size: 5\n    rate_limit: {unit: second, requests_per_unit: 10}\n"}, "descriptors[0].lease_size: applies only with sync: batched"},
+		{"lease above the limit", []string{"domain: d\ndescriptors:\n  - key: k\n    sync: batched\n    lease_size: 50\n    rate_limit: {unit: second, requests_per_unit: 10}\n"}, "lease"},
+		{"batched log", []string{"domain: d\ndescriptors:\n  - key: k\n    algorithm: sliding_window_log\n    sync: batched\n    rate_limit: {unit: second, requests_per_unit: 10}\n"}, "descriptors[0]"},
 		{"merge key", []string{"domain: d\nx: &x {key: k}\ndescriptors:\n  - <<: *x\n"}, "unknown key 'x'"},
 		{"line number", []string{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: eon\n"}, "(line 5)"},
 	}
@@ -178,6 +181,9 @@ descriptors:
     rate_limit: {unit: second, requests_per_unit: 10}
   - key: free
     rate_limit: {unlimited: true}
+  - key: batched
+    sync: batched
+    rate_limit: {unit: minute, requests_per_unit: 1000}
   - key: none
     rate_limit: {unit: hour, requests_per_unit: 0}
 `)
@@ -185,7 +191,7 @@ descriptors:
 		t.Fatal(err)
 	}
 	rs := c.Rules()
-	if len(rs) != 4 {
+	if len(rs) != 5 {
 		t.Fatalf("%d rules", len(rs))
 	}
 	r := rs[0]
@@ -202,8 +208,11 @@ descriptors:
 	if !rs[2].Unlimited || rs[2].Limit != nil {
 		t.Fatalf("unlimited %+v", rs[2])
 	}
-	if !rs[3].DenyAll || rs[3].Limit != nil {
-		t.Fatalf("zero %+v", rs[3])
+	if b := rs[3].Limit.Batch; b == nil || b.Lease != 10 || b.Interval != 100*time.Millisecond {
+		t.Fatalf("batched %+v", b)
+	}
+	if !rs[4].DenyAll || rs[4].Limit != nil {
+		t.Fatalf("zero %+v", rs[4])
 	}
 	if Month.Duration() != 30*24*time.Hour || Year.Duration() != 365*24*time.Hour {
 		t.Fatal("units differ from the reference's")
