@@ -93,13 +93,13 @@ func (h *handler) uiData(w http.ResponseWriter, r *http.Request) {
 		d.Limits = append(d.Limits, row)
 	}
 	// The rate limit service's limits that have decided (a domain may
-	// hold thousands that never do).
-	for _, name := range h.o.Policy().RLSLimitNames() {
+	// hold thousands that never do): those the tracker holds.
+	for _, name := range h.o.Top.Names() {
+		l := h.o.Policy().RLSLimit(name)
 		t := h.o.Top.Lookup(name)
-		if t == nil {
+		if l == nil || t == nil {
 			continue
 		}
-		l := h.o.Policy().RLSLimit(name)
 		d.Limits = append(d.Limits, uiLimit{Name: name, Algorithm: l.Algorithm.String(), Shadow: l.Shadow,
 			Allowed: t.Allowed.Load(), Denied: t.Denied.Load(), ShadowDenied: t.ShadowDenied.Load(), Near: t.Near.Load(),
 			Rates: t.Rates(now, uiHistory), Utilisation: t.Utilisation(now, 6)})

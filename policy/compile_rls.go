@@ -23,6 +23,8 @@ type RLS struct {
 	Files []string
 	// Config holds their domains and descriptors, compiled.
 	Config *envoyconf.Config
+	// limits are the rules' limits by name (RLSLimit).
+	limits map[string]*ratelimit.Limit
 }
 
 // RLSLimit returns the limit of the rate limit service's rule whose full
@@ -32,12 +34,7 @@ func (p *Policy) RLSLimit(name string) *ratelimit.Limit {
 	if p == nil || p.RLS == nil {
 		return nil
 	}
-	for _, r := range p.RLS.Config.Rules() {
-		if r.Limit != nil && r.Limit.Name == name {
-			return r.Limit
-		}
-	}
-	return nil
+	return p.RLS.limits[name]
 }
 
 // RLSLimitNames lists the names of the rate limit service's limits.
@@ -139,6 +136,12 @@ func compileRLS(r *RLS, c *config.RLSConfig, readFile func(string) ([]byte, erro
 	}
 	if len(*e) == before {
 		r.Config = cfg
+		r.limits = make(map[string]*ratelimit.Limit, len(cfg.Rules()))
+		for _, rule := range cfg.Rules() {
+			if rule.Limit != nil {
+				r.limits[rule.Limit.Name] = rule.Limit
+			}
+		}
 	}
 }
 
