@@ -134,10 +134,13 @@ func compileRLS(r *RLS, c *config.RLSConfig, readFile func(string) ([]byte, erro
 	for _, one := range flattenErr(err) {
 		e.add("rls.envoy_config", "%v", one)
 	}
-	if len(*e) == before {
+	if len(*e) == before && cfg != nil {
 		r.Config = cfg
 		r.limits = make(map[string]*ratelimit.Limit, len(cfg.Rules()))
 		for _, rule := range cfg.Rules() {
+			// A rule's name is its path, "domain.key...": it holds a dot,
+			// which no [[limits]] name may, so the two never meet in
+			// /admin/top or the dashboard.
 			if rule.Limit != nil {
 				r.limits[rule.Limit.Name] = rule.Limit
 			}
