@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -473,5 +474,25 @@ func TestRLSValidate(t *testing.T) {
 	code, stdout, stderr := runGateway(t, nil, "validate", "--config", cfg)
 	if code != 0 || !strings.Contains(stdout, "rls 127.0.0.1:0: 1 files, 1 domains, 1 rate limits") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// TestRLSShutdown: SIGTERM with a caller's connection open stops the
+// service: the process exits 0 within the shutdown budget and says it
+// stopped (the open connection does not hold it).
+func TestRLSShutdown(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeRLSYAML(t, dir, "3")
+	addr := freePort(t)
+	g := startGateway(t, "rls.toml.tmpl", gwOpts{Data: map[string]any{"RLS": addr, "Dir": dir, "Extra": ""}})
+	c := dialRLS(t, addr)
+	if r := c.one("edge", desc("remote_address", "a")); r.GetOverallCode() != rlpb.RateLimitResponse_OK {
+		t.Fatalf("call: %v", r)
+	}
+	g.signal(t, syscall.SIGTERM)
+	code, err := g.wait(10 * time.Second)
+	if err != nil || code != 0 || !strings.Contains(g.output(), `"msg":"stopped"`) {
+		t.Fatalf("exit %d, %v\n%s", code, err, g.output())
 	}
 }
