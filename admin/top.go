@@ -22,7 +22,7 @@ func (h *handler) top(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusBadRequest, "query parameter limit is required")
 		return
 	}
-	if h.o.Policy == nil || h.o.Policy().Limit(name) == nil {
+	if h.o.Policy == nil || h.o.Policy().Limit(name) == nil && h.o.Policy().RLSLimit(name) == nil {
 		problem(w, http.StatusNotFound, "no limit "+strconv.Quote(headers.Sanitize(name)))
 		return
 	}

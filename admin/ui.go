@@ -92,7 +92,19 @@ func (h *handler) uiData(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Limits = append(d.Limits, row)
 	}
-	if name := r.URL.Query().Get("top"); name != "" && h.o.Policy().Limit(name) != nil {
+	// The rate limit service's limits that have decided (a domain may
+	// hold thousands that never do): those the tracker holds.
+	for _, name := range h.o.Top.Names() {
+		l := h.o.Policy().RLSLimit(name)
+		t := h.o.Top.Lookup(name)
+		if l == nil || t == nil {
+			continue
+		}
+		d.Limits = append(d.Limits, uiLimit{Name: name, Algorithm: l.Algorithm.String(), Shadow: l.Shadow,
+			Allowed: t.Allowed.Load(), Denied: t.Denied.Load(), ShadowDenied: t.ShadowDenied.Load(), Near: t.Near.Load(),
+			Rates: t.Rates(now, uiHistory), Utilisation: t.Utilisation(now, 6)})
+	}
+	if name := r.URL.Query().Get("top"); name != "" && (h.o.Policy().Limit(name) != nil || h.o.Policy().RLSLimit(name) != nil) {
 		span := r.URL.Query().Get("span")
 		if _, ok := topk.Spans[span]; !ok {
 			span = "1m"

@@ -42,7 +42,7 @@ func Compile(c config.Config, getenv func(string) string, readFile func(string) 
 	p.AdminToken = Secret(tokenSource(c.Admin).read(getenv, readFile, &e))
 	checkAdminToken(tokenSource(c.Admin), p.AdminToken.Reveal(), &e)
 	if p.Server.TLS != nil {
-		checkTLSFiles(&c.Server.TLS, p.Server.TLS, readFile, &e)
+		checkTLSFiles(&c.Server.TLS, p.Server.TLS, "server.tls", readFile, &e)
 	}
 	p.AccessLog.Salt = Secret(saltSource(c.AccessLog).read(getenv, readFile, &e))
 	kc := p.identity
@@ -70,6 +70,9 @@ func Compile(c config.Config, getenv func(string) string, readFile func(string) 
 			kc.Consumers = &keys.ConsumerConfig{Directory: p.Consumers.Registry, UnknownKey: p.Consumers.UnknownKey,
 				JWTClaim: p.Consumers.JWTClaim, PlanClaim: p.Consumers.PlanClaim, Plans: p.Plans}
 		}
+	}
+	if p.RLS != nil {
+		compileRLS(p.RLS, &c.RLS, readFile, &e)
 	}
 	if len(e) == 0 {
 		ex, err := keys.NewExtractor(kc)
@@ -116,6 +119,7 @@ func build(c *config.Config) (*Policy, []error) {
 	p.AdminHosts = buildAdmin(c, p, &e)
 	p.Plans = buildPlans(c.Plans, &e)
 	p.Consumers = buildConsumers(c, &e)
+	p.RLS = buildRLS(&c.RLS, p.Server, &e)
 
 	for i := range c.Limits {
 		path := fmt.Sprintf("limits[%d]", i)

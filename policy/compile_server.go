@@ -42,7 +42,7 @@ func buildServer(c *config.ServerConfig, e *problems) Server {
 		}
 	}
 	if c.TLS.Enabled() {
-		s.TLS = buildTLS(&c.TLS, e)
+		s.TLS = buildTLS(&c.TLS, "server.tls", e)
 		if c.H2C {
 			e.add("server.h2c", "is for a cleartext listener; with server.tls, HTTP/2 is negotiated by ALPN")
 		}

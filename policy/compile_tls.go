@@ -8,21 +8,21 @@ import (
 	"github.com/tollgate/gateway/policy/config"
 )
 
-// buildTLS checks the server.tls table's shape; the files are read by
+// buildTLS checks the shape of a tls table (server.tls, rls.tls: prefix); the files are read by
 // checkTLSFiles, at Compile.
-func buildTLS(c *config.TLSConfig, e *problems) *TLS {
+func buildTLS(c *config.TLSConfig, prefix string, e *problems) *TLS {
 	t := &TLS{ClientCAFile: c.ClientCAFile}
 	if c.CertFile != "" || c.KeyFile != "" {
 		if c.CertFile == "" {
-			e.add("server.tls.cert_file", "is required with key_file")
+			e.add(prefix+".cert_file", "is required with key_file")
 		}
 		if c.KeyFile == "" {
-			e.add("server.tls.key_file", "is required with cert_file")
+			e.add(prefix+".key_file", "is required with cert_file")
 		}
 		t.Certificates = append(t.Certificates, CertificateFiles{Cert: c.CertFile, Key: c.KeyFile})
 	}
 	for i, cc := range c.Certificates {
-		path := fmt.Sprintf("server.tls.certificates[%d]", i)
+		path := fmt.Sprintf(prefix+".certificates[%d]", i)
 		if cc.CertFile == "" {
 			e.add(path+".cert_file", "is required")
 		}
@@ -32,17 +32,17 @@ func buildTLS(c *config.TLSConfig, e *problems) *TLS {
 		t.Certificates = append(t.Certificates, CertificateFiles{Cert: cc.CertFile, Key: cc.KeyFile})
 	}
 	if len(t.Certificates) == 0 {
-		e.add("server.tls", "set cert_file and key_file (or certificates) to serve TLS")
+		e.add(prefix, "set cert_file and key_file (or certificates) to serve TLS")
 	}
 	switch c.ClientAuth {
 	case "", "require":
 	case "optional":
 		t.ClientAuthOptional = true
 	default:
-		e.add("server.tls.client_auth", "unknown value %q (want require or optional)", c.ClientAuth)
+		e.add(prefix+".client_auth", "unknown value %q (want require or optional)", c.ClientAuth)
 	}
 	if c.ClientAuth != "" && c.ClientCAFile == "" {
-		e.add("server.tls.client_auth", "set, but client_ca_file is empty, so no client certificate could be verified")
+		e.add(prefix+".client_auth", "set, but client_ca_file is empty, so no client certificate could be verified")
 	}
 	return t
 }
@@ -50,15 +50,15 @@ func buildTLS(c *config.TLSConfig, e *problems) *TLS {
 // checkTLSFiles reads every certificate, key and CA file of t and reports
 // what does not load, with its field path, so that `validate` and a
 // reload name a bad file before the listener would.
-func checkTLSFiles(c *config.TLSConfig, t *TLS, readFile func(string) ([]byte, error), e *problems) {
+func checkTLSFiles(c *config.TLSConfig, t *TLS, prefix string, readFile func(string) ([]byte, error), e *problems) {
 	first := 0 // how many pairs come from cert_file/key_file
 	if c.CertFile != "" || c.KeyFile != "" {
 		first = 1
 	}
 	for i, cf := range t.Certificates {
-		path := "server.tls.cert_file"
+		path := prefix + ".cert_file"
 		if i >= first {
-			path = fmt.Sprintf("server.tls.certificates[%d]", i-first)
+			path = fmt.Sprintf(prefix+".certificates[%d]", i-first)
 		}
 		if _, err := cf.Load(readFile); err != nil {
 			e.add(path, "%v", err)
@@ -66,7 +66,7 @@ func checkTLSFiles(c *config.TLSConfig, t *TLS, readFile func(string) ([]byte, e
 	}
 	if t.ClientCAFile != "" {
 		if _, err := t.LoadClientCAs(readFile); err != nil {
-			e.add("server.tls.client_ca_file", "%v", err)
+			e.add(prefix+".client_ca_file", "%v", err)
 		}
 	}
 }

@@ -30,6 +30,9 @@ type Policy struct {
 	Identity *keys.Extractor
 	// Headers are the rate-limit header styles to emit.
 	Headers headers.Styles
+	// RLS is the compiled [rls] table: Envoy's rate limit service; nil
+	// when it is not configured.
+	RLS *RLS
 	// Limits are the compiled limits, in configuration order.
 	Limits []*Limit
 	// Routes are the compiled routes, in configuration order.

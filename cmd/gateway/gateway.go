@@ -74,6 +74,8 @@ type gateway struct {
 
 	public, admin     *http.Server
 	publicLn, adminLn net.Listener
+	// rls is the rate limit service, nil without [rls].
+	rls *rlsRuntime
 	// certs are the public listener's TLS certificates, nil without TLS.
 	certs *listener.Certs
 
@@ -162,6 +164,9 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		}
 	}
+	if err := g.openRLS(p); err != nil {
+		return nil, err
+	}
 	if g.overrides != nil {
 		g.overrides.Start()
 	}
@@ -204,6 +209,10 @@ func (g *gateway) close() {
 		g.upstreams.Close() // health probes and DNS resolution
 	}
 	g.useKeys(nil)
+	if g.rls != nil {
+		g.rls.grpc.Stop() // no-op after a graceful stop
+		g.rls.ln.Close()
+	}
 	for _, ln := range []net.Listener{g.publicLn, g.adminLn} {
 		if ln != nil {
 			ln.Close() // already closed after a server's Shutdown; the error says so

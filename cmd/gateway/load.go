@@ -29,7 +29,8 @@ func requireRoutes(p *policy.Policy, allowEmpty bool) error {
 	if allowEmpty {
 		return nil
 	}
-	if len(p.Routes) == 0 {
+	if len(p.Routes) == 0 && p.RLS == nil {
+		// A rate limit service alone is a deployment of its own.
 		return errNoRoutes
 	}
 	if p.Consumers.Enabled() && p.Consumers.Registry != nil && p.Consumers.Registry.Len() == 0 {
@@ -130,6 +131,11 @@ func compileData(path string, data []byte, environ []string, readFile func(strin
 		// The registry sits beside the configuration that names it,
 		// wherever the gateway was started from.
 		cfg.Consumers.File = filepath.Join(filepath.Dir(path), f)
+	}
+	for i, f := range cfg.RLS.EnvoyConfig {
+		if f != "" && !filepath.IsAbs(f) {
+			cfg.RLS.EnvoyConfig[i] = filepath.Join(filepath.Dir(path), f)
+		}
 	}
 	getenv := func(k string) string { return lookupEnv(environ, k) }
 	p, cerr := policy.Compile(cfg, getenv, readFile)

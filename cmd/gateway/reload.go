@@ -73,6 +73,7 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 		return err
 	}
 	g.useKeys(set)
+	g.swapRLS(p)
 	if g.pacer != nil {
 		g.pacer.Set(p.Server.GCMinHeap)
 	}
@@ -87,7 +88,7 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 	for i, l := range p.Limits {
 		names[i] = l.Name
 	}
-	g.top.Retain(names)
+	g.top.Retain(append(names, p.RLSLimitNames()...))
 	// Leases belong to the limits they were taken for: those of a limit
 	// reloaded away would stay counted until their windows end.
 	g.flushLeases()

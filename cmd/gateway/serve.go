@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 // serveCommand implements `gateway [serve]`.
@@ -82,19 +84,33 @@ func (g *gateway) run(sigs <-chan os.Signal) error {
 	if g.adminLn != nil {
 		attrs = append(attrs, "admin_listen", g.adminLn.Addr().String())
 	}
+	if g.rls != nil {
+		attrs = append(attrs, "rls_listen", g.rls.ln.Addr().String(), "rls_domains", p.RLS.Config.Domains(), "rls_tls", g.rls.certs != nil)
+	}
 	attrs = append(attrs, "tls", g.certs != nil, "h2c", p.Server.H2C)
 	// The listeners are bound already: logged before they serve, the line
 	// comes before the first answer, healthz included, so whoever waits
 	// for the gateway to be healthy finds it in the log.
 	g.log.Info("tollgate listening", attrs...)
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- serve(g.public, g.publicLn) }()
 	if g.admin != nil {
 		go func() { errc <- serve(g.admin, g.adminLn) }()
 	}
+	if g.rls != nil {
+		go func() {
+			if err := g.rls.grpc.Serve(g.rls.ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("rls: %w", err)
+			}
+		}()
+	}
 	stopWatch := g.startWatch()
 	if g.certs != nil {
 		stopCerts := g.certs.Watch(certPollInterval, g.log)
+		defer stopCerts()
+	}
+	if g.rls != nil && g.rls.certs != nil {
+		stopCerts := g.rls.certs.Watch(certPollInterval, g.log)
 		defer stopCerts()
 	}
 
@@ -131,6 +147,8 @@ func (g *gateway) shutdown() {
 	p := g.handler.Policy()
 	ctx, cancel := context.WithTimeout(context.Background(), p.Server.ShutdownTimeout)
 	defer cancel()
+	stopped := make(chan struct{})
+	go func() { g.stopRLS(p.Server.ShutdownTimeout); close(stopped) }()
 	if err := g.public.Shutdown(ctx); err != nil {
 		g.log.Warn("shutdown deadline passed; closing remaining connections", "err", err)
 		g.public.Close()
@@ -140,6 +158,7 @@ func (g *gateway) shutdown() {
 		_ = g.admin.Shutdown(actx)
 		acancel()
 	}
+	<-stopped
 	g.close()
 	g.log.Info("stopped")
 }

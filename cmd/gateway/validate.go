@@ -33,6 +33,9 @@ func validateCommand(args, environ []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	fmt.Fprintf(stdout, "%s: OK: %d routes, %d limits, store %s\n", f.config, len(p.Routes), len(p.Limits), p.Store.Backend)
+	if p.RLS != nil {
+		fmt.Fprintf(stdout, "  rls %s: %d files, %d domains, %d rate limits\n", p.RLS.Listen, len(p.RLS.Files), p.RLS.Config.Domains(), len(p.RLS.Config.Rules()))
+	}
 	for _, rt := range p.Routes {
 		target := "respond"
 		if rt.Respond == nil {

@@ -68,7 +68,22 @@ var rules = map[string]rule{
 	"policy/config": {allow: []string{"keys"}, stdDeny: []string{"net/http/...", "log/..."}},
 	// Validation and compilation of a config.Config into the immutable
 	// Policy, route matching (no viper: decoding happens in cmd/gateway).
-	"policy": {allow: []string{"policy/config", "keys", "headers", "ratelimit", "consumers", "upstream"}},
+	"policy": {allow: []string{"policy/config", "keys", "headers", "ratelimit", "consumers", "upstream", "rls/envoyconf"}},
+	// envoyproxy/ratelimit's YAML read and matched, its rules compiled to
+	// limits: no gRPC, no HTTP. go.yaml.in/yaml/v3 parses the files as
+	// node trees (aliases are walked by the package under its own node
+	// budget, never expanded by the decoder).
+	"rls/envoyconf": {allow: []string{"ratelimit", "go.yaml.in/yaml/v3"}, stdDeny: []string{"net/...", "log/..."}},
+	// Envoy's rate limit service: the wire protocol's own protos
+	// (go-control-plane), gRPC, the decision counter against the OTel API;
+	// headers formats the IETF fields of an answer. Not the proxy.
+	"rls": {allow: []string{"ratelimit", "headers", "rls/envoyconf",
+		"github.com/envoyproxy/go-control-plane/envoy/config/core/v3",
+		"github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3",
+		"github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3",
+		"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/metric",
+		"google.golang.org/grpc", "google.golang.org/grpc/codes", "google.golang.org/grpc/status",
+		"google.golang.org/protobuf/types/known/durationpb"}},
 	// A route's targets at run time: balancing, health, DNS, retry budget.
 	// It forwards nothing itself (package proxy does), so it needs no
 	// more than the standard library.
@@ -130,6 +145,11 @@ var rules = map[string]rule{
 	// The cost of active health checks, measured from outside the
 	// gateway (/proc): standard library only.
 	"bench/healthcost": {},
+	// The rate limit service's load loop: a gRPC client of the binary
+	// (the service's own protos), CPU read from /proc.
+	"bench/rlsload": {allow: []string{"github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3",
+		"github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3", "google.golang.org/grpc",
+		"google.golang.org/grpc/credentials/insecure", "google.golang.org/grpc/health/grpc_health_v1"}},
 	// Soak and key-rotation load programs, and their out-of-process probe
 	// (/proc and the admin listener).
 	"bench/soak":       {allow: []string{"bench/soak/probe", "internal/testupstream"}},

@@ -41,6 +41,36 @@ type Config struct {
 	Consumers ConsumersConfig `mapstructure:"consumers" json:"consumers"`
 	// Plans are the [[plans]] entries, in order. Default: none.
 	Plans []PlanConfig `mapstructure:"plans" json:"plans"`
+	// RLS is the [rls] table: Envoy's rate limit service (gRPC
+	// ShouldRateLimit) served from Tollgate's stores.
+	RLS RLSConfig `mapstructure:"rls" json:"rls"`
+}
+
+// RLSConfig is the [rls] table: a gRPC listener answering Envoy's rate
+// limit service (envoy.service.ratelimit.v3.RateLimitService) from the
+// descriptors of envoyproxy/ratelimit's own YAML files. It is enabled when
+// Listen is set; a configuration with it needs no route.
+type RLSConfig struct {
+	// Listen is the gRPC listener's address, e.g. "127.0.0.1:8081"
+	// (cleartext unless tls is set; it serves ShouldRateLimit and the
+	// standard gRPC health service). Default "" (no rate limit service). Changing it takes a
+	// restart.
+	Listen string `mapstructure:"listen" json:"listen"`
+	// EnvoyConfig lists envoyproxy/ratelimit configuration files or glob
+	// patterns (e.g. "ratelimit/config/*.yaml"), read unchanged at startup
+	// and on every reload; a relative path is relative to the
+	// configuration file's directory. Required with listen.
+	EnvoyConfig []string `mapstructure:"envoy_config" json:"envoy_config"`
+	// Headers adds the IETF RateLimit and RateLimit-Policy fields of the
+	// most restrictive descriptor to every answer
+	// (response_headers_to_add), for Envoy to send to the client.
+	// Default false.
+	Headers bool `mapstructure:"headers" json:"headers"`
+	// TLS makes the listener speak TLS, with mutual TLS when
+	// client_ca_file is set: the keys of server.tls, its own files.
+	// Certificates are re-read on every reload and when a file changes.
+	// Default none (plaintext).
+	TLS TLSConfig `mapstructure:"tls" json:"tls"`
 }
 
 // ConsumersConfig is the [consumers] table. It is enabled when File is

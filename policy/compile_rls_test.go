@@ -1,0 +1,56 @@
+package policy
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/tollgate/gateway/policy/config"
+)
+
+// TestCompileRLS: [rls] with its files read through readFile; problems
+// named by the entry, the file and the YAML path.
+func TestCompileRLS(t *testing.T) {
+	files := map[string]string{
+		"edge.yaml": "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
+	}
+	read := func(name string) ([]byte, error) {
+		if s, ok := files[name]; ok {
+			return []byte(s), nil
+		}
+		return nil, os.ErrNotExist
+	}
+	compile := func(mod func(*config.Config)) (*Policy, error) {
+		c := config.Default()
+		c.RLS = config.RLSConfig{Listen: "127.0.0.1:8081", EnvoyConfig: []string{"edge.yaml"}}
+		mod(&c)
+		return Compile(c, func(string) string { return "" }, read)
+	}
+	p, err := compile(func(*config.Config) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.RLS == nil || p.RLS.Config.Domains() != 1 || p.RLSLimit("edge.remote_address") == nil || len(p.Routes) != 0 {
+		t.Fatalf("compiled %+v", p.RLS)
+	}
+	cases := []struct {
+		name string
+		mod  func(*config.Config)
+		want string
+	}{
+		{"no listen", func(c *config.Config) { c.RLS.Listen = "" }, "rls.listen: is required"},
+		{"no files", func(c *config.Config) { c.RLS.EnvoyConfig = nil }, "rls.envoy_config: is required"},
+		{"same as server", func(c *config.Config) { c.RLS.Listen = c.Server.Listen }, "rls.listen: must differ"},
+		{"missing file", func(c *config.Config) { c.RLS.EnvoyConfig = []string{"nope.yaml"} }, "rls.envoy_config[0]: file does not exist"},
+		{"bad pattern", func(c *config.Config) { c.RLS.EnvoyConfig = []string{"[.yaml"} }, "rls.envoy_config[0]: bad pattern"},
+		{"tls without key", func(c *config.Config) { c.RLS.TLS.CertFile = "c.pem" }, "rls.tls.key_file: is required with cert_file"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := compile(tc.mod)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,127 @@
+package envoyconf
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"strings"
+)
+
+// Entry is one key and value of a request's descriptor.
+type Entry struct {
+	Key, Value string
+}
+
+// Match is what one descriptor of a request matched.
+type Match struct {
+	// Rule is the matched rule, nil when none applies (unknown domain or
+	// key, or a descriptor deeper or shallower than every rule on its
+	// path).
+	Rule *Rule
+	// shared holds, for an entry matched by a share_threshold wildcard,
+	// the pattern it counts under instead of its value; nil when no entry
+	// was.
+	shared []string
+}
+
+// Match finds the rule of one descriptor of domain, as the reference
+// does: at each level the entry's key_value, else the first wildcard
+// (in file order) that matches key_value, else the entry's key alone; the
+// rule applies only if the path ends at the descriptor's last entry.
+// scratch is reused for the key_value lookups and returned grown.
+func (c *Config) Match(domain string, entries []Entry, scratch []byte) (Match, []byte) {
+	var m Match
+	if c == nil {
+		return m, scratch
+	}
+	prev := c.domains[domain]
+	if prev == nil {
+		return m, scratch
+	}
+	for i, e := range entries {
+		scratch = append(append(append(scratch[:0], e.Key...), '_'), e.Value...)
+		next := prev.children[string(scratch)]
+		wild := false
+		if next == nil && len(prev.wildcards) > 0 {
+			fk := string(scratch)
+			for _, w := range prev.wildcards {
+				if wildcardMatch(w.parts, fk) {
+					next, wild = prev.children[w.key], true
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = prev.children[e.Key]
+		}
+		if next == nil {
+			break
+		}
+		if wild && next.share {
+			if m.shared == nil {
+				m.shared = make([]string, len(entries))
+			}
+			m.shared[i] = next.pattern
+		}
+		if next.rule != nil && i == len(entries)-1 {
+			m.Rule = next.rule
+		}
+		if len(next.children) == 0 {
+			break
+		}
+		prev = next
+	}
+	return m, scratch
+}
+
+// wildcardMatch reports whether value matches a pattern split on '*':
+// each '*' matches any run of characters, possibly empty.
+func wildcardMatch(parts []string, value string) bool {
+	if len(parts) == 1 {
+		return parts[0] == value
+	}
+	first, last := parts[0], parts[len(parts)-1]
+	if len(value) < len(first)+len(last) || !strings.HasPrefix(value, first) || !strings.HasSuffix(value, last) {
+		return false
+	}
+	rest := value[len(first) : len(value)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		k := strings.Index(rest, p)
+		if k < 0 {
+			return false
+		}
+		rest = rest[k+len(p):]
+	}
+	return true
+}
+
+// KeyLen is the length of every counter key AppendKey builds.
+const KeyLen = 2 + 22
+
+// AppendKey appends the counter key of a matched descriptor to dst: "{"
+// HASH "}", HASH the first 16 bytes of the SHA-256 of the domain and the
+// entries, encoded injectively (every string length-prefixed; an entry
+// counted under a share_threshold pattern marked apart from a value), in
+// base64url without padding. No raw value reaches a store. The whole key
+// is a Redis hash tag, so one descriptor's counters stay in one slot.
+func (m *Match) AppendKey(dst []byte, domain string, entries []Entry, scratch []byte) ([]byte, []byte) {
+	b := appendString(scratch[:0], domain)
+	for i, e := range entries {
+		b = appendString(b, e.Key)
+		if m.shared != nil && m.shared[i] != "" {
+			b = append(b, 1)
+			b = appendString(b, m.shared[i])
+			continue
+		}
+		b = append(b, 0)
+		b = appendString(b, e.Value)
+	}
+	sum := sha256.Sum256(b)
+	dst = append(dst, '{')
+	dst = base64.RawURLEncoding.AppendEncode(dst, sum[:16])
+	return append(dst, '}'), b
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}

@@ -1,0 +1,522 @@
+// Package rls serves Envoy's rate limit service
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) from
+// Tollgate's stores: the descriptors of a request are matched against
+// envoyproxy/ratelimit's configuration (package envoyconf) and decided
+// together by one Store.Decide, so a request denied by one descriptor
+// debits none. It knows nothing of HTTP requests; cmd/gateway runs its
+// gRPC server.
+package rls
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/tollgate/gateway/headers"
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/rls/envoyconf"
+)
+
+// Bounds of one request. Envoy sends a few descriptors of a few entries;
+// a request past these is refused (InvalidArgument) before anything is
+// matched or counted.
+const (
+	// MaxDescriptors bounds the descriptors of one request.
+	MaxDescriptors = 64
+	// MaxEntries bounds the entries of one descriptor (deeper than any
+	// configuration may nest, envoyconf.MaxDepth).
+	MaxEntries = envoyconf.MaxDepth
+	// MaxRecvBytes bounds one request message on the wire.
+	MaxRecvBytes = 1 << 20
+)
+
+// OnError is what a store failure means for a call.
+type OnError uint8
+
+// The store.on_error choices.
+const (
+	// ErrorLocal decides with the local (memory) store.
+	ErrorLocal OnError = iota + 1
+	// ErrorAllow answers OK.
+	ErrorAllow
+	// ErrorDeny answers OVER_LIMIT.
+	ErrorDeny
+)
+
+// Options are a Server's fixed dependencies.
+type Options struct {
+	// Store decides; Local decides instead when Store fails and OnError
+	// is ErrorLocal.
+	Store, Local ratelimit.Store
+	OnError      OnError
+	// Timeout bounds a store call (0: none but the caller's).
+	Timeout time.Duration
+	// Now is the decision clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives store failures, at most one line a second.
+	Logger *slog.Logger
+	// Meter, when set, receives the decision counter.
+	Meter metric.Meter
+	// Observer, when set, receives every call that decided hits.
+	Observer Observer
+}
+
+// Observer receives the decisions of a call (for /admin/top and the
+// dashboard). descriptors[i] names the descriptor of hits[i] as
+// "key=value,key=value" (each value cut at 64 bytes, the whole at 256),
+// or "" when its decision was allowed and not near the limit (only
+// those clients are tracked, so nothing is formatted for the rest). It
+// runs on the call's path and must not keep the slices.
+type Observer interface {
+	ObserveCall(now time.Time, hits []ratelimit.Hit, ds []ratelimit.Decision, descriptors []string, storeLatency time.Duration, storeErr error)
+}
+
+// Snapshot is what a reload swaps: the compiled files and the answer's
+// settings.
+type Snapshot struct {
+	Config  *envoyconf.Config
+	Headers bool
+}
+
+// Server answers ShouldRateLimit. Safe for concurrent use.
+type Server struct {
+	rlpb.UnimplementedRateLimitServiceServer
+	opts      Options
+	cur       atomic.Pointer[live]
+	decisions metric.Int64Counter
+	lastLog   atomic.Int64
+	pool      sync.Pool
+}
+
+// MetricDecisions counts descriptors decided, by domain, descriptor (the
+// configured path, or "none" when nothing matched; never a request's
+// value) and code.
+const MetricDecisions = "tollgate.rls.descriptors"
+
+// New returns a server answering from snap.
+func New(opts Options, snap Snapshot) (*Server, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.OnError == 0 {
+		opts.OnError = ErrorLocal
+	}
+	s := &Server{opts: opts}
+	s.pool.New = func() any { return new(scratch) }
+	s.cur.Store(&live{Snapshot: snap})
+	if opts.Meter != nil {
+		var err error
+		s.decisions, err = opts.Meter.Int64Counter(MetricDecisions, metric.WithUnit("{descriptor}"),
+			metric.WithDescription("Descriptors of rate limit service calls (ShouldRateLimit), by domain, descriptor (the configured path) and code (ok, over_limit, shadow_over_limit, unlimited, no_limit)."))
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Swap makes snap the configuration of every later call; calls in
+// progress finish on the one they started with.
+func (s *Server) Swap(snap Snapshot) { s.cur.Store(&live{Snapshot: snap}) }
+
+// live is the snapshot in force and the metric attributes of its rules,
+// built once per rule and code (the configuration bounds them) and
+// dropped with the snapshot.
+type live struct {
+	Snapshot
+	attrs sync.Map // metricKey → metric.MeasurementOption
+}
+
+type metricKey struct {
+	r    *envoyconf.Rule
+	code string
+}
+
+// Register registers s on g.
+func Register(g *grpc.Server, s *Server) { rlpb.RegisterRateLimitServiceServer(g, s) }
+
+// scratch is one call's reusable space.
+type scratch struct {
+	entries []envoyconf.Entry
+	buf     []byte
+	enc     []byte
+	keys    []byte
+	hits    []ratelimit.Hit
+	out     []ratelimit.Decision
+	at      []int // descriptor of each hit
+	rules   []*envoyconf.Rule
+}
+
+// ShouldRateLimit decides every descriptor of req at once.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest) (*rlpb.RateLimitResponse, error) {
+	domain, descs := req.GetDomain(), req.GetDescriptors()
+	switch {
+	case domain == "":
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	case len(descs) == 0:
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	case len(descs) > MaxDescriptors:
+		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors, more than %d", len(descs), MaxDescriptors)
+	}
+	for _, d := range descs {
+		if len(d.GetEntries()) > MaxEntries {
+			return nil, status.Errorf(codes.InvalidArgument, "a descriptor of %d entries, more than %d", len(d.GetEntries()), MaxEntries)
+		}
+	}
+	snap := s.cur.Load()
+	sc := s.pool.Get().(*scratch)
+	defer s.pool.Put(sc)
+	n := len(descs)
+	sc.rules = grow(sc.rules, n)
+	sc.hits, sc.at, sc.keys = sc.hits[:0], sc.at[:0], sc.keys[:0]
+	keyEnds := make([]int, 0, n)
+	now := s.opts.Now()
+	// Match every descriptor; then drop the rules another matched rule
+	// replaces, as the reference does.
+	for i, d := range descs {
+		sc.entries = sc.entries[:0]
+		for _, e := range d.GetEntries() {
+			sc.entries = append(sc.entries, envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		var m envoyconf.Match
+		m, sc.buf = snap.Config.Match(domain, sc.entries, sc.buf)
+		sc.rules[i] = m.Rule
+		if m.Rule != nil && m.Rule.Limit != nil {
+			sc.keys, sc.enc = m.AppendKey(sc.keys, domain, sc.entries, sc.enc)
+			keyEnds = append(keyEnds, len(sc.keys))
+			sc.at = append(sc.at, i)
+		}
+	}
+	replaced := replacedNames(sc.rules[:n])
+	resp := &rlpb.RateLimitResponse{Statuses: make([]*rlpb.RateLimitResponse_DescriptorStatus, n)}
+	denyAll := false
+	for i, r := range sc.rules[:n] {
+		if r != nil && r.Name != "" && replaced[r.Name] {
+			sc.rules[i] = nil
+			continue
+		}
+		if r != nil && r.DenyAll && !r.Shadow {
+			denyAll = true
+		}
+	}
+	// Hits in descriptor order, each with its key (the key string is one
+	// allocation shared by all).
+	keys := string(sc.keys)
+	start := 0
+	for k, i := range sc.at {
+		end := keyEnds[k]
+		r := sc.rules[i]
+		if r == nil {
+			start = end
+			continue
+		}
+		h := ratelimit.Hit{Limit: r.Limit, Key: keys[start:end], Cost: cost(req, descs[i])}
+		if h.Cost == 0 || denyAll {
+			// hits_addend 0 on a descriptor asks whether one more would
+			// pass without counting it; a request a zero-rate rule denies
+			// counts nothing anywhere.
+			h.Cost, h.Mode = 1, ratelimit.HitPeek
+		}
+		sc.hits = append(sc.hits, h)
+		sc.at[len(sc.hits)-1] = i
+		start = end
+	}
+	sc.at = sc.at[:len(sc.hits)]
+	sc.out = growD(sc.out, len(sc.hits))
+	allowed := true
+	if len(sc.hits) > 0 {
+		var err error
+		t0 := time.Now()
+		allowed, err = s.decide(ctx, now, sc.hits, sc.out[:len(sc.hits)])
+		if s.opts.Observer != nil {
+			s.observe(now, descs, sc, time.Since(t0), err)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+			return s.failed(sc.rules[:n]), nil
+		}
+	}
+	if denyAll {
+		allowed = false
+	}
+	ds := sc.out[:len(sc.hits)]
+	hitOf := make([]int, n)
+	for i := range hitOf {
+		hitOf[i] = -1
+	}
+	for k, i := range sc.at {
+		hitOf[i] = k
+	}
+	for i, r := range sc.rules[:n] {
+		st, code := descriptorStatus(r, hitOf[i], ds, now)
+		resp.Statuses[i] = st
+		s.count(ctx, snap, r, code)
+	}
+	resp.OverallCode = rlpb.RateLimitResponse_OK
+	if !allowed {
+		resp.OverallCode = rlpb.RateLimitResponse_OVER_LIMIT
+	}
+	if snap.Headers && len(sc.hits) > 0 {
+		resp.ResponseHeadersToAdd = rateLimitHeaders(sc.hits, ds, now)
+	}
+	return resp, nil
+}
+
+// decide calls the store, bounded by the timeout, and the local store
+// when the store fails and on_error says so.
+func (s *Server) decide(ctx context.Context, now time.Time, hits []ratelimit.Hit, out []ratelimit.Decision) (bool, error) {
+	cctx := ctx
+	if s.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
+		defer cancel()
+	}
+	allowed, err := s.opts.Store.Decide(cctx, now, hits, out)
+	if err == nil {
+		return allowed, nil
+	}
+	s.logFailure(err)
+	if s.opts.OnError == ErrorLocal && s.opts.Local != nil && s.opts.Local != s.opts.Store && ctx.Err() == nil {
+		return s.opts.Local.Decide(ctx, now, hits, out)
+	}
+	return false, err
+}
+
+// failed answers a call whose store failed, by on_error: allow answers
+// OK, deny OVER_LIMIT (local fell back already, so its failure denies).
+func (s *Server) failed(rules []*envoyconf.Rule) *rlpb.RateLimitResponse {
+	code := rlpb.RateLimitResponse_OVER_LIMIT
+	if s.opts.OnError == ErrorAllow {
+		code = rlpb.RateLimitResponse_OK
+	}
+	resp := &rlpb.RateLimitResponse{OverallCode: code, Statuses: make([]*rlpb.RateLimitResponse_DescriptorStatus, len(rules))}
+	for i, r := range rules {
+		st := &rlpb.RateLimitResponse_DescriptorStatus{Code: rlpb.RateLimitResponse_OK}
+		if r != nil && r.Limit != nil {
+			st.Code = code
+			st.CurrentLimit = currentLimit(r)
+		}
+		resp.Statuses[i] = st
+	}
+	return resp
+}
+
+func (s *Server) logFailure(err error) {
+	now := time.Now().Unix()
+	if last := s.lastLog.Load(); last != now && s.lastLog.CompareAndSwap(last, now) {
+		s.opts.Logger.Error("rate limit service: store failed", "err", err, "on_error", s.opts.OnError)
+	}
+}
+
+// cost is a descriptor's hits: its own hits_addend when set (0 allowed:
+// check only), else the request's, 0 counting as 1; at most
+// ratelimit.MaxLimit (more can never be granted).
+func cost(req *rlpb.RateLimitRequest, d *commonpb.RateLimitDescriptor) int64 {
+	var n uint64
+	if a := d.GetHitsAddend(); a != nil {
+		n = a.GetValue()
+	} else {
+		n = max(uint64(req.GetHitsAddend()), 1)
+	}
+	return int64(min(n, uint64(ratelimit.MaxLimit)))
+}
+
+// observe hands the call's decisions to the observer, naming the
+// descriptors of those denied or near their limit.
+func (s *Server) observe(now time.Time, descs []*commonpb.RateLimitDescriptor, sc *scratch, latency time.Duration, err error) {
+	ds := sc.out[:len(sc.hits)]
+	names := make([]string, len(sc.hits))
+	for k, i := range sc.at {
+		d := &ds[k]
+		if err == nil && d.Allowed && !(d.Limit > 0 && d.Remaining*10 <= d.Limit) {
+			continue
+		}
+		names[k] = descriptorLabel(descs[i])
+	}
+	s.opts.Observer.ObserveCall(now, sc.hits, ds, names, latency, err)
+}
+
+// descriptorLabel is "key=value,..." of d, bounded.
+func descriptorLabel(d *commonpb.RateLimitDescriptor) string {
+	const maxValue, maxLabel = 64, 256
+	var b []byte
+	for _, e := range d.GetEntries() {
+		if len(b) > 0 {
+			b = append(b, ',')
+		}
+		k, v := e.GetKey(), e.GetValue()
+		b = append(append(append(b, k[:min(len(k), maxValue)]...), '='), v[:min(len(v), maxValue)]...)
+		if len(b) >= maxLabel {
+			return string(b[:maxLabel])
+		}
+	}
+	return string(b)
+}
+
+// replacedNames returns the names the matched rules replace (nil when
+// none does).
+func replacedNames(rules []*envoyconf.Rule) map[string]bool {
+	var m map[string]bool
+	for _, r := range rules {
+		if r == nil {
+			continue
+		}
+		for _, name := range r.Replaces {
+			if m == nil {
+				m = make(map[string]bool)
+			}
+			m[name] = true
+		}
+	}
+	return m
+}
+
+// descriptorStatus is one descriptor's answer and its metric code.
+func descriptorStatus(r *envoyconf.Rule, hit int, ds []ratelimit.Decision, now time.Time) (*rlpb.RateLimitResponse_DescriptorStatus, string) {
+	switch {
+	case r == nil:
+		return &rlpb.RateLimitResponse_DescriptorStatus{Code: rlpb.RateLimitResponse_OK}, "no_limit"
+	case r.Unlimited:
+		return &rlpb.RateLimitResponse_DescriptorStatus{Code: rlpb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}, "unlimited"
+	case r.DenyAll:
+		st := &rlpb.RateLimitResponse_DescriptorStatus{Code: rlpb.RateLimitResponse_OVER_LIMIT, CurrentLimit: currentLimit(r),
+			DurationUntilReset: durationpb.New(fixedReset(r.Unit.Duration(), now.UnixMicro()))}
+		if r.Shadow {
+			st.Code = rlpb.RateLimitResponse_OK
+			return st, "shadow_over_limit"
+		}
+		return st, "over_limit"
+	}
+	d := &ds[hit]
+	st := &rlpb.RateLimitResponse_DescriptorStatus{Code: rlpb.RateLimitResponse_OK, CurrentLimit: currentLimit(r)}
+	remaining := max(d.Remaining, 0)
+	code := "ok"
+	if !d.Allowed {
+		remaining = 0
+		code = "over_limit"
+		if r.Shadow {
+			code = "shadow_over_limit"
+		} else {
+			st.Code = rlpb.RateLimitResponse_OVER_LIMIT
+		}
+	}
+	st.LimitRemaining = uint32(min(remaining, math.MaxUint32))
+	var reset time.Duration
+	if r.Limit.Algorithm == ratelimit.FixedWindow {
+		// The window of the instant the store decided at, aligned to the
+		// epoch as the reference aligns it.
+		at := now.UnixMicro()
+		if d.At != 0 {
+			at = d.At
+		}
+		reset = fixedReset(r.Limit.Rates[0].Window, at)
+	} else {
+		reset = max(d.Reset, d.RetryAfter)
+	}
+	st.DurationUntilReset = durationpb.New(reset)
+	return st, code
+}
+
+// fixedReset is the time from the instant at (microseconds since the
+// epoch) to the end of its window of length w, windows aligned to the
+// epoch.
+func fixedReset(w time.Duration, at int64) time.Duration {
+	wt := int64(w / ratelimit.Tick)
+	if wt <= 0 {
+		return 0
+	}
+	return time.Duration(wt-at%wt) * ratelimit.Tick
+}
+
+var protoUnits = [...]rlpb.RateLimitResponse_RateLimit_Unit{
+	envoyconf.Second: rlpb.RateLimitResponse_RateLimit_SECOND,
+	envoyconf.Minute: rlpb.RateLimitResponse_RateLimit_MINUTE,
+	envoyconf.Hour:   rlpb.RateLimitResponse_RateLimit_HOUR,
+	envoyconf.Day:    rlpb.RateLimitResponse_RateLimit_DAY,
+	envoyconf.Week:   rlpb.RateLimitResponse_RateLimit_WEEK,
+	envoyconf.Month:  rlpb.RateLimitResponse_RateLimit_MONTH,
+	envoyconf.Year:   rlpb.RateLimitResponse_RateLimit_YEAR,
+}
+
+func currentLimit(r *envoyconf.Rule) *rlpb.RateLimitResponse_RateLimit {
+	u := rlpb.RateLimitResponse_RateLimit_UNKNOWN
+	if int(r.Unit) < len(protoUnits) {
+		u = protoUnits[r.Unit]
+	}
+	return &rlpb.RateLimitResponse_RateLimit{Name: r.Name, RequestsPerUnit: r.RequestsPerUnit, Unit: u}
+}
+
+// count adds one descriptor to the decision metric.
+func (s *Server) count(ctx context.Context, l *live, r *envoyconf.Rule, code string) {
+	if s.decisions == nil {
+		return
+	}
+	k := metricKey{r, code}
+	o, ok := l.attrs.Load(k)
+	if !ok {
+		// An unknown domain or descriptor is the caller's value: not a
+		// label.
+		domain, desc := "", "none"
+		if r != nil {
+			domain, desc = r.Domain, r.Path
+		}
+		o, _ = l.attrs.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attribute.String("domain", domain),
+			attribute.String("descriptor", desc), attribute.String("code", code))))
+	}
+	s.decisions.Add(ctx, 1, o.(metric.AddOption))
+}
+
+// rateLimitHeaders are the IETF RateLimit and RateLimit-Policy fields of
+// the most restrictive enforced decision, as the gateway's own answers
+// carry them.
+func rateLimitHeaders(hits []ratelimit.Hit, ds []ratelimit.Decision, now time.Time) []*corepb.HeaderValue {
+	limits := make([]*ratelimit.Limit, 0, len(hits))
+	for _, h := range hits {
+		limits = append(limits, h.Limit)
+	}
+	h := http.Header{}
+	var w headers.Writer
+	w.Set(h, headers.Styles{headers.IETF}, headers.PolicyValue(limits), hits, ds, now)
+	var out []*corepb.HeaderValue
+	for _, name := range []string{"RateLimit-Policy", "RateLimit"} {
+		if v := h.Get(name); v != "" {
+			out = append(out, &corepb.HeaderValue{Key: name, Value: v})
+		}
+	}
+	return out
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+func growD(s []ratelimit.Decision, n int) []ratelimit.Decision {
+	if cap(s) < n {
+		return make([]ratelimit.Decision, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}

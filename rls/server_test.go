@@ -1,0 +1,133 @@
+package rls
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tollgate/gateway/ratelimit/memstore"
+	"github.com/tollgate/gateway/rls/envoyconf"
+)
+
+const hostileYAML = `domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 1000000}
+  - key: user
+    descriptors:
+      - key: path
+        rate_limit: {unit: minute, requests_per_unit: 1000000}
+`
+
+func newTestServer(t testing.TB, maxKeys int) (*Server, *memstore.Store) {
+	t.Helper()
+	cfg, err := envoyconf.Load([]envoyconf.File{{Name: "edge.yaml", Data: []byte(hostileYAML)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memstore.New(memstore.Options{MaxKeys: maxKeys})
+	t.Cleanup(func() { mem.Close() })
+	clock := time.Unix(1_800_000_030, 0) // 30 s into a minute
+	s, err := New(Options{Store: mem, Local: mem, Now: func() time.Time { return clock }}, Snapshot{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, mem
+}
+
+func entryDesc(kv ...string) *commonpb.RateLimitDescriptor {
+	d := &commonpb.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &commonpb.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+// TestHostileRequests: requests built to cost memory or time get a
+// defined answer, and the store holds no more than its bound whatever
+// values they carry.
+func TestHostileRequests(t *testing.T) {
+	huge := strings.Repeat("v", 1<<20)
+	deep := make([]string, 0, 2*(MaxEntries+1))
+	for range MaxEntries + 1 {
+		deep = append(deep, "user", "x")
+	}
+	many := make([]*commonpb.RateLimitDescriptor, MaxDescriptors+1)
+	for i := range many {
+		many[i] = entryDesc("remote_address", "a")
+	}
+	cases := []struct {
+		name string
+		req  *rlpb.RateLimitRequest
+		code codes.Code // refused with it, or codes.OK
+		want rlpb.RateLimitResponse_Code
+	}{
+		{"too many descriptors", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: many}, codes.InvalidArgument, 0},
+		{"a descriptor too deep", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{entryDesc(deep...)}}, codes.InvalidArgument, 0},
+		{"empty domain", &rlpb.RateLimitRequest{Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", "a")}}, codes.InvalidArgument, 0},
+		{"no descriptors", &rlpb.RateLimitRequest{Domain: "edge"}, codes.InvalidArgument, 0},
+		{"a 1 MiB value", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", huge)}}, codes.OK, rlpb.RateLimitResponse_OK},
+		{"a 1 MiB domain", &rlpb.RateLimitRequest{Domain: huge, Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", "a")}}, codes.OK, rlpb.RateLimitResponse_OK},
+		{"a 1 MiB key", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{entryDesc(huge, "a")}}, codes.OK, rlpb.RateLimitResponse_OK},
+		{"hits_addend 2^32-1", &rlpb.RateLimitRequest{Domain: "edge", HitsAddend: 1<<32 - 1, Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", "b")}}, codes.OK, rlpb.RateLimitResponse_OVER_LIMIT},
+		{"the largest descriptor list", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: many[:MaxDescriptors]}, codes.OK, rlpb.RateLimitResponse_OK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, mem := newTestServer(t, 1000)
+			resp, err := s.ShouldRateLimit(context.Background(), tc.req)
+			if status.Code(err) != tc.code {
+				t.Fatalf("err %v, want %v", err, tc.code)
+			}
+			if err == nil && resp.GetOverallCode() != tc.want {
+				t.Fatalf("answered %v, want %v", resp.GetOverallCode(), tc.want)
+			}
+			if mem.Bytes() > 1<<20 {
+				t.Fatalf("store holds %d bytes after one call", mem.Bytes())
+			}
+		})
+	}
+
+	// Many distinct values: the store keeps at most its bound of keys.
+	s, mem := newTestServer(t, 1000)
+	for i := range 20000 {
+		req := &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{
+			entryDesc("remote_address", fmt.Sprint("10.", i)), entryDesc("user", fmt.Sprint(i), "path", "/p")}}
+		if _, err := s.ShouldRateLimit(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := mem.Len(); n > 1000 {
+		t.Fatalf("store holds %d keys, bound 1000", n)
+	}
+}
+
+// TestResponse checks one call's answer against values worked out by
+// hand: 30 s into a minute, a limit of 10⁶ a minute with 1 hit used.
+func TestResponse(t *testing.T) {
+	s, _ := newTestServer(t, 1000)
+	resp, err := s.ShouldRateLimit(context.Background(), &rlpb.RateLimitRequest{Domain: "edge",
+		Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", "a"), entryDesc("user", "u", "path", "/p"), entryDesc("user", "u")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		remaining uint32
+		reset     time.Duration
+		limited   bool
+	}{{999_999, 30 * time.Second, true}, {999_999, 30 * time.Second, true}, {0, 0, false}}
+	for i, w := range want {
+		st := resp.GetStatuses()[i]
+		if st.GetCode() != rlpb.RateLimitResponse_OK || (st.GetCurrentLimit() != nil) != w.limited ||
+			st.GetLimitRemaining() != w.remaining || st.GetDurationUntilReset().AsDuration() != w.reset {
+			t.Fatalf("status %d: %v, want remaining %d reset %v", i, st, w.remaining, w.reset)
+		}
+	}
+}
