@@ -72,7 +72,7 @@ func Compile(c config.Config, getenv func(string) string, readFile func(string) 
 		}
 	}
 	if p.RLS != nil {
-		compileRLS(p.RLS, &c.RLS, readFile, &e)
+		compileRLS(p.RLS, &c.RLS, p.Store.Backend == BackendRedis, readFile, &e)
 	}
 	if len(e) == 0 {
 		ex, err := keys.NewExtractor(kc)

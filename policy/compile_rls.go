@@ -91,8 +91,9 @@ func buildRLS(c *config.RLSConfig, srv Server, e *problems) *RLS {
 // compileRLS reads the files rls.envoy_config names through readFile (a
 // pattern is expanded first; one that matches nothing is a problem, as a
 // missing file is) and compiles them. Each problem names the entry and
-// the file.
-func compileRLS(r *RLS, c *config.RLSConfig, readFile func(string) ([]byte, error), e *problems) {
+// the file. On the Redis store (redis), a rule's sliding_window_log is
+// bounded as a limit's is (checkRedisLog).
+func compileRLS(r *RLS, c *config.RLSConfig, redis bool, readFile func(string) ([]byte, error), e *problems) {
 	if r.TLS != nil {
 		checkTLSFiles(&c.TLS, r.TLS, "rls.tls", readFile, e)
 	}
@@ -133,6 +134,13 @@ func compileRLS(r *RLS, c *config.RLSConfig, readFile func(string) ([]byte, erro
 	cfg, err := envoyconf.Load(files)
 	for _, one := range flattenErr(err) {
 		e.add("rls.envoy_config", "%v", one)
+	}
+	if cfg != nil && redis {
+		for _, rule := range cfg.Rules() {
+			if msg := redisLogProblem(rule.Limit); msg != "" {
+				e.add("rls.envoy_config", "rule %q: %s", rule.Limit.Name, msg)
+			}
+		}
 	}
 	if len(*e) == before && cfg != nil {
 		r.Config = cfg

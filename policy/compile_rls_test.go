@@ -13,6 +13,7 @@ import (
 func TestCompileRLS(t *testing.T) {
 	files := map[string]string{
 		"edge.yaml": "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
+		"log.yaml": "domain: logs\ndescriptors:\n  - key: user\n    algorithm: sliding_window_log\n    rate_limit: {unit: hour, requests_per_unit: 5000}\n",
 	}
 	read := func(name string) ([]byte, error) {
 		if s, ok := files[name]; ok {
@@ -44,6 +45,15 @@ func TestCompileRLS(t *testing.T) {
 		{"missing file", func(c *config.Config) { c.RLS.EnvoyConfig = []string{"nope.yaml"} }, "rls.envoy_config[0]: file does not exist"},
 		{"bad pattern", func(c *config.Config) { c.RLS.EnvoyConfig = []string{"[.yaml"} }, "rls.envoy_config[0]: bad pattern"},
 		{"tls without key", func(c *config.Config) { c.RLS.TLS.CertFile = "c.pem" }, "rls.tls.key_file: is required with cert_file"},
+		// A rule's log on Redis is bounded as a limit's: a call decodes
+		// the whole log while every other client of that Redis waits.
+		{"long log on redis", func(c *config.Config) {
+			c.Store.Backend = "redis"
+			c.RLS.EnvoyConfig = []string{"log.yaml"}
+		}, `rls.envoy_config: rule "logs.user": on the Redis store a sliding_window_log is decoded whole`},
+	}
+	if _, err := compile(func(c *config.Config) { c.RLS.EnvoyConfig = []string{"log.yaml"} }); err != nil {
+		t.Fatalf("a long log on the memory store: %v", err)
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,7 +24,16 @@ const maxRedisLogUnits = 1000
 // than maxRedisLogUnits entries a key on the Redis store; "" when it
 // cannot, or when the store is not Redis.
 func (l *Limit) checkRedisLog(v *ratelimit.Limit) string {
-	if !l.redisLog || v == nil || v.Algorithm != ratelimit.SlidingWindowLog {
+	if !l.redisLog {
+		return ""
+	}
+	return redisLogProblem(v)
+}
+
+// redisLogProblem is checkRedisLog for a definition known to count on the
+// Redis store (a limit's, or a rule of the rate limit service's).
+func redisLogProblem(v *ratelimit.Limit) string {
+	if v == nil || v.Algorithm != ratelimit.SlidingWindowLog {
 		return ""
 	}
 	var units int64
