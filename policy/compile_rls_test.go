@@ -13,7 +13,7 @@ import (
 func TestCompileRLS(t *testing.T) {
 	files := map[string]string{
 		"edge.yaml": "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
-		"log.yaml": "domain: logs\ndescriptors:\n  - key: user\n    algorithm: sliding_window_log\n    rate_limit: {unit: hour, requests_per_unit: 5000}\n",
+		"log.yaml":  "domain: logs\ndescriptors:\n  - key: user\n    algorithm: sliding_window_log\n    rate_limit: {unit: hour, requests_per_unit: 5000}\n",
 	}
 	read := func(name string) ([]byte, error) {
 		if s, ok := files[name]; ok {
