@@ -164,6 +164,11 @@ type gwOpts struct {
 	// public listen address; startGateway sets it to a free port, and
 	// gw.Listen reports that address.
 	ListenFromEnv string
+	// FreshPorts names Data keys that startGateway sets to a free
+	// loopback address on each attempt, beside Listen and Admin (a
+	// listener of the gateway's own, such as [rls]): an address chosen
+	// once would fail every retry after a port clash. gw.Port reads them.
+	FreshPorts []string
 }
 
 // gw is one running gateway process.
@@ -196,9 +201,12 @@ func startGateway(t testing.TB, tmpl string, opts gwOpts) *gw {
 		for k, v := range opts.Data {
 			g.data[k] = v
 		}
-		ports := freePorts(t, 3)
+		ports := freePorts(t, 3+len(opts.FreshPorts))
 		g.Listen, g.Admin = ports[0], ports[1]
 		g.data["Listen"], g.data["Admin"] = g.Listen, g.Admin
+		for i, k := range opts.FreshPorts {
+			g.data[k] = ports[3+i]
+		}
 		env := cleanEnv()
 		if opts.ListenFromEnv != "" {
 			g.Listen = ports[2]
@@ -231,6 +239,10 @@ func startGateway(t testing.TB, tmpl string, opts gwOpts) *gw {
 	t.Fatalf("gateway did not become healthy:\n%s", last)
 	return nil
 }
+
+// Port returns the address startGateway chose for the Data key k, one of
+// gwOpts.FreshPorts.
+func (g *gw) Port(k string) string { return g.data[k].(string) }
 
 // cleanEnv is the test's environment without TOLLGATE_* variables.
 func cleanEnv() []string {

@@ -132,10 +132,9 @@ func TestRLSMemory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeRLSYAML(t, dir, "3")
-	addr := freePort(t)
-	g := startGateway(t, "rls.toml.tmpl", gwOpts{Data: map[string]any{"RLS": addr, "Dir": dir, "Extra": ""},
+	g := startGateway(t, "rls.toml.tmpl", gwOpts{Data: map[string]any{"Dir": dir, "Extra": ""}, FreshPorts: []string{"RLS"},
 		Env: []string{"GATEWAY_TEST_CLOCK_OFFSET=" + noonOffset().String()}})
-	runRLS(t, g, addr, dir, true)
+	runRLS(t, g, g.Port("RLS"), dir, true)
 }
 
 // TestRLSRedis is TestRLSMemory on a Redis store (its own clock: the
@@ -145,9 +144,10 @@ func TestRLSRedis(t *testing.T) {
 	rs := redistest.Standalone(t)
 	dir := t.TempDir()
 	writeRLSYAML(t, dir, "3")
-	addr := freePort(t)
-	body := "[rls]\nlisten = \"" + addr + "\"\nenvoy_config = [\"" + dir + "/*.yaml\"]\nheaders = true\n"
-	g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: redisData(rs.Addr, nil, "deny", "2s", body)})
+	data := redisData(rs.Addr, nil, "deny", "2s", "")
+	data["RLSDir"] = dir
+	g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data, FreshPorts: []string{"RLS"}})
+	addr := g.Port("RLS")
 	// Redis decides on its own clock: near midnight UTC a day window may
 	// end during the test, so it brackets rather than pins the reset.
 	runRLS(t, g, addr, dir, false)
@@ -161,9 +161,10 @@ func TestRLSRedisCluster(t *testing.T) {
 	cl := redistest.Cluster(t)
 	dir := t.TempDir()
 	writeRLSYAML(t, dir, "3")
-	addr := freePort(t)
-	body := "[rls]\nlisten = \"" + addr + "\"\nenvoy_config = [\"" + dir + "/*.yaml\"]\nheaders = true\n"
-	g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: redisData("", cl.Addrs(), "deny", "2s", body)})
+	data := redisData("", cl.Addrs(), "deny", "2s", "")
+	data["RLSDir"] = dir
+	g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data, FreshPorts: []string{"RLS"}})
+	addr := g.Port("RLS")
 	runRLS(t, g, addr, dir, false)
 }
 
@@ -416,9 +417,9 @@ func TestRLSMutualTLS(t *testing.T) {
 	clients := testcerts.NewCA(t, "client CA")
 	cert, key := servers.Server(t, "localhost", "127.0.0.1").Write(t, dir, "server")
 	caFile := writeFile(t, dir, "clients.pem", clients.PEM)
-	addr := freePort(t)
 	extra := fmt.Sprintf("[rls.tls]\ncert_file = %q\nkey_file = %q\nclient_ca_file = %q\n", cert, key, caFile)
-	startGateway(t, "rls.toml.tmpl", gwOpts{Data: map[string]any{"RLS": addr, "Dir": dir, "Extra": extra}})
+	g := startGateway(t, "rls.toml.tmpl", gwOpts{Data: map[string]any{"Dir": dir, "Extra": extra}, FreshPorts: []string{"RLS"}})
+	addr := g.Port("RLS")
 
 	call := func(creds credentials.TransportCredentials) error {
 		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
@@ -484,8 +485,8 @@ func TestRLSShutdown(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeRLSYAML(t, dir, "3")
-	addr := freePort(t)
-	g := startGateway(t, "rls.toml.tmpl", gwOpts{Data: map[string]any{"RLS": addr, "Dir": dir, "Extra": ""}})
+	g := startGateway(t, "rls.toml.tmpl", gwOpts{Data: map[string]any{"Dir": dir, "Extra": ""}, FreshPorts: []string{"RLS"}})
+	addr := g.Port("RLS")
 	c := dialRLS(t, addr)
 	if r := c.one("edge", desc("remote_address", "a")); r.GetOverallCode() != rlpb.RateLimitResponse_OK {
 		t.Fatalf("call: %v", r)
