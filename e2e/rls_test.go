@@ -497,3 +497,42 @@ func TestRLSShutdown(t *testing.T) {
 		t.Fatalf("exit %d, %v\n%s", code, err, g.output())
 	}
 }
+
+// TestRLSHealthFollowsStore: with store.on_error = "deny" every call
+// is answered UNAVAILABLE while Redis is down, so the gRPC health service
+// says NOT_SERVING then (a caller's health check sends its calls
+// elsewhere) and SERVING again once Redis is back. Before, it said
+// SERVING throughout.
+func TestRLSHealthFollowsStore(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Standalone(t)
+	dir := t.TempDir()
+	writeRLSYAML(t, dir, "3")
+	data := redisData(rs.Addr, nil, "deny", "500ms", "")
+	data["RLSDir"] = dir
+	g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data, FreshPorts: []string{"RLS"}})
+	c := dialRLS(t, g.Port("RLS"))
+	hc := healthpb.NewHealthClient(c.cc)
+	status := func() healthpb.HealthCheckResponse_ServingStatus {
+		r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"})
+		if err != nil {
+			t.Fatalf("health check: %v", err)
+		}
+		return r.GetStatus()
+	}
+	waitStatus := func(want healthpb.HealthCheckResponse_ServingStatus, what string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for status() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: health still %v after 20 s, want %v", what, status(), want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitStatus(healthpb.HealthCheckResponse_SERVING, "at start")
+	rs.Kill()
+	waitStatus(healthpb.HealthCheckResponse_NOT_SERVING, "Redis down")
+	rs.Restart()
+	waitStatus(healthpb.HealthCheckResponse_SERVING, "Redis back")
+}

@@ -210,6 +210,7 @@ func (g *gateway) close() {
 	}
 	g.useKeys(nil)
 	if g.rls != nil {
+		g.rls.stopWatch()
 		g.rls.grpc.Stop() // no-op after a graceful stop
 		g.rls.ln.Close()
 	}

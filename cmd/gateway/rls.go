@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/redisstore"
 	"github.com/tollgate/gateway/rls"
 	"github.com/tollgate/gateway/telemetry"
 )
@@ -29,6 +31,49 @@ type rlsRuntime struct {
 	listen string
 	// certs are the listener's certificates, nil for cleartext.
 	certs *listener.Certs
+	// stopWatch ends the health watch (watchRLSHealth).
+	stopWatch context.CancelFunc
+}
+
+// rlsService is the service name the health service reports beside "".
+const rlsService = "envoy.service.ratelimit.v3.RateLimitService"
+
+// rlsHealthEvery is how often the health service's answer is brought up
+// to date with the store's.
+const rlsHealthEvery = time.Second
+
+// watchRLSHealth keeps the health service's answer in step with what
+// /readyz says of the store: NOT_SERVING while the store cannot decide and
+// store.on_error is "deny" (every call would be answered UNAVAILABLE: a
+// caller's health check should send it elsewhere), or the store refuses
+// every decision; SERVING otherwise. It runs until ctx ends.
+func (g *gateway) watchRLSHealth(ctx context.Context, hs *health.Server) {
+	t := time.NewTicker(rlsHealthEvery)
+	defer t.Stop()
+	last := healthpb.HealthCheckResponse_SERVING
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := g.ready(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		st := healthpb.HealthCheckResponse_SERVING
+		if err != nil && (g.handler.Policy().Store.OnError == policy.OnErrorDeny || errors.Is(err, redisstore.ErrRefused)) {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		if st != last {
+			g.log.Warn("rate limit service health", "status", st.String(), "err", err)
+			hs.SetServingStatus("", st)
+			hs.SetServingStatus(rlsService, st)
+			last = st
+		}
+	}
 }
 
 // rlsTop feeds the service's decisions to /admin/top and the dashboard:
@@ -92,8 +137,10 @@ func (g *gateway) openRLS(p *policy.Policy) error {
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus("envoy.service.ratelimit.v3.RateLimitService", healthpb.HealthCheckResponse_SERVING)
-	g.rls = &rlsRuntime{srv: srv, grpc: gs, health: hs, ln: ln, listen: p.RLS.Listen, certs: certs}
+	hs.SetServingStatus(rlsService, healthpb.HealthCheckResponse_SERVING)
+	ctx, stop := context.WithCancel(context.Background())
+	g.rls = &rlsRuntime{srv: srv, grpc: gs, health: hs, ln: ln, listen: p.RLS.Listen, certs: certs, stopWatch: stop}
+	go g.watchRLSHealth(ctx, hs)
 	return nil
 }
 
@@ -128,6 +175,7 @@ func (g *gateway) stopRLS(timeout time.Duration) {
 	if g.rls == nil {
 		return
 	}
+	g.rls.stopWatch()
 	g.rls.health.Shutdown()
 	done := make(chan struct{})
 	go func() { g.rls.grpc.GracefulStop(); close(done) }()
