@@ -130,6 +130,14 @@ type Event struct {
 	// none were), in the same order.
 	Hits      []ratelimit.Hit
 	Decisions []ratelimit.Decision
+	// Counted is, per hit (same order as Hits), the units the limit
+	// finally counted for the request when that is known only after the
+	// response: a limit that counts by response, or a reserved estimate
+	// settled to the usage the upstream reported. nil when every hit
+	// counted what its decision took (Hits[i].Cost when the request was
+	// allowed, nothing for a peek). Observers that report usage (the
+	// usage export, the access log's units) read it before the cost.
+	Counted []int64
 	// StoreErr is the store's error when it failed.
 	StoreErr error
 	// StoreLatency is the time spent in the store call (0 for a
