@@ -108,6 +108,13 @@ type Entry struct {
 	// RequestID is the request's X-Request-Id, "" when none was given
 	// (server.request_id off, or a line written before it existed).
 	RequestID string
+	// RLS, when set, makes the entry a call of Envoy's rate limit
+	// service rather than an HTTP request: Time, Latency, Status (200,
+	// or 429 for OVER_LIMIT), Outcome ("ok", "over_limit" or
+	// "store_error") and Decision ("allowed" or "denied": the overall
+	// code) are the call's, Method is "RLS" when read back, and the
+	// other request fields are empty.
+	RLS *RLSCall
 }
 
 // Hash returns the logged form of an identity value of the given kind:

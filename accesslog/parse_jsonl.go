@@ -29,6 +29,7 @@ type jsonEntry struct {
 	Plan      string   `json:"plan"`
 	RequestID string   `json:"request_id"`
 	Latency   *float64 `json:"latency"`
+	RLS       *jsonRLS `json:"rls"`
 }
 
 func (p *Parser) parseJSON(line []byte) error {
@@ -64,6 +65,9 @@ func (p *Parser) fromJSON() error {
 		if e.Latency, err = seconds(strconv.AppendFloat(nil, *j.Latency, 'f', -1, 64)); err != nil {
 			return fmt.Errorf("latency: %w", err)
 		}
+	}
+	if j.RLS != nil {
+		return p.fromJSONRLS(j.RLS)
 	}
 	return nil
 }

@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // startRLSRest starts a rate limit service of rls_rest.toml.tmpl on the
@@ -72,3 +75,125 @@ func TestRLSWatchYAML(t *testing.T) {
 
 // replaceIP is rlsYAML's remote_address limit set to n a day.
 func replaceIP(yaml, n string) string { return strings.Replace(yaml, "{{IP}}", n, 1) }
+
+// rlsLogTables are the tables of a gateway that logs its calls (format
+// f) to logPath beside the HTTP requests of one route limited to 2 a day
+// per client.
+func rlsLogTables(logPath, f, upstream string) string {
+	return fmt.Sprintf(`[access_log]
+path = %q
+format = %q
+flush_interval = "50ms"
+
+[identity]
+sources = ["api_key", "ip"]
+
+[[limits]]
+name = "few"
+rates = ["2/day"]
+algorithm = "fixed_window"
+by = ["client"]
+
+[[routes]]
+name = "up"
+path_prefix = "/"
+upstream = %q
+limits = ["few"]
+`, logPath, f, upstream)
+}
+
+// rlsTraffic makes the calls the access log tests record: allowed and
+// denied, several descriptors at once, nested, shadow, unlimited, an
+// unknown domain, the request's and a descriptor's own hits_addend.
+func rlsTraffic(c *rlsClient) []rlpb.RateLimitResponse_Code {
+	var got []rlpb.RateLimitResponse_Code
+	call := func(req *rlpb.RateLimitRequest) {
+		got = append(got, c.call(req).GetOverallCode())
+	}
+	one := func(ds ...*commonpb.RateLimitDescriptor) {
+		call(&rlpb.RateLimitRequest{Domain: "edge", Descriptors: ds})
+	}
+	for range 4 {
+		one(desc("remote_address", "10.0.0.77"))
+	}
+	one(desc("remote_address", "10.0.0.77"), desc("path", "/login"))
+	one(desc("remote_address", "10.0.0.78"), desc("path", "/login"))
+	for range 5 {
+		one(desc("path", "/login"))
+	}
+	one(desc("shadow", "s"))
+	one(desc("shadow", "s"))
+	one(desc("free", "x"), desc("nope", "y"))
+	call(&rlpb.RateLimitRequest{Domain: "nowhere", Descriptors: []*commonpb.RateLimitDescriptor{desc("k", "v")}})
+	call(&rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{desc("bulk", "b")}, HitsAddend: 4})
+	peek := desc("bulk", "b")
+	peek.HitsAddend = wrapperspb.UInt64(0)
+	call(&rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{peek}, HitsAddend: 9})
+	call(&rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{desc("bulk", "b")}, HitsAddend: 7})
+	own := desc("bulk", "b")
+	own.HitsAddend = wrapperspb.UInt64(6)
+	call(&rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{own}, HitsAddend: 100})
+	return got
+}
+
+// TestRLSAccessLogReplay: every call of the rate limit service is one
+// access log line, in both formats, beside the HTTP requests' lines; the
+// values the configuration names (/login) are written as they are and
+// the others (an address) hashed; `gateway replay` of that mixed log
+// decides every call as it was decided live (the overall and every
+// descriptor's code) and the HTTP requests as before.
+func TestRLSAccessLogReplay(t *testing.T) {
+	t.Parallel()
+	for _, f := range []string{"combined", "jsonl"} {
+		t.Run(f, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			writeRLSYAML(t, dir, "3")
+			up := newUpstream(t)
+			logPath := filepath.Join(dir, "access.log")
+			g := startRLSRest(t, dir, "", rlsLogTables(logPath, f, up.URL))
+			c := dialRLS(t, g.Port("RLS"))
+			hc := newClient(t, "")
+			key := map[string]string{"X-API-Key": "k1"}
+			expect2(t, hc, g.url("/a"), key, 200)
+			got := rlsTraffic(c)
+			expect2(t, hc, g.url("/b"), key, 200)
+			expect2(t, hc, g.url("/c"), key, 429)
+			over := 0
+			for _, code := range got {
+				if code == rlpb.RateLimitResponse_OVER_LIMIT {
+					over++
+				}
+			}
+			// 4th address call, the mixed call, /login's 6th, bulk +7.
+			if over != 4 {
+				t.Fatalf("%d calls over the limit, want 4: %v", over, got)
+			}
+			g.stop(t)
+			data, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := string(data)
+			if n := strings.Count(log, "\n"); n != len(got)+3 {
+				t.Fatalf("%d lines for %d calls and 3 requests:\n%s", n, len(got), log)
+			}
+			if strings.Contains(log, "10.0.0.77") || !strings.Contains(log, "/login") || !strings.Contains(log, "~") {
+				t.Fatalf("an unmatched value logged raw, or a matched one hashed:\n%s", log)
+			}
+			rep := runReplay(t, g.Config, logPath)
+			want := fmt.Sprintf("rate limit service: %d calls, %d decided as logged, 0 otherwise", len(got), len(got))
+			if !strings.Contains(rep, want) || !strings.Contains(rep, "replayed 3 requests") {
+				t.Fatalf("replay report lacks %q:\n%s", want, rep)
+			}
+			if row := replayRow(t, rep, "few"); row[4] != "2" || row[5] != "1" {
+				t.Fatalf("few: %v\n%s", row, rep)
+			}
+			// remote_address: 4 calls on 10.0.0.77 (3 allowed), the mixed
+			// one denied, 10.0.0.78 allowed.
+			if row := replayRow(t, rep, "edge.remote_address"); row[3] != "6" || row[4] != "4" || row[5] != "2" {
+				t.Fatalf("edge.remote_address: %v\n%s", row, rep)
+			}
+		})
+	}
+}

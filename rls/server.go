@@ -73,6 +73,9 @@ type Options struct {
 	Meter metric.Meter
 	// Observer, when set, receives every call that decided hits.
 	Observer Observer
+	// CallLog, when set, receives every call answered (not those
+	// refused as invalid or cancelled).
+	CallLog CallLogger
 }
 
 // Observer receives the decisions of a call (for /admin/top and the
@@ -162,6 +165,8 @@ type scratch struct {
 	out     []ratelimit.Decision
 	at      []int // descriptor of each hit
 	rules   []*envoyconf.Rule
+	codes   []string // each descriptor's code (CallLog)
+	byValue []uint64 // each descriptor's entries matched by value (CallLog)
 }
 
 // ShouldRateLimit decides every descriptor of req at once.
@@ -188,6 +193,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	sc.hits, sc.at, sc.keys = sc.hits[:0], sc.at[:0], sc.keys[:0]
 	keyEnds := make([]int, 0, n)
 	now := s.opts.Now()
+	start := time.Now()
+	if s.opts.CallLog != nil {
+		sc.codes, sc.byValue = grow(sc.codes, n), grow(sc.byValue, n)
+	}
 	// Match every descriptor; then drop the rules another matched rule
 	// replaces, as the reference does.
 	for i, d := range descs {
@@ -198,6 +207,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 		var m envoyconf.Match
 		m, sc.buf = snap.Config.Match(domain, sc.entries, sc.buf)
 		sc.rules[i] = m.Rule
+		if s.opts.CallLog != nil {
+			sc.byValue[i] = byValue(&m, len(sc.entries))
+		}
 		if m.Rule != nil && m.Rule.Limit != nil {
 			sc.keys, sc.enc = m.AppendKey(sc.keys, domain, sc.entries, sc.enc)
 			keyEnds = append(keyEnds, len(sc.keys))
@@ -219,15 +231,15 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	// Hits in descriptor order, each with its key (the key string is one
 	// allocation shared by all).
 	keys := string(sc.keys)
-	start := 0
+	from := 0
 	for k, i := range sc.at {
 		end := keyEnds[k]
 		r := sc.rules[i]
 		if r == nil {
-			start = end
+			from = end
 			continue
 		}
-		h := ratelimit.Hit{Limit: r.Limit, Key: keys[start:end], Cost: cost(req, descs[i])}
+		h := ratelimit.Hit{Limit: r.Limit, Key: keys[from:end], Cost: cost(req, descs[i])}
 		if h.Cost == 0 || denyAll {
 			// hits_addend 0 on a descriptor asks whether one more would
 			// pass without counting it; a request a zero-rate rule denies
@@ -236,23 +248,29 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 		}
 		sc.hits = append(sc.hits, h)
 		sc.at[len(sc.hits)-1] = i
-		start = end
+		from = end
 	}
 	sc.at = sc.at[:len(sc.hits)]
 	sc.out = growD(sc.out, len(sc.hits))
 	allowed := true
+	var storeLatency time.Duration
 	if len(sc.hits) > 0 {
 		var err error
 		t0 := time.Now()
 		allowed, err = s.decide(ctx, now, sc.hits, sc.out[:len(sc.hits)])
+		storeLatency = time.Since(t0)
 		if s.opts.Observer != nil {
-			s.observe(now, descs, sc, time.Since(t0), err)
+			s.observe(now, descs, sc, storeLatency, err)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, status.FromContextError(ctx.Err()).Err()
 			}
-			return s.failed(sc.rules[:n]), nil
+			resp := s.failed(sc.rules[:n])
+			if s.opts.CallLog != nil {
+				s.logCall(start, now, req, resp, sc, storeLatency, err)
+			}
+			return resp, nil
 		}
 	}
 	if denyAll {
@@ -270,6 +288,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 		st, code := descriptorStatus(r, hitOf[i], ds, now)
 		resp.Statuses[i] = st
 		s.count(ctx, snap, r, code)
+		if s.opts.CallLog != nil {
+			sc.codes[i] = code
+		}
 	}
 	resp.OverallCode = rlpb.RateLimitResponse_OK
 	if !allowed {
@@ -277,6 +298,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	}
 	if snap.Headers && len(sc.hits) > 0 {
 		resp.ResponseHeadersToAdd = rateLimitHeaders(sc.hits, ds, now)
+	}
+	if s.opts.CallLog != nil {
+		s.logCall(start, now, req, resp, sc, storeLatency, nil)
 	}
 	return resp, nil
 }
@@ -370,6 +394,17 @@ func descriptorLabel(d *commonpb.RateLimitDescriptor) string {
 		}
 	}
 	return string(b)
+}
+
+// byValue is the mask of m's entries matched by value (Call.ByValue).
+func byValue(m *envoyconf.Match, n int) uint64 {
+	var b uint64
+	for j := range min(n, 64) {
+		if m.ByValue(j) {
+			b |= 1 << j
+		}
+	}
+	return b
 }
 
 // replacedNames returns the names the matched rules replace (nil when
