@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,4 +198,83 @@ func TestRLSAccessLogReplay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRLSCandidate: a candidate configuration's [rls] rules decide every
+// call beside the live ones without changing an answer, and
+// /admin/candidate reports where they would have answered otherwise, as
+// it does for HTTP limits; promoting it makes its rules live.
+func TestRLSCandidate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeRLSYAML(t, dir, "3")
+	g := startRLSRest(t, dir, "", "")
+	c := dialRLS(t, g.Port("RLS"))
+
+	// The candidate's YAML lies beside the live configuration (a posted
+	// candidate may name no file elsewhere): 1 a day, not 3.
+	cdir := filepath.Join(filepath.Dir(g.Config), "cand")
+	if err := os.Mkdir(cdir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeRLSYAML(t, cdir, "1")
+	body := fmt.Sprintf("[server]\nlisten = %q\n\n[rls]\nlisten = %q\nenvoy_config = [%q]\n", g.Listen, g.Port("RLS"), filepath.Join(cdir, "*.yaml"))
+	r, err := tryDo(&http.Client{Timeout: 10 * time.Second}, "POST", g.adminURL("/admin/candidate"),
+		map[string]string{"Content-Type": "application/toml"}, []byte(body))
+	if err != nil || r.Status != http.StatusCreated {
+		t.Fatalf("POST /admin/candidate: %v %v", r, err)
+	}
+
+	// Three calls for x: all allowed live (3 a day); the candidate would
+	// deny the 2nd and 3rd. A call on /login agrees.
+	for i := range 3 {
+		if code := c.one("edge", desc("remote_address", "x")).GetOverallCode(); code != rlpb.RateLimitResponse_OK {
+			t.Fatalf("call %d: %v: a candidate must never change an answer", i+1, code)
+		}
+	}
+	c.one("edge", desc("path", "/login"))
+	var rep struct {
+		candidateReport
+		FirstDiverging []struct {
+			Method, Path    string
+			Client, Kind    string
+			CandidateDenied []string `json:"candidate_denied"`
+		} `json:"first_diverging"`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := adminDo(t, g, "GET", "/admin/candidate", "")
+		rep.Requests = 0
+		if r.Status != 200 || json.Unmarshal(r.Body, &rep) != nil {
+			t.Fatalf("GET /admin/candidate: %s", r)
+		}
+		if rep.Requests >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the candidate recorded %d calls of 4: %s", rep.Requests, r.Body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if rep.Requests != 4 || rep.AgreeAllowed != 2 || rep.ExtraDenials != 2 || rep.FewerDenials != 0 || rep.StoreErrors != 0 {
+		t.Fatalf("report %+v: want 4 calls, 2 agreed, 2 extra denials", rep)
+	}
+	if d := rep.Limits["edge.remote_address"]; d.ExtraDenials != 2 {
+		t.Fatalf("limits %+v: want 2 extra denials by edge.remote_address", rep.Limits)
+	}
+	hashed := accessLogHash("descriptor", "remote_address=x")
+	if len(rep.TopClients) != 1 || rep.TopClients[0].Client != hashed || rep.TopClients[0].Extra != 2 {
+		t.Fatalf("top clients %+v: want the descriptor, hashed (%s)", rep.TopClients, hashed)
+	}
+	if f := rep.FirstDiverging; len(f) != 2 || f[0].Method != "RLS" || f[0].Path != "edge" || f[0].Kind != "descriptor" ||
+		strings.Join(f[0].CandidateDenied, ",") != "edge.remote_address" {
+		t.Fatalf("first diverging %+v", f)
+	}
+
+	// Promoted, its rules answer: 1 a day for a fresh address.
+	if r := adminDo(t, g, "POST", "/admin/candidate/promote", ""); r.Status != 200 {
+		t.Fatalf("promote: %s", r)
+	}
+	expectRLS(t, "promoted, first", c.one("edge", desc("remote_address", "y")).GetStatuses()[0], rlpb.RateLimitResponse_OK, 1, 0)
+	expectRLS(t, "promoted, second", c.one("edge", desc("remote_address", "y")).GetStatuses()[0], rlpb.RateLimitResponse_OVER_LIMIT, 1, 0)
 }

@@ -103,6 +103,10 @@ type Server struct {
 	decisions metric.Int64Counter
 	lastLog   atomic.Int64
 	pool      sync.Pool
+	// cand is the running candidate configuration (nil: none), candSem
+	// bounds its decisions in flight.
+	cand    atomic.Pointer[Candidate]
+	candSem chan struct{}
 }
 
 // MetricDecisions counts descriptors decided, by domain, descriptor (the
@@ -121,7 +125,7 @@ func New(opts Options, snap Snapshot) (*Server, error) {
 	if opts.OnError == 0 {
 		opts.OnError = ErrorLocal
 	}
-	s := &Server{opts: opts}
+	s := &Server{opts: opts, candSem: make(chan struct{}, maxCandidateInFlight)}
 	s.pool.New = func() any { return new(scratch) }
 	s.cur.Store(&live{Snapshot: snap})
 	if opts.Meter != nil {
@@ -298,6 +302,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	}
 	if snap.Headers && len(sc.hits) > 0 {
 		resp.ResponseHeadersToAdd = rateLimitHeaders(sc.hits, ds, now)
+	}
+	if c := s.cand.Load(); c != nil {
+		s.candidate(c, now, req, sc.rules[:n], resp)
 	}
 	if s.opts.CallLog != nil {
 		s.logCall(start, now, req, resp, sc, storeLatency, nil)
