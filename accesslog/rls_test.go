@@ -2,6 +2,7 @@ package accesslog
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +137,24 @@ func TestRLSHostileLines(t *testing.T) {
 		} else if p.MalformedCount() != 1 {
 			t.Errorf("%s: not reported malformed", name)
 		}
+	}
+}
+
+// BenchmarkAppendRLS is one call's line of two descriptors, one value
+// hashed and one written as it is.
+func BenchmarkAppendRLS(b *testing.B) {
+	for _, f := range []Format{Combined, JSONL} {
+		b.Run(f.String(), func(b *testing.B) {
+			w, _ := NewWriter(io.Discard, Options{Format: f, Salt: []byte("s")})
+			e := &Entry{Time: time.Unix(1_800_000_000, 0), Status: 200, Outcome: "ok", Decision: "allowed",
+				RLS: &RLSCall{Domain: "edge", Code: "ok", Descriptors: []RLSDescriptor{
+					{Code: "ok", Entries: []RLSEntry{{Key: "remote_address", Value: "10.1.2.3"}}},
+					{Code: "ok", Entries: []RLSEntry{{Key: "path", Value: "/login", Matched: true}}}}}}
+			b.ReportAllocs()
+			var buf []byte
+			for b.Loop() {
+				buf = w.Append(buf[:0], e)
+			}
+		})
 	}
 }
