@@ -1,5 +1,6 @@
-// Package accesslog writes Tollgate's access log — one line per request, in
-// the "combined" or "jsonl" format — and reads it back. The Parser is the
+// Package accesslog writes Tollgate's access log — one line per request,
+// and one per call of Envoy's rate limit service (RLSCall), in the
+// "combined" or "jsonl" format — and reads it back. The Parser is the
 // input of `gateway replay`: whatever Writer writes, Parser reads, so an
 // operator can replay yesterday's traffic against a new limit.
 //

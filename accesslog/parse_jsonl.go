@@ -2,6 +2,7 @@ package accesslog
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -67,6 +68,9 @@ func (p *Parser) fromJSON() error {
 		}
 	}
 	if j.RLS != nil {
+		if e.Method != "RLS" {
+			return errors.New("rls on a line that is not an RLS call")
+		}
 		return p.fromJSONRLS(j.RLS)
 	}
 	return nil
