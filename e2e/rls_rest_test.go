@@ -196,6 +196,19 @@ func TestRLSAccessLogReplay(t *testing.T) {
 			if row := replayRow(t, rep, "edge.remote_address"); row[3] != "6" || row[4] != "4" || row[5] != "2" {
 				t.Fatalf("edge.remote_address: %v\n%s", row, rep)
 			}
+
+			// What if an address had 1 a day? The hashed address still
+			// counts on its own counter: its 2nd and 3rd calls would have
+			// been denied, and the report says so.
+			writeRLSYAML(t, dir, "1")
+			rep = runReplay(t, g.Config, logPath)
+			want = fmt.Sprintf("rate limit service: %d calls, %d decided as logged, 2 otherwise", len(got), len(got)-2)
+			if !strings.Contains(rep, want) || !strings.Contains(rep, "otherwise: ") {
+				t.Fatalf("what-if replay lacks %q:\n%s", want, rep)
+			}
+			if row := replayRow(t, rep, "edge.remote_address"); row[3] != "6" || row[4] != "2" || row[5] != "4" {
+				t.Fatalf("what-if edge.remote_address: %v\n%s", row, rep)
+			}
 		})
 	}
 }
