@@ -13,6 +13,8 @@ import (
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/tollgate/gateway/internal/redistest"
 )
 
 // startRLSRest starts a rate limit service of rls_rest.toml.tmpl on the
@@ -290,4 +292,74 @@ func TestRLSCandidate(t *testing.T) {
 	}
 	expectRLS(t, "promoted, first", c.one("edge", desc("remote_address", "y")).GetStatuses()[0], rlpb.RateLimitResponse_OK, 1, 0)
 	expectRLS(t, "promoted, second", c.one("edge", desc("remote_address", "y")).GetStatuses()[0], rlpb.RateLimitResponse_OVER_LIMIT, 1, 0)
+}
+
+// TestRLSRedisLogCandidate is the access log, replay and candidate on a
+// Redis store: a candidate counts under the live Redis's candidate
+// prefix, a call answered by store.on_error while Redis is down is
+// logged as a store error, and the replay of the log decides every other
+// call as logged and counts that one apart.
+func TestRLSRedisLogCandidate(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Standalone(t)
+	dir := t.TempDir()
+	writeRLSYAML(t, dir, "3")
+	logPath := filepath.Join(dir, "access.log")
+	data := redisData(rs.Addr, nil, "allow", "500ms", fmt.Sprintf("[access_log]\npath = %q\nformat = \"combined\"\nflush_interval = \"50ms\"\n", logPath))
+	data["RLSDir"] = dir
+	g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: data, FreshPorts: []string{"RLS"}})
+	c := dialRLS(t, g.Port("RLS"))
+
+	cdir := filepath.Join(filepath.Dir(g.Config), "cand")
+	if err := os.Mkdir(cdir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeRLSYAML(t, cdir, "1")
+	body := fmt.Sprintf("[server]\nlisten = %q\n\n[rls]\nlisten = %q\nenvoy_config = [%q]\n", g.Listen, g.Port("RLS"), filepath.Join(cdir, "*.yaml"))
+	r, err := tryDo(&http.Client{Timeout: 10 * time.Second}, "POST", g.adminURL("/admin/candidate"),
+		map[string]string{"Content-Type": "application/toml"}, []byte(body))
+	if err != nil || r.Status != http.StatusCreated {
+		t.Fatalf("POST /admin/candidate: %v %v", r, err)
+	}
+	got := rlsTraffic(c)
+	var rep candidateReport
+	deadline := time.Now().Add(10 * time.Second)
+	for rep.Requests < int64(len(got)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the candidate recorded %d calls of %d", rep.Requests, len(got))
+		}
+		time.Sleep(20 * time.Millisecond)
+		r := adminDo(t, g, "GET", "/admin/candidate", "")
+		if r.Status != 200 || json.Unmarshal(r.Body, &rep) != nil {
+			t.Fatalf("GET /admin/candidate: %s", r)
+		}
+	}
+	// 1 a day, not 3: the address's 2nd and 3rd calls; its 4th and the
+	// mixed call both sides deny.
+	if d := rep.Limits["edge.remote_address"]; d.ExtraDenials != 2 || rep.StoreErrors != 0 {
+		t.Fatalf("candidate report %+v", rep)
+	}
+	keys, err := redistest.Do(rs.Addr, "KEYS", "tollgate:candidate:*")
+	if ks, _ := keys.([]any); err != nil || len(ks) == 0 {
+		t.Fatalf("no candidate counter under tollgate:candidate: (%v, %v)", keys, err)
+	}
+
+	// Redis down: on_error allow answers OK, and the line says so.
+	rs.Kill()
+	if code := c.one("edge", desc("remote_address", "down")).GetOverallCode(); code != rlpb.RateLimitResponse_OK {
+		t.Fatalf("with Redis down and on_error allow: %v", code)
+	}
+	g.stop(t)
+	log, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "outcome=store_error decision=allowed") {
+		t.Fatalf("no store_error line:\n%s", log)
+	}
+	out := runReplay(t, g.Config, logPath)
+	want := fmt.Sprintf("rate limit service: %d calls, %d decided as logged, 0 otherwise, 1 logged as store errors", len(got)+1, len(got))
+	if !strings.Contains(out, want) {
+		t.Fatalf("replay report lacks %q:\n%s", want, out)
+	}
 }

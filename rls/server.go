@@ -274,6 +274,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 			if s.opts.CallLog != nil {
 				s.logCall(start, now, req, resp, sc, storeLatency, err)
 			}
+			if c := s.cand.Load(); c != nil {
+				// The live answer is on_error's; the candidate is
+				// decided beside it all the same.
+				s.candidate(c, now, req, sc.rules[:n], resp)
+			}
 			return resp, nil
 		}
 	}
