@@ -30,7 +30,8 @@ const (
 	//	CLIENT - - [02/Jan/2006:15:04:05.000000 -0700] "GET /path HTTP/1.1" 200 512 "REFERER" "USER-AGENT" route=R outcome=O decision=D limit=L latency=0.001234 kind=K key=H ip=I
 	//
 	// followed by consumer=C plan=P when the request had a consumer or a
-	// plan, and request_id=ID when it had an id.
+	// plan, and request_id=ID when it had an id. A rate limit service
+	// call's line is laid out apart (see RLSCall and Writer.appendRLS).
 	//
 	// Every value is written with %XX escapes for bytes outside printable
 	// ASCII and for '%', '"', '\\' and space; "-" stands for an empty value.
