@@ -197,7 +197,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	sc.hits, sc.at, sc.keys = sc.hits[:0], sc.at[:0], sc.keys[:0]
 	keyEnds := make([]int, 0, n)
 	now := s.opts.Now()
-	start := time.Now()
+	callStart := time.Now()
 	if s.opts.CallLog != nil {
 		sc.codes, sc.byValue = grow(sc.codes, n), grow(sc.byValue, n)
 	}
@@ -235,15 +235,15 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	// Hits in descriptor order, each with its key (the key string is one
 	// allocation shared by all).
 	keys := string(sc.keys)
-	from := 0
+	start := 0
 	for k, i := range sc.at {
 		end := keyEnds[k]
 		r := sc.rules[i]
 		if r == nil {
-			from = end
+			start = end
 			continue
 		}
-		h := ratelimit.Hit{Limit: r.Limit, Key: keys[from:end], Cost: cost(req, descs[i])}
+		h := ratelimit.Hit{Limit: r.Limit, Key: keys[start:end], Cost: cost(req, descs[i])}
 		if h.Cost == 0 || denyAll {
 			// hits_addend 0 on a descriptor asks whether one more would
 			// pass without counting it; a request a zero-rate rule denies
@@ -252,7 +252,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 		}
 		sc.hits = append(sc.hits, h)
 		sc.at[len(sc.hits)-1] = i
-		from = end
+		start = end
 	}
 	sc.at = sc.at[:len(sc.hits)]
 	sc.out = growD(sc.out, len(sc.hits))
@@ -272,7 +272,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 			}
 			resp := s.failed(sc.rules[:n])
 			if s.opts.CallLog != nil {
-				s.logCall(start, now, req, resp, sc, storeLatency, err)
+				s.logCall(callStart, now, req, resp, sc, storeLatency, err)
 			}
 			if c := s.cand.Load(); c != nil {
 				// The live answer is on_error's; the candidate is
@@ -312,7 +312,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 		s.candidate(c, now, req, sc.rules[:n], resp)
 	}
 	if s.opts.CallLog != nil {
-		s.logCall(start, now, req, resp, sc, storeLatency, nil)
+		s.logCall(callStart, now, req, resp, sc, storeLatency, nil)
 	}
 	return resp, nil
 }
