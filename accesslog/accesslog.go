@@ -1,5 +1,6 @@
-// Package accesslog writes Tollgate's access log — one line per request, in
-// the "combined" or "jsonl" format — and reads it back. The Parser is the
+// Package accesslog writes Tollgate's access log — one line per request,
+// and one per call of Envoy's rate limit service (RLSCall), in the
+// "combined" or "jsonl" format — and reads it back. The Parser is the
 // input of `gateway replay`: whatever Writer writes, Parser reads, so an
 // operator can replay yesterday's traffic against a new limit.
 //
@@ -29,7 +30,8 @@ const (
 	//	CLIENT - - [02/Jan/2006:15:04:05.000000 -0700] "GET /path HTTP/1.1" 200 512 "REFERER" "USER-AGENT" route=R outcome=O decision=D limit=L latency=0.001234 kind=K key=H ip=I
 	//
 	// followed by consumer=C plan=P when the request had a consumer or a
-	// plan, and request_id=ID when it had an id.
+	// plan, and request_id=ID when it had an id. A rate limit service
+	// call's line is laid out apart (see RLSCall and Writer.appendRLS).
 	//
 	// Every value is written with %XX escapes for bytes outside printable
 	// ASCII and for '%', '"', '\\' and space; "-" stands for an empty value.
@@ -108,6 +110,13 @@ type Entry struct {
 	// RequestID is the request's X-Request-Id, "" when none was given
 	// (server.request_id off, or a line written before it existed).
 	RequestID string
+	// RLS, when set, makes the entry a call of Envoy's rate limit
+	// service rather than an HTTP request: Time, Latency, Status (200,
+	// or 429 for OVER_LIMIT), Outcome ("ok", "over_limit" or
+	// "store_error") and Decision ("allowed" or "denied": the overall
+	// code) are the call's, Method is "RLS" when read back, and the
+	// other request fields are empty.
+	RLS *RLSCall
 }
 
 // Hash returns the logged form of an identity value of the given kind:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -111,6 +112,15 @@ func (p *Parser) parseCombined(line []byte) error {
 		}
 		identified = identified || id
 	}
+	if e.RLS != nil {
+		// A rate limit service call: the request line is "RLS DOMAIN
+		// gRPC".
+		if e.Method != "RLS" {
+			return errors.New("rls= on a line that is not an RLS call")
+		}
+		e.RLS.Domain = e.Path
+		return p.checkRLS()
+	}
 	if !identified {
 		return p.plain(path)
 	}
@@ -164,6 +174,26 @@ func (p *Parser) field(k, v []byte) (identity bool, err error) {
 	case "request_id":
 		// Unique per line: not interned.
 		e.RequestID, err = p.token(v, false)
+	case "rls":
+		if e.RLS == nil {
+			e.RLS = new(RLSCall)
+		}
+		e.RLS.Descriptors, err = p.parseRLSDescriptors(v)
+		identity = true
+	case "store_latency", "hits_addend", "rls_dropped":
+		if e.RLS == nil {
+			e.RLS = new(RLSCall)
+		}
+		switch string(k) {
+		case "store_latency":
+			e.RLS.StoreLatency, err = seconds(v)
+		case "hits_addend":
+			var n uint64
+			n, err = strconv.ParseUint(string(v), 10, 32)
+			e.RLS.HitsAddend = uint32(n)
+		default:
+			e.RLS.Dropped, err = atoi(v)
+		}
 	}
 	return identity, err
 }

@@ -2,6 +2,7 @@ package accesslog
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -29,6 +30,7 @@ type jsonEntry struct {
 	Plan      string   `json:"plan"`
 	RequestID string   `json:"request_id"`
 	Latency   *float64 `json:"latency"`
+	RLS       *jsonRLS `json:"rls"`
 }
 
 func (p *Parser) parseJSON(line []byte) error {
@@ -64,6 +66,12 @@ func (p *Parser) fromJSON() error {
 		if e.Latency, err = seconds(strconv.AppendFloat(nil, *j.Latency, 'f', -1, 64)); err != nil {
 			return fmt.Errorf("latency: %w", err)
 		}
+	}
+	if j.RLS != nil {
+		if e.Method != "RLS" {
+			return errors.New("rls on a line that is not an RLS call")
+		}
+		return p.fromJSONRLS(j.RLS)
 	}
 	return nil
 }

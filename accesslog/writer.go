@@ -113,6 +113,9 @@ func (lw *Writer) Log(e *Entry) {
 
 // Append appends the line Log would write for e, newline included.
 func (lw *Writer) Append(dst []byte, e *Entry) []byte {
+	if e.RLS != nil {
+		return lw.appendRLS(dst, e)
+	}
 	var client, ip, key [16]byte
 	c, i := []byte(nil), []byte(nil)
 	if e.Client != "" {

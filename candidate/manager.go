@@ -28,6 +28,10 @@ type Options struct {
 	// Client is how a client (kind, value) appears in reports; nil
 	// hashes it with a random salt per candidate.
 	Client func(kind, value string) string
+	// RLS, when set, runs the candidate beside the rate limit service
+	// too: called with the candidate's policy, store and recorder when
+	// one starts, and with nil ones when it stops or is promoted.
+	RLS func(p *policy.Policy, st ratelimit.Store, record func(*proxy.CandidateOutcome))
 }
 
 // Manager holds at most one running candidate.
@@ -68,6 +72,9 @@ func (m *Manager) Start(p *policy.Policy, source string) error {
 	old := m.cur
 	m.cur = r
 	m.o.Handler.SetCandidate(&proxy.Candidate{Policy: p, Store: st, Record: r.stats.Record})
+	if m.o.RLS != nil {
+		m.o.RLS(p, st, r.stats.Record)
+	}
 	m.mu.Unlock()
 	old.retire()
 	return nil
@@ -79,6 +86,7 @@ func (m *Manager) Stop() bool {
 	old := m.cur
 	m.cur = nil
 	m.o.Handler.SetCandidate(nil)
+	m.stopRLS()
 	m.mu.Unlock()
 	old.retire()
 	return old != nil
@@ -111,10 +119,18 @@ func (m *Manager) Promote() (Report, error) {
 	}
 	m.cur = nil
 	m.o.Handler.SetCandidate(nil)
+	m.stopRLS()
 	m.mu.Unlock()
 	rep := r.stats.Report(r.source)
 	r.retire()
 	return rep, nil
+}
+
+// stopRLS stops the candidate beside the rate limit service.
+func (m *Manager) stopRLS() {
+	if m.o.RLS != nil {
+		m.o.RLS(nil, nil, nil)
+	}
 }
 
 // retireDelay is how long a removed candidate's store stays open for the

@@ -11,7 +11,10 @@
 // latency in the log: see Options.ReorderWindow). Beside every approximate
 // limit (sliding_window_counter) an exact sliding log of the same rates,
 // fed the same admitted history, counts the decisions on which the two
-// disagree (accuracy.Referee).
+// disagree (accuracy.Referee). A line of the rate limit service
+// (accesslog.RLSCall) is decided by rls.Server's ShouldRateLimit on the
+// same store and clock, and compared with the answer the line logged
+// (Report.RLS).
 //
 // What a log line cannot carry is approximated, as documented on Run:
 // hashed identities replay as distinct opaque identities (bucket membership
@@ -32,6 +35,8 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/policy"
@@ -98,6 +103,10 @@ type Report struct {
 	// had been decided (their latency exceeded the window, or the buffer
 	// was full); each was decided at the latest instant decided before it.
 	Late int64
+	// RLS is what the rate limit service's calls (the log's RLS lines)
+	// decided; its Calls is 0 when the log has none. Requests counts
+	// the HTTP lines only.
+	RLS RLSReport
 }
 
 // LimitReport is what one limit decided during a replay.
@@ -191,6 +200,10 @@ func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Repo
 	if obs.batched {
 		store = newFleet(store.(*memstore.Store), o.Gateways)
 	}
+	rr, err := newRLSReplay(p, store, clk.Now, &rep.RLS)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
 	h, err := proxy.New(p, proxy.Options{
 		Store:     store,
 		Now:       clk.Now,
@@ -235,7 +248,11 @@ func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Repo
 		}
 		for parser.Next() {
 			e := parser.Entry()
-			order.push(job{at: e.Time, r: b.request(ctx, e)}, e.Latency)
+			if e.RLS != nil {
+				order.push(job{at: e.Time, call: rlsRequest(e.RLS), logged: e.RLS}, e.Latency)
+			} else {
+				order.push(job{at: e.Time, r: b.request(ctx, e)}, e.Latency)
+			}
 			for j, ok := order.pop(false); ok; j, ok = order.pop(false) {
 				if !emit(j) {
 					return
@@ -261,13 +278,12 @@ func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Repo
 		}
 		for i := range batch {
 			j := &batch[i]
-			if rep.Requests == 0 || j.at.Before(rep.First) {
+			if rep.Requests+rep.RLS.Calls == 0 || j.at.Before(rep.First) {
 				rep.First = j.at
 			}
 			if j.at.After(rep.Last) {
 				rep.Last = j.at
 			}
-			rep.Requests++
 			t := j.at.UnixMicro()
 			if t < last {
 				// Too late to be put in order: time does not run back.
@@ -277,6 +293,12 @@ func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Repo
 			last = t
 			clk.now.Store(t)
 			obs.now = t
+			if j.call != nil {
+				rr.decide(ctx, j.at, j.call, j.logged)
+				*j = job{}
+				continue
+			}
+			rep.Requests++
 			resetRecorder(rec)
 			h.ServeHTTP(rec, j.r)
 			*j = job{}
@@ -308,6 +330,9 @@ type job struct {
 	at  time.Time
 	seq int64 // line order, among lines read
 	r   *http.Request
+	// call is a rate limit service call (r is nil) and logged its line.
+	call   *rlpb.RateLimitRequest
+	logged *accesslog.RLSCall
 }
 
 // resetRecorder readies rec for the next request without reallocating: the

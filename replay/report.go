@@ -20,7 +20,10 @@ var outcomeOrder = []proxy.Outcome{proxy.OutcomeForwarded, proxy.OutcomeLimited,
 func (r *Report) Write(w io.Writer) error {
 	span := r.Last.Sub(r.First)
 	fmt.Fprintf(w, "replayed %d requests from %d lines (%d malformed)", r.Requests, r.Lines, r.Malformed)
-	if r.Requests > 0 {
+	if r.RLS.Calls > 0 {
+		fmt.Fprintf(w, " and %d rate limit service calls", r.RLS.Calls)
+	}
+	if r.Requests+r.RLS.Calls > 0 {
 		fmt.Fprintf(w, ", %s to %s (%s)", r.First.UTC().Format(time.RFC3339), r.Last.UTC().Format(time.RFC3339), span)
 	}
 	fmt.Fprintln(w)
@@ -71,6 +74,44 @@ func (r *Report) Write(w io.Writer) error {
 			fmt.Fprint(tw, "exact\t")
 		}
 		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return r.RLS.write(w)
+}
+
+// write prints the rate limit service's part: how many calls were decided
+// as logged, the first decided otherwise, and one row per rule.
+func (r *RLSReport) write(w io.Writer) error {
+	if r.Calls == 0 && len(r.Rules) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "rate limit service: %d calls, %d decided as logged, %d otherwise", r.Calls, r.AsLogged, r.Otherwise)
+	if r.StoreErrors > 0 {
+		fmt.Fprintf(w, ", %d logged as store errors (not compared)", r.StoreErrors)
+	}
+	if r.Dropped > 0 {
+		fmt.Fprintf(w, "; %d descriptors the log left out", r.Dropped)
+	}
+	fmt.Fprintln(w)
+	for _, s := range r.Samples {
+		fmt.Fprintf(w, "  otherwise: %s\n", s)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "rule\talgorithm\tmode\tdescriptors\tallowed\tdenied\tpeak usage\t")
+	for _, l := range r.Rules {
+		mode := "enforce"
+		if l.Shadow {
+			mode = "shadow"
+		}
+		peak := "-"
+		if l.PeakLimit > 0 {
+			peak = fmt.Sprintf("%d/%d", l.PeakUsed, l.PeakLimit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t\n", l.Name, l.Algorithm, mode, l.Requests, l.Allowed, l.Denied, peak)
 	}
 	return tw.Flush()
 }

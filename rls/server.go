@@ -73,6 +73,9 @@ type Options struct {
 	Meter metric.Meter
 	// Observer, when set, receives every call that decided hits.
 	Observer Observer
+	// CallLog, when set, receives every call answered (not those
+	// refused as invalid or cancelled).
+	CallLog CallLogger
 }
 
 // Observer receives the decisions of a call (for /admin/top and the
@@ -100,6 +103,10 @@ type Server struct {
 	decisions metric.Int64Counter
 	lastLog   atomic.Int64
 	pool      sync.Pool
+	// cand is the running candidate configuration (nil: none), candSem
+	// bounds its decisions in flight.
+	cand    atomic.Pointer[Candidate]
+	candSem chan struct{}
 }
 
 // MetricDecisions counts descriptors decided, by domain, descriptor (the
@@ -118,7 +125,7 @@ func New(opts Options, snap Snapshot) (*Server, error) {
 	if opts.OnError == 0 {
 		opts.OnError = ErrorLocal
 	}
-	s := &Server{opts: opts}
+	s := &Server{opts: opts, candSem: make(chan struct{}, maxCandidateInFlight)}
 	s.pool.New = func() any { return new(scratch) }
 	s.cur.Store(&live{Snapshot: snap})
 	if opts.Meter != nil {
@@ -162,6 +169,8 @@ type scratch struct {
 	out     []ratelimit.Decision
 	at      []int // descriptor of each hit
 	rules   []*envoyconf.Rule
+	codes   []string // each descriptor's code (CallLog)
+	byValue []uint64 // each descriptor's entries matched by value (CallLog)
 }
 
 // ShouldRateLimit decides every descriptor of req at once.
@@ -188,6 +197,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	sc.hits, sc.at, sc.keys = sc.hits[:0], sc.at[:0], sc.keys[:0]
 	keyEnds := make([]int, 0, n)
 	now := s.opts.Now()
+	callStart := time.Now()
+	if s.opts.CallLog != nil {
+		sc.codes, sc.byValue = grow(sc.codes, n), grow(sc.byValue, n)
+	}
 	// Match every descriptor; then drop the rules another matched rule
 	// replaces, as the reference does.
 	for i, d := range descs {
@@ -198,6 +211,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 		var m envoyconf.Match
 		m, sc.buf = snap.Config.Match(domain, sc.entries, sc.buf)
 		sc.rules[i] = m.Rule
+		if s.opts.CallLog != nil {
+			sc.byValue[i] = byValue(&m, len(sc.entries))
+		}
 		if m.Rule != nil && m.Rule.Limit != nil {
 			sc.keys, sc.enc = m.AppendKey(sc.keys, domain, sc.entries, sc.enc)
 			keyEnds = append(keyEnds, len(sc.keys))
@@ -241,18 +257,29 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	sc.at = sc.at[:len(sc.hits)]
 	sc.out = growD(sc.out, len(sc.hits))
 	allowed := true
+	var storeLatency time.Duration
 	if len(sc.hits) > 0 {
 		var err error
 		t0 := time.Now()
 		allowed, err = s.decide(ctx, now, sc.hits, sc.out[:len(sc.hits)])
+		storeLatency = time.Since(t0)
 		if s.opts.Observer != nil {
-			s.observe(now, descs, sc, time.Since(t0), err)
+			s.observe(now, descs, sc, storeLatency, err)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, status.FromContextError(ctx.Err()).Err()
 			}
-			return s.failed(sc.rules[:n]), nil
+			resp := s.failed(sc.rules[:n])
+			if s.opts.CallLog != nil {
+				s.logCall(callStart, now, req, resp, sc, storeLatency, err)
+			}
+			if c := s.cand.Load(); c != nil {
+				// The live answer is on_error's; the candidate is
+				// decided beside it all the same.
+				s.candidate(c, now, req, sc.rules[:n], resp)
+			}
+			return resp, nil
 		}
 	}
 	if denyAll {
@@ -270,6 +297,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 		st, code := descriptorStatus(r, hitOf[i], ds, now)
 		resp.Statuses[i] = st
 		s.count(ctx, snap, r, code)
+		if s.opts.CallLog != nil {
+			sc.codes[i] = code
+		}
 	}
 	resp.OverallCode = rlpb.RateLimitResponse_OK
 	if !allowed {
@@ -277,6 +307,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	}
 	if snap.Headers && len(sc.hits) > 0 {
 		resp.ResponseHeadersToAdd = rateLimitHeaders(sc.hits, ds, now)
+	}
+	if c := s.cand.Load(); c != nil {
+		s.candidate(c, now, req, sc.rules[:n], resp)
+	}
+	if s.opts.CallLog != nil {
+		s.logCall(callStart, now, req, resp, sc, storeLatency, nil)
 	}
 	return resp, nil
 }
@@ -370,6 +406,17 @@ func descriptorLabel(d *commonpb.RateLimitDescriptor) string {
 		}
 	}
 	return string(b)
+}
+
+// byValue is the mask of m's entries matched by value (Call.ByValue).
+func byValue(m *envoyconf.Match, n int) uint64 {
+	var b uint64
+	for j := range min(n, 64) {
+		if m.ByValue(j) {
+			b |= 1 << j
+		}
+	}
+	return b
 }
 
 // replacedNames returns the names the matched rules replace (nil when

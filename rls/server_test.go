@@ -131,3 +131,47 @@ func TestResponse(t *testing.T) {
 		}
 	}
 }
+
+// TestCandidateBesideLive: a candidate's rules decide every call on
+// their own store and never change the answer; with every candidate
+// slot busy a call decides its candidate before it is answered (nothing
+// is dropped).
+func TestCandidateBesideLive(t *testing.T) {
+	s, _ := newTestServer(t, 1000)
+	cfg, err := envoyconf.Load([]envoyconf.File{{Name: "cand.yaml", Data: []byte("domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmem := memstore.New(memstore.Options{MaxKeys: 100})
+	defer cmem.Close()
+	var got []CandidateOutcome
+	s.SetCandidate(&Candidate{Config: cfg, Store: cmem, Record: func(o *CandidateOutcome) {
+		c := *o
+		c.LiveDenied, c.CandidateDenied = append([]string(nil), o.LiveDenied...), append([]string(nil), o.CandidateDenied...)
+		got = append(got, c)
+	}})
+	for range maxCandidateInFlight {
+		s.candSem <- struct{}{} // every slot busy: decided in line
+	}
+	for i := range 3 {
+		resp, err := s.ShouldRateLimit(context.Background(), &rlpb.RateLimitRequest{Domain: "edge",
+			Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", "a"), entryDesc("nope", "x")}})
+		if err != nil || resp.GetOverallCode() != rlpb.RateLimitResponse_OK {
+			t.Fatalf("call %d: %v %v: the candidate changed the answer", i+1, resp, err)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d outcomes recorded, want 3", len(got))
+	}
+	for i, o := range got {
+		denied := strings.Join(o.CandidateDenied, ",")
+		if len(o.LiveDenied) != 0 || (i == 0) != (denied == "") || (i > 0 && (denied != "edge.remote_address" || o.Descriptor != "remote_address=a")) {
+			t.Fatalf("outcome %d: %+v", i+1, o)
+		}
+	}
+	s.SetCandidate(nil)
+	if _, err := s.ShouldRateLimit(context.Background(), &rlpb.RateLimitRequest{Domain: "edge",
+		Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", "a")}}); err != nil || len(got) != 3 {
+		t.Fatalf("after SetCandidate(nil): %v, %d outcomes", err, len(got))
+	}
+}

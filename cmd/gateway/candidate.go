@@ -10,9 +10,12 @@ import (
 	"github.com/tollgate/gateway/candidate"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/policy/config"
+	"github.com/tollgate/gateway/proxy"
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/memstore"
 	"github.com/tollgate/gateway/ratelimit/redisstore"
+	"github.com/tollgate/gateway/rls"
+	"github.com/tollgate/gateway/rls/envoyconf"
 )
 
 // candidateManager wires the candidate configuration: posted bodies are
@@ -47,6 +50,7 @@ func (g *gateway) candidateManager() *candidate.Manager {
 			return accesslog.Options{RawClient: cur.AccessLog.RawClient, Salt: []byte(cur.AccessLog.Salt.Reveal()),
 				IPv6Prefix: cur.Identity.IPv6Prefix()}.Client(kind, value)
 		},
+		RLS: g.rlsCandidate,
 		Promote: func(p *policy.Policy) error {
 			g.reloadMu.Lock()
 			defer g.reloadMu.Unlock()
@@ -102,4 +106,32 @@ func (g *gateway) candidateStore(p *policy.Policy) (ratelimit.Store, error) {
 	}
 	return redisstore.New(g.rr.client, redisstore.Options{NewLaneClient: redis.NewClient, Prefix: live.Redis.Prefix + "candidate:", Clock: live.Clock,
 		Timeout: live.Timeout, LeaseTTL: live.Redis.LeaseTTL, Coalesce: live.Redis.Coalesce})
+}
+
+// rlsCandidate runs the candidate p (nil: none) beside the rate limit
+// service: its [rls] rules decide every call on st, and the two outcomes
+// are recorded as a request's are (method "RLS", the domain as the path,
+// the first denied descriptor as the client, the rules' paths as the
+// limits). A gateway without [rls] has no calls to decide.
+func (g *gateway) rlsCandidate(p *policy.Policy, st ratelimit.Store, record func(*proxy.CandidateOutcome)) {
+	if g.rls == nil {
+		return
+	}
+	if p == nil {
+		g.rls.srv.SetCandidate(nil)
+		return
+	}
+	var cfg *envoyconf.Config
+	if p.RLS != nil {
+		cfg = p.RLS.Config
+	}
+	g.rls.srv.SetCandidate(&rls.Candidate{Config: cfg, Store: st, Timeout: g.handler.Policy().Store.Timeout,
+		Record: func(o *rls.CandidateOutcome) {
+			out := proxy.CandidateOutcome{At: o.At, Method: "RLS", Path: o.Domain, LiveDenied: o.LiveDenied,
+				CandidateDenied: o.CandidateDenied, Err: o.Err}
+			if o.Descriptor != "" {
+				out.Client, out.ClientKind = o.Descriptor, "descriptor"
+			}
+			record(&out)
+		}})
 }

@@ -12,6 +12,9 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/tollgate/gateway/accesslog"
 	"github.com/tollgate/gateway/listener"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/proxy"
@@ -91,6 +94,39 @@ func (o rlsTop) ObserveCall(now time.Time, hits []ratelimit.Hit, ds []ratelimit.
 	}
 }
 
+// rlsAccessLog writes one access log line per call of the service.
+type rlsAccessLog struct{ w *accesslog.Writer }
+
+// LogCall implements rls.CallLogger.
+func (l rlsAccessLog) LogCall(c *rls.Call) {
+	req := c.Request
+	call := accesslog.RLSCall{Domain: req.GetDomain(), HitsAddend: req.GetHitsAddend(), StoreLatency: c.StoreLatency,
+		Descriptors: make([]accesslog.RLSDescriptor, len(req.GetDescriptors()))}
+	for i, d := range req.GetDescriptors() {
+		ld := &call.Descriptors[i]
+		ld.Code = c.Codes[i]
+		if a := d.GetHitsAddend(); a != nil {
+			ld.HasAddend, ld.Addend = true, a.GetValue()
+		}
+		ld.Entries = make([]accesslog.RLSEntry, len(d.GetEntries()))
+		for j, e := range d.GetEntries() {
+			ld.Entries[j] = accesslog.RLSEntry{Key: e.GetKey(), Value: e.GetValue(), Matched: c.ByValue(i, j)}
+		}
+	}
+	e := accesslog.Entry{Time: c.At, Latency: c.Latency, Status: 200, Outcome: "ok", Decision: "allowed", RLS: &call}
+	if c.Overall == rlpb.RateLimitResponse_OVER_LIMIT {
+		e.Status, e.Outcome, e.Decision = 429, "over_limit", "denied"
+	}
+	if c.StoreErr != nil {
+		e.Outcome = "store_error"
+	}
+	call.Code = "ok"
+	if e.Decision == "denied" {
+		call.Code = "over_limit"
+	}
+	l.w.Log(&e)
+}
+
 // rlsSnapshot is what a reload swaps into the service.
 func rlsSnapshot(r *policy.RLS) rls.Snapshot {
 	if r == nil {
@@ -112,8 +148,12 @@ func (g *gateway) openRLS(p *policy.Policy) error {
 	case policy.OnErrorDeny:
 		onError = rls.ErrorDeny
 	}
-	srv, err := rls.New(rls.Options{Store: g.store, Local: g.local, OnError: onError, Timeout: p.Store.Timeout,
-		Now: g.now, Logger: g.log, Meter: g.otel.Meter(), Observer: rlsTop{telemetry.Top{T: g.top}}}, rlsSnapshot(p.RLS))
+	opts := rls.Options{Store: g.store, Local: g.local, OnError: onError, Timeout: p.Store.Timeout,
+		Now: g.now, Logger: g.log, Meter: g.otel.Meter(), Observer: rlsTop{telemetry.Top{T: g.top}}}
+	if g.accessLog != nil {
+		opts.CallLog = rlsAccessLog{g.accessLog}
+	}
+	srv, err := rls.New(opts, rlsSnapshot(p.RLS))
 	if err != nil {
 		return fmt.Errorf("rls: %w", err)
 	}
@@ -121,7 +161,7 @@ func (g *gateway) openRLS(p *policy.Policy) error {
 	if err != nil {
 		return fmt.Errorf("rls.listen: %w", err)
 	}
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(rls.MaxRecvBytes), grpc.MaxConcurrentStreams(1024)}
+	gopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(rls.MaxRecvBytes), grpc.MaxConcurrentStreams(1024)}
 	var certs *listener.Certs
 	if p.RLS.TLS != nil {
 		// The public listener's certificate handling: every handshake
@@ -130,9 +170,9 @@ func (g *gateway) openRLS(p *policy.Policy) error {
 			ln.Close()
 			return fmt.Errorf("rls.tls: %w", err)
 		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(certs.TLSConfig())))
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(certs.TLSConfig())))
 	}
-	gs := grpc.NewServer(opts...)
+	gs := grpc.NewServer(gopts...)
 	rls.Register(gs, srv)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

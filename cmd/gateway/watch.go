@@ -29,8 +29,10 @@ const watchDebounce = 200 * time.Millisecond
 type configWatcher struct {
 	path string // the configuration file, cleaned
 	// others returns the other files the configuration reads and a
-	// change of which reloads it too (the consumer registry); nil for
-	// none.
+	// change of which reloads it too (the consumer registry, the rate
+	// limit service's YAML); nil for none. An entry may be a glob
+	// pattern (rls.envoy_config): a file created, changed or removed
+	// that the pattern matches reloads too.
 	others   func() []string
 	debounce time.Duration
 	reload   func() error
@@ -137,6 +139,11 @@ func (w *configWatcher) relevant(ev fsnotify.Event) bool {
 		if filepath.Clean(ev.Name) == o {
 			return true
 		}
+		if isGlob(o) {
+			if ok, _ := filepath.Match(o, filepath.Clean(ev.Name)); ok {
+				return true
+			}
+		}
 	}
 	if strings.HasPrefix(filepath.Base(ev.Name), "..") {
 		return true // Kubernetes' atomic writer: ..data, ..data_tmp, ..<timestamp>
@@ -160,6 +167,9 @@ func (w *configWatcher) fire() {
 		return
 	}
 	for _, o := range w.otherPaths() {
+		if isGlob(o) {
+			continue // a pattern: its files may come and go
+		}
 		if fi, err := os.Stat(o); err == nil && fi.Size() == 0 {
 			// A registry being rewritten (truncate, then write): an empty
 			// one would make every key unknown.
@@ -174,6 +184,10 @@ func (w *configWatcher) fire() {
 	_ = w.reload() // reload logs its own result
 	w.watchOthers()
 }
+
+// isGlob reports whether a watched path is a pattern (filepath.Glob's
+// meta characters).
+func isGlob(p string) bool { return strings.ContainsAny(p, `*?[\`) }
 
 // otherPaths returns the other watched files, absolute and cleaned.
 func (w *configWatcher) otherPaths() []string {
@@ -217,10 +231,18 @@ func (g *gateway) startWatch() (stop func()) {
 		return func() {}
 	}
 	others := func() []string {
-		if f := g.handler.Policy().Consumers.File; f != "" {
-			return []string{f}
+		p := g.handler.Policy()
+		var out []string
+		if f := p.Consumers.File; f != "" {
+			out = append(out, f)
 		}
-		return nil
+		if p.RLS != nil {
+			// The rate limit service's YAML, as configured: a glob
+			// pattern also reloads when a file it matches appears or
+			// goes.
+			out = append(out, p.Config.RLS.EnvoyConfig...)
+		}
+		return out
 	}
 	w, err := watchFiles(g.path, others, watchDebounce, g.reload, g.log)
 	if err != nil {

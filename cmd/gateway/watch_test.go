@@ -227,3 +227,27 @@ func TestWatchConfigFile(t *testing.T) {
 		}
 	})
 }
+
+// TestWatchGlobRelevant: an other path that is a pattern (rls.envoy_config)
+// makes any file it matches relevant, created or changed, in its own
+// directory; a file beside it that it does not match is not.
+func TestWatchGlobRelevant(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gateway.toml")
+	writeFile(t, path, "v1")
+	yaml := filepath.Join(dir, "rls", "*.yaml")
+	w := &configWatcher{path: path, others: func() []string { return []string{yaml} }}
+	w.real = w.resolve()
+	for name, want := range map[string]bool{
+		filepath.Join(dir, "rls", "edge.yaml"):     true,
+		filepath.Join(dir, "rls", "new.yaml"):      true,
+		filepath.Join(dir, "rls", "notes.txt"):     false,
+		filepath.Join(dir, "rls", "sub", "x.yaml"): false,
+	} {
+		for _, op := range []fsnotify.Op{fsnotify.Write, fsnotify.Create, fsnotify.Remove} {
+			if got := w.relevant(fsnotify.Event{Name: name, Op: op}); got != want {
+				t.Errorf("%s %v: relevant %v, want %v", name, op, got, want)
+			}
+		}
+	}
+}

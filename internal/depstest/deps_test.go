@@ -156,8 +156,12 @@ var rules = map[string]rule{
 	"bench/soak/probe": {},
 	"bench/keyrot":     {allow: []string{"bench/soak/probe"}},
 	// `gateway replay`: an access log through the configured limits on a
-	// virtual clock, via the real handler and an in-memory store.
-	"replay": {allow: []string{"accesslog", "accuracy", "consumers", "keys", "policy", "proxy", "ratelimit", "ratelimit/hybrid", "ratelimit/memstore"}},
+	// virtual clock, via the real handler and an in-memory store; the
+	// log's rate limit service calls through the service's own decision
+	// path (rls), rebuilt as the wire protocol's requests.
+	"replay": {allow: []string{"accesslog", "accuracy", "consumers", "keys", "policy", "proxy", "ratelimit", "ratelimit/hybrid", "ratelimit/memstore",
+		"rls", "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3",
+		"github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3", "google.golang.org/protobuf/types/known/wrapperspb"}},
 	// `gateway test`: cases files run through the real handler on a
 	// memory store.
 	"limittest": {allow: []string{"policy", "proxy", "ratelimit/memstore", "internal/tomlbound", "github.com/pelletier/go-toml/v2"}},

@@ -18,6 +18,9 @@ type Match struct {
 	// key, or a descriptor deeper or shallower than every rule on its
 	// path).
 	Rule *Rule
+	// byValue has bit i set when entry i was matched by its value (a
+	// key_value or a wildcard), not by its key alone.
+	byValue uint64
 	// shared holds, for an entry matched by a share_threshold wildcard,
 	// the pattern it counts under instead of its value; nil when no entry
 	// was.
@@ -51,6 +54,9 @@ func (c *Config) Match(domain string, entries []Entry, scratch []byte) (Match, [
 				}
 			}
 		}
+		if next != nil && i < 64 {
+			m.byValue |= 1 << i
+		}
 		if next == nil {
 			next = prev.children[e.Key]
 		}
@@ -73,6 +79,13 @@ func (c *Config) Match(domain string, entries []Entry, scratch []byte) (Match, [
 	}
 	return m, scratch
 }
+
+// ByValue reports whether entry i of the descriptor was matched by its
+// value (the configuration names it in a key_value, or a wildcard of one
+// matches it) rather than by its key alone or not at all: such a value
+// is the operator's, not only the caller's (the access log writes it as
+// it is).
+func (m *Match) ByValue(i int) bool { return i >= 0 && i < 64 && m.byValue&(1<<i) != 0 }
 
 // wildcardMatch reports whether value matches a pattern split on '*':
 // each '*' matches any run of characters, possibly empty.

@@ -121,3 +121,33 @@ func TestKeys(t *testing.T) {
 		t.Fatal("encoding not injective")
 	}
 }
+
+// TestByValue: an entry is matched by value when a key_value or a
+// wildcard names it, not when the key's default or nothing does.
+func TestByValue(t *testing.T) {
+	c, err := Load([]File{{Name: "m.yaml", Data: []byte(matchConfig)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		entries []Entry
+		want    []bool
+	}{
+		{[]Entry{{"remote_address", "1.2.3.4"}}, []bool{false}},
+		{[]Entry{{"remote_address", "10.0.0.1"}}, []bool{true}},
+		{[]Entry{{"path", "/api/x"}}, []bool{true}},
+		{[]Entry{{"generic_key", "tenant"}, {"user", "bob"}}, []bool{true, false}},
+		{[]Entry{{"unknown", "x"}, {"user", "bob"}}, []bool{false, false}},
+	}
+	for _, tc := range cases {
+		m, _ := c.Match("edge", tc.entries, nil)
+		for i, want := range tc.want {
+			if got := m.ByValue(i); got != want {
+				t.Errorf("%v entry %d: ByValue %v, want %v", tc.entries, i, got, want)
+			}
+		}
+		if m.ByValue(-1) || m.ByValue(64) {
+			t.Errorf("%v: ByValue out of range", tc.entries)
+		}
+	}
+}

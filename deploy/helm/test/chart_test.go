@@ -273,6 +273,13 @@ type values struct {
 	Redis struct {
 		URL string `json:"url"`
 	} `json:"redis"`
+	RLS struct {
+		Enabled     bool                             `json:"enabled"`
+		Port        int                              `json:"port"`
+		ServicePort int                              `json:"servicePort"`
+		EnvoyConfig map[string]string                `json:"envoyConfig"`
+		From        []networkingv1.NetworkPolicyPeer `json:"from"`
+	} `json:"rls"`
 	Ports struct {
 		HTTP  int `json:"http"`
 		Admin int `json:"admin"`
@@ -393,6 +400,7 @@ func TestHelmTemplate(t *testing.T) {
 			}
 			checkAdminToken(t, r, v)
 			checkNetworkPolicy(t, r, v)
+			checkRLS(t, r, c, env, v)
 			validateConfig(t, r, c, env)
 		})
 	}
@@ -631,8 +639,80 @@ func checkNetworkPolicy(t *testing.T, r *rendered, v values) {
 		}
 	}
 	for port := range admits {
-		if port != v.Ports.HTTP && port != v.Ports.Admin {
+		if port != v.Ports.HTTP && port != v.Ports.Admin && !(v.RLS.Enabled && port == v.RLS.Port) {
 			t.Errorf("the NetworkPolicy opens port %d, which the gateway does not listen on", port)
+		}
+	}
+	if v.RLS.Enabled {
+		// The rate limit service's port: rls.from, or every source.
+		got, _ := yaml.Marshal(admits[v.RLS.Port])
+		want, _ := yaml.Marshal(v.RLS.From)
+		if _, ok := admits[v.RLS.Port]; !ok || open[v.RLS.Port] != (len(v.RLS.From) == 0) || (len(v.RLS.From) > 0 && string(got) != string(want)) {
+			t.Errorf("the rate limit service's port %d admits\n%s\nwant\n%s (open %v)", v.RLS.Port, got, want, open[v.RLS.Port])
+		}
+	}
+}
+
+// checkRLS: with rls.enabled, the gateway serves Envoy's rate limit
+// service on rls.port (rls.listen through the environment), the container
+// names that port "grpc" and the Service exposes it as "grpc" (Istio reads
+// the protocol from the name), and the YAML files of rls.envoyConfig are
+// in the ConfigMap where rls.envoy_config names them (validateConfig then
+// reads them). Without it, none of that is rendered.
+func checkRLS(t *testing.T, r *rendered, c corev1.Container, env map[string]string, v values) {
+	t.Helper()
+	var port *corev1.ContainerPort
+	for i, p := range c.Ports {
+		if p.Name == "grpc" {
+			port = &c.Ports[i]
+		}
+	}
+	var svc *corev1.ServicePort
+	for _, s := range r.services {
+		for i, p := range s.Spec.Ports {
+			if p.Name == "grpc" {
+				svc = &s.Spec.Ports[i]
+			}
+		}
+	}
+	listen, hasListen := env["TOLLGATE_RLS_LISTEN"]
+	if !v.RLS.Enabled {
+		if port != nil || svc != nil || hasListen || env["TOLLGATE_RLS_ENVOY_CONFIG"] != "" {
+			t.Errorf("rls is off but the chart renders its port %v, Service port %v or listen %q", port, svc, listen)
+		}
+		return
+	}
+	if listen != fmt.Sprintf("0.0.0.0:%d", v.RLS.Port) {
+		t.Errorf("TOLLGATE_RLS_LISTEN %q, want 0.0.0.0:%d", listen, v.RLS.Port)
+	}
+	if port == nil || int(port.ContainerPort) != v.RLS.Port || port.Protocol != corev1.ProtocolTCP {
+		t.Errorf("container port grpc %+v, want %d/TCP", port, v.RLS.Port)
+	}
+	if svc == nil || int(svc.Port) != v.RLS.ServicePort || svc.TargetPort.String() != "grpc" {
+		t.Errorf("Service port grpc %+v, want %d to the container's grpc", svc, v.RLS.ServicePort)
+	}
+	for name, yaml := range v.RLS.EnvoyConfig {
+		if got := r.configMap.Data["rls-"+name]; strings.TrimSpace(got) != strings.TrimSpace(yaml) {
+			t.Errorf("the ConfigMap's rls-%s is not rls.envoyConfig's %s:\n%s", name, name, got)
+		}
+	}
+	if len(v.RLS.EnvoyConfig) > 0 && env["TOLLGATE_RLS_ENVOY_CONFIG"] != "/etc/tollgate/config/rls-*" {
+		t.Errorf("TOLLGATE_RLS_ENVOY_CONFIG %q", env["TOLLGATE_RLS_ENVOY_CONFIG"])
+	}
+}
+
+// TestHelmRLSRefused: rls.enabled without any envoyproxy/ratelimit file,
+// or on a port another listener has, is refused at render time.
+func TestHelmRLSRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{sets("rls.enabled=true"), "rls.enabled: the rate limit service needs"},
+		{append(sets("rls.enabled=true", "rls.port=8080"), "-f", filepath.Join(chart, "ci", "rls-values.yaml")), "rls.port must differ"},
+	} {
+		if out := helmFails(t, append([]string{"template", "tg", chart}, tc.args...)...); !strings.Contains(out, tc.want) {
+			t.Errorf("%v: %s, want %q", tc.args, out, tc.want)
 		}
 	}
 }

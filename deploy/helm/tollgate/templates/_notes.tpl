@@ -6,6 +6,11 @@ that the chart test can render them: `helm template` skips NOTES.txt. */}}
 Tollgate is listening on the Service {{ $full }} (port {{ .Values.service.port }}).
 The admin listener (/metrics, /admin/*, /debug/pprof, probes) is the Service
 {{ $full }}-admin:{{ .Values.adminService.port }}; keep it internal.
+{{- if .Values.rls.enabled }}
+Envoy's rate limit service (gRPC, ShouldRateLimit) is the port "grpc" of
+{{ $full }}: point Envoy's rate_limit_service cluster at
+{{ $full }}.{{ $ns }}.svc:{{ .Values.rls.servicePort }} (HTTP/2).
+{{- end }}
 {{- with .Values.networkPolicy }}
 {{- if .enabled }}
 The NetworkPolicy {{ $full }} admits to the admin port only:
