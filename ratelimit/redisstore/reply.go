@@ -265,3 +265,41 @@ func f64At(b string, pos int) float64 {
 	r := replyReader{b: b, pos: pos}
 	return r.nextFloat()
 }
+
+// fixedReply reads the reply of a fixed-window header call that counted
+// every hit, each in now's window (lua/common.lua "Reply"): each hit's
+// count in now's window, after the script's instant under the store
+// clock. Each decision follows from its count by the arithmetic of
+// window.Report, as a one-hit fixed window's short reply does. It returns
+// the decision's instant, or an error for a reply that cannot be these
+// hits' (every decision is then unset: the caller fails the call).
+func fixedReply(res []any, hits []ratelimit.Hit, out []ratelimit.Decision, now int64, local bool) (int64, error) {
+	if !local {
+		if len(res) == 0 {
+			return 0, fmt.Errorf("empty script reply for %d hits", len(hits))
+		}
+		t, ok := res[0].(int64)
+		if !ok || t < 0 || t >= 1<<53 {
+			return 0, fmt.Errorf("script reply instant %v is not a tick", res[0])
+		}
+		now, res = t, res[1:]
+	}
+	if len(res) != len(hits) {
+		return 0, fmt.Errorf("script reply of %d counts for %d hits", len(res), len(hits))
+	}
+	for i := range hits {
+		l := hits[i].Limit
+		c, ok := res[i].(int64)
+		if !ok || c < 0 || c >= 1<<53 || l.Algorithm != ratelimit.FixedWindow || l.Windows() != 1 {
+			return 0, fmt.Errorf("script reply count %v for a %v limit", res[i], l.Algorithm)
+		}
+		p := l.ParamsOf(0)
+		var w window.FixedWindowState
+		w.Init(p, now)
+		w.Count = c
+		rem, reset := w.Reported(p, now)
+		out[i] = ratelimit.Decision{Allowed: true, Counted: true, Limit: p.Capacity, Remaining: rem,
+			Reset: time.Duration(reset) * ratelimit.Tick}
+	}
+	return now, nil
+}
