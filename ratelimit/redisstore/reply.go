@@ -268,35 +268,36 @@ func f64At(b string, pos int) float64 {
 
 // fixedReply reads the reply of a fixed-window header call that counted
 // every hit, each in now's window (lua/common.lua "Reply"): each hit's
-// count in now's window, after the script's instant under the store
-// clock. Each decision follows from its count by the arithmetic of
-// window.Report, as a one-hit fixed window's short reply does. It returns
-// the decision's instant, or an error for a reply that cannot be these
-// hits' (every decision is then unset: the caller fails the call).
-func fixedReply(res []any, hits []ratelimit.Hit, out []ratelimit.Decision, now int64, local bool) (int64, error) {
+// count in now's window as a double, after the script's instant under
+// the store clock. Each decision follows from its count by the
+// arithmetic of window.Report, as a one-hit fixed window's short reply
+// does. It returns the decision's instant, or an error for a reply that
+// cannot be these hits' (the caller then fails the call).
+func fixedReply(b string, hits []ratelimit.Hit, out []ratelimit.Decision, now int64, local bool) (int64, error) {
+	integer := func(v float64) bool { return v >= 0 && v < 1<<53 && v == math.Trunc(v) }
 	if !local {
-		if len(res) == 0 {
-			return 0, fmt.Errorf("empty script reply for %d hits", len(hits))
+		if len(b) < 8 {
+			return 0, fmt.Errorf("script reply of %d bytes for %d hits", len(b), len(hits))
 		}
-		t, ok := res[0].(int64)
-		if !ok || t < 0 || t >= 1<<53 {
-			return 0, fmt.Errorf("script reply instant %v is not a tick", res[0])
+		t := f64At(b, 0)
+		if !integer(t) {
+			return 0, fmt.Errorf("script reply instant %v is not a tick", t)
 		}
-		now, res = t, res[1:]
+		now, b = int64(t), b[8:]
 	}
-	if len(res) != len(hits) {
-		return 0, fmt.Errorf("script reply of %d counts for %d hits", len(res), len(hits))
+	if len(b) != 8*len(hits) {
+		return 0, fmt.Errorf("script reply of %d bytes for %d counts", len(b), len(hits))
 	}
 	for i := range hits {
 		l := hits[i].Limit
-		c, ok := res[i].(int64)
-		if !ok || c < 0 || c >= 1<<53 || l.Algorithm != ratelimit.FixedWindow || l.Windows() != 1 {
-			return 0, fmt.Errorf("script reply count %v for a %v limit", res[i], l.Algorithm)
+		c := f64At(b, 8*i)
+		if !integer(c) || l.Algorithm != ratelimit.FixedWindow || l.Windows() != 1 {
+			return 0, fmt.Errorf("script reply count %v for a %v limit", c, l.Algorithm)
 		}
 		p := l.ParamsOf(0)
 		var w window.FixedWindowState
 		w.Init(p, now)
-		w.Count = c
+		w.Count = int64(c)
 		rem, reset := w.Reported(p, now)
 		out[i] = ratelimit.Decision{Allowed: true, Counted: true, Limit: p.Capacity, Remaining: rem,
 			Reset: time.Duration(reset) * ratelimit.Tick}

@@ -106,7 +106,7 @@ func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Tim
 	}
 	var allowed bool
 	var tk taken
-	if counts, ok := res.([]any); ok && fixed {
+	if counts, ok := res.(string); ok && fixed && len(counts) < 8*(2+7*len(hits)) {
 		tk.at, err = fixedReply(counts, hits, out, now.UnixMicro(), s.opts.Clock == ratelimit.ClockLocal)
 		allowed = err == nil
 	} else {

@@ -100,7 +100,8 @@
 -- else (a denial, a check, a state it cannot say so) gets the full reply.
 -- The stored state is the same either way. A fixed-window header call
 -- counted in every hit, each in now's window, is answered with the counts
--- alone: an array of integers, one per hit (now first, with TIME).
+-- alone: one double per hit (now first, with TIME), shorter than the
+-- full reply of its hits (2 + 7H doubles).
 -- A key of the wrong type or holding garbage raises a script error: the call
 -- fails (a store error) and nothing is written.
 --

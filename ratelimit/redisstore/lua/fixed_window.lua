@@ -156,13 +156,13 @@ local FWH, FWS = {}, {}
 -- values (the gateway chooses it: the header is the fixed-window header,
 -- common.lua): what the driver's general path decides, writes and
 -- answers, without its per-hit tables, handler calls and decoded
--- states. Pass 1 reads and checks every key; pass 2 counts only if every
+-- states. Pass 1 reads every key (one MGET) and checks it; pass 2 counts only if every
 -- enforced hit allows (a call denied by one hit counts in none), with
 -- SETRANGE of the count within the window the key holds (its TTL already
 -- ends with the window) and SET PX for a new window. A call counted in
--- every hit, each in now's window, is answered with the counts alone (an
--- array of integers, now first under the store clock); any other with
--- the general path's full reply.
+-- every hit, each in now's window, is answered with the counts alone
+-- (packed doubles, now first under the store clock: shorter than any
+-- full reply of its hits); any other with the general path's full reply.
 local function fixedn(KEYS, ARGV, hdr)
   local H = #hdr / 8 - 3
   local hf = FWH[H]
@@ -184,6 +184,13 @@ local function fixedn(KEYS, ARGV, hdr)
     usetime = 0
   end
   local allowed, short = true, true
+  -- every key in one MGET: one command's dispatch, not one per hit
+  local R
+  if H == 2 then
+    R = rcall('MGET', KEYS[1], KEYS[2])
+  else
+    R = rcall('MGET', tunpack(KEYS, 1, H))
+  end
   -- Pass 1. Per hit h at b = h*12: +0 cost, +1 L, +2 W, +3 C, +4 shadow,
   -- +5 raw, +6 window start, +7 count, +8 ok, +9 retry, +10 the stored
   -- window start (when raw); b-1 never
@@ -199,7 +206,7 @@ local function fixedn(KEYS, ARGV, hdr)
       FWP[la], nfwp = p, nfwp + 1
     end
     local L, W, C = p[1], p[2], p[3]
-    local raw = rcall('GET', KEYS[h])
+    local raw = R[h]
     local nw = now % W
     if nw < 0 then nw = nw + W elseif nw >= W then nw = nw - W end
     nw = now - nw
@@ -252,15 +259,16 @@ local function fixedn(KEYS, ARGV, hdr)
     end
   end
   if short then
-    if usetime == 0 then
-      if H == 2 then return { S[19], S[31] } end
-      local out = {}
-      for h = 1, H do out[h] = S[h * 12 + 7] end
-      return out
+    -- packed like the full reply, which is longer (2 + 7H doubles)
+    if H == 2 then
+      if usetime == 0 then return spack('<dd', S[19], S[31]) end
+      return spack('<ddd', now, S[19], S[31])
     end
-    local out = { now }
-    for h = 1, H do out[h + 1] = S[h * 12 + 7] end
-    return out
+    local out, n = {}, 0
+    if usetime == 1 then out[1], n = now, 1 end
+    for h = 1, H do out[n + h] = S[h * 12 + 7] end
+    n = n + H
+    return spack('<' .. string.rep('d', n), tunpack(out, 1, n))
   end
   -- The full reply (common.lua "Reply"), as the general path packs it.
   local out = { allowed and 1 or 0, now }
