@@ -50,7 +50,13 @@ func startRedis() (*redisServer, error) {
 // with the YAML of the gateway (its runtime directory under dir): its
 // defaults otherwise (no local cache, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT
 // false: cheaper for it, every descriptor counted), statsd off.
-func startReference(bin, dir, redisAddr string) (*exec.Cmd, string, error) {
+//
+// stop sets STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true: a call over the
+// limit of one descriptor counts in none, as Tollgate decides (the
+// reference then reads every key with a pipeline of GETs before its
+// pipeline of INCRBY and EXPIRE: two round trips, not atomic). Its log
+// goes to a file in its runtime directory.
+func startReference(bin, dir, redisAddr string, stopIncrement bool) (*exec.Cmd, string, error) {
 	cfgDir := filepath.Join(dir, "runtime", "ratelimit", "config")
 	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
 		return nil, "", err
@@ -70,7 +76,15 @@ func startReference(bin, dir, redisAddr string) (*exec.Cmd, string, error) {
 		"REDIS_URL="+redisAddr, "RUNTIME_ROOT="+filepath.Join(dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit",
 		"RUNTIME_WATCH_ROOT=false", "HOST=127.0.0.1", "PORT="+port(addrs[0]), "DEBUG_HOST=127.0.0.1",
 		"DEBUG_PORT="+port(addrs[1]), "GRPC_HOST=127.0.0.1", "GRPC_PORT="+port(addrs[2]))
-	cmd.Stderr = os.Stderr
+	if stopIncrement {
+		cmd.Env = append(cmd.Env, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true")
+	}
+	logf, err := os.CreateTemp(filepath.Join(dir, "runtime"), "reference-*.log")
+	if err != nil {
+		return nil, "", err
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, "", err
 	}
@@ -154,7 +168,7 @@ type target struct {
 	run  func(l load) (result, error)
 }
 
-func runCompare(l load, rounds int, floor bool, refBin, gwBin string) error {
+func runCompare(l load, rounds int, floor, stopIncrement bool, refBin, gwBin string) error {
 	dir, err := os.MkdirTemp("", "rlscompare")
 	if err != nil {
 		return err
@@ -192,7 +206,7 @@ func runCompare(l load, rounds int, floor bool, refBin, gwBin string) error {
 		return err
 	}
 	defer stop(gw)
-	ref, refAddr, err := startReference(refBin, dir, rr.addr)
+	ref, refAddr, err := startReference(refBin, dir, rr.addr, false)
 	if err != nil {
 		return err
 	}
@@ -202,6 +216,20 @@ func runCompare(l load, rounds int, floor bool, refBin, gwBin string) error {
 		{"envoyproxy/ratelimit", func(l load) (result, error) {
 			return measure(refAddr, ref.Process.Pid, rr.cmd.Process.Pid, l, false)
 		}},
+	}
+	if stopIncrement {
+		rs, err := newRedis()
+		if err != nil {
+			return err
+		}
+		refs, refsAddr, err := startReference(refBin, dir, rs.addr, true)
+		if err != nil {
+			return err
+		}
+		defer stop(refs)
+		targets = append(targets, target{"ratelimit, STOP_CACHE…", func(l load) (result, error) {
+			return measure(refsAddr, refs.Process.Pid, rs.cmd.Process.Pid, l, false)
+		}})
 	}
 	if floor {
 		rf, err := newRedis()

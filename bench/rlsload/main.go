@@ -24,7 +24,10 @@
 // two servers (and -floor: an EVALSHA of a script that only returns, on a
 // third redis-server, the least Redis can do for one call per decision),
 // for one hot descriptor value and for -keys values, each at full speed
-// and at -rate; it prints each run and a table of medians.
+// and at -rate; it prints each run and a table of medians. -ref-stop adds
+// the reference with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true, whose
+// calls count as Tollgate's do (a call denied by one descriptor counts in
+// none).
 //
 // Loopback only; Linux only (/proc).
 //
@@ -32,7 +35,7 @@
 //	go run ./bench/rlsload -calls 50000 -deny
 //	go run ./bench/rlsload -redis 127.0.0.1:6379        # the Redis store
 //	go run ./bench/rlsload -addr 127.0.0.1:8081 -pid N  # another server, e.g. envoyproxy/ratelimit
-//	go run ./bench/rlsload -compare /tmp/ratelimit/ratelimit -rounds 3 -calls 60000 -rate 3000 -floor
+//	go run ./bench/rlsload -compare /tmp/ratelimit/ratelimit -rounds 3 -calls 30000 -rate 2000 -floor -ref-stop
 package main
 
 import (
@@ -109,6 +112,7 @@ func main() {
 	compare := flag.String("compare", "", "envoyproxy/ratelimit binary: run the side-by-side benchmark (see the package comment)")
 	rounds := flag.Int("rounds", 3, "with -compare: interleaved rounds")
 	floor := flag.Bool("floor", false, "with -compare: also an EVALSHA of a script that only returns, one per call, on its own redis-server")
+	stopIncrement := flag.Bool("ref-stop", false, "with -compare: also the reference with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true (a denied call counts in none, as Tollgate decides), on its own redis-server")
 	flag.Parse()
 	if *printYAML {
 		fmt.Print(yamlConfig(*deny))
@@ -124,7 +128,7 @@ func main() {
 	var err error
 	switch {
 	case *compare != "":
-		err = runCompare(l, *rounds, *floor, *compare, *gateway)
+		err = runCompare(l, *rounds, *floor, *stopIncrement, *compare, *gateway)
 	case *addr != "":
 		if *pid == 0 {
 			fmt.Fprintln(os.Stderr, "rlsload: -addr needs -pid")
