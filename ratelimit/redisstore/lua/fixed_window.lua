@@ -163,7 +163,10 @@ local FWH, FWS = {}, {}
 -- every hit, each in now's window, is answered with the counts alone
 -- (packed doubles, now first under the store clock: shorter than any
 -- full reply of its hits); any other with the general path's full reply.
-local function fixedn(KEYS, ARGV, hdr)
+--
+-- t, when given, is Redis's TIME already read for this call (fixed2's
+-- fallback), so that a call reads it once.
+local function fixedn(KEYS, ARGV, hdr, t)
   local H = #hdr / 8 - 3
   local hf = FWH[H]
   if not hf then
@@ -179,7 +182,7 @@ local function fixedn(KEYS, ARGV, hdr)
   for h = H, 1, -1 do S[h * 12] = S[h] end
   mode = f % 2
   if f >= 2 then
-    usetime, now = 1, redistime()
+    usetime, now = 1, t or redistime()
   else
     usetime = 0
   end
@@ -348,6 +351,7 @@ local function fixed2(KEYS, ARGV, hdr)
   n1, n2 = n1 + c1, n2 + c2
   if ws1 ~= nw1 or ws2 ~= nw2 or c1 > p1[3] or c2 > p2[3] or n1 > p1[1] or n2 > p2[1]
     or n1 >= 4503599627370496 or n2 >= 4503599627370496 then
+    if usetime == 1 then return fixedn(KEYS, ARGV, hdr, now) end
     return fixedn(KEYS, ARGV, hdr)
   end
   fwcount(KEYS[1], ws1, n1, o1, W1)
