@@ -71,6 +71,10 @@ type costCase struct {
 	// ("fcall") or a script ("evalsha") that only returns, with the
 	// arguments of a real decision on limit.
 	floor string
+	// second, when set, makes every decision a call of two hits: limit
+	// on key a<k>, second on key p<k> (an Envoy rate limit service call
+	// of two descriptors, each a one-window fixed window).
+	second *ratelimit.Limit
 	// peer, when set, replaces the decision by another rate limiter's
 	// (ulule/limiter, redis_rate) on the same client: its script measured
 	// in the same harness as ours.
@@ -114,7 +118,10 @@ func runCost(ctx context.Context, srv *server, cases []costCase, n int) ([]costR
 			return nil, err
 		}
 		hits := []ratelimit.Hit{{Limit: cs.limit, Cost: 1}}
-		out := make([]ratelimit.Decision, 1)
+		if cs.second != nil {
+			hits = append(hits, ratelimit.Hit{Limit: cs.second, Cost: 1})
+		}
+		out := make([]ratelimit.Decision, len(hits))
 		keys := make([]string, cs.keys)
 		for k := range keys {
 			keys[k] = "client-" + strconv.Itoa(k)
@@ -141,6 +148,9 @@ func runCost(ctx context.Context, srv *server, cases []costCase, n int) ([]costR
 				return peer(ctx, fmt.Sprintf("cost%d:%s", i, keys[j%len(keys)]))
 			}
 			hits[0].Key = keys[j%len(keys)]
+			if cs.second != nil {
+				hits[0].Key, hits[1].Key = "a"+keys[j%len(keys)], "p"+keys[j%len(keys)]
+			}
 			ok, err := st.Decide(ctx, time.Now(), hits, out)
 			switch {
 			case err == nil && cs.denied && ok && j > 0:
@@ -223,6 +233,24 @@ func costCases(as []algo) []costCase {
 		if as[i].name == "fixed_window" {
 			cs = append(cs, costCase{name: "ulule/limiter/v3 fixed window (INCRBY, PTTL)", keys: 1, peer: ululeCost})
 		}
+		if as[i].name == "fixed_window" {
+			// An Envoy rate limit service call of two descriptors, each
+			// a fixed window (a second limit of other counts), beside
+			// envoyproxy/ratelimit's Redis work for the same call.
+			l2 := ratelimit.Limit{Name: "fixed_window_2", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{{Limit: 1 << 41, Window: time.Second}}}
+			if err := l2.Finish(); err == nil {
+				for _, keys := range []int{1, 10000} {
+					n := fmt.Sprintf("RLS call, 2 fixed windows, %d keys", keys)
+					cs = append(cs,
+						costCase{name: n, limit: &as[i].limit, second: &l2, keys: keys},
+						costCase{name: n + ", clock=store", limit: &as[i].limit, second: &l2, keys: keys, clock: ratelimit.ClockStore},
+						costCase{name: n + " (EVALSHA)", limit: &as[i].limit, second: &l2, keys: keys, script: true})
+				}
+				cs = append(cs,
+					costCase{name: "envoyproxy/ratelimit: 2 × (INCRBY, EXPIRE) pipelined, 1 keys", keys: 1, peer: referenceCost},
+					costCase{name: "envoyproxy/ratelimit: 2 × (INCRBY, EXPIRE) pipelined, 10000 keys", keys: 10000, peer: referenceCost})
+			}
+		}
 		if as[i].name == "gcra" {
 			cs = append(cs, costCase{name: "redis_rate/v10 GCRA (TIME, GET, SET EX)", keys: 1, peer: redisRateCost})
 			cs = append(cs,
@@ -292,6 +320,23 @@ func redisRateCost(c *redis.Client) (func(ctx context.Context, key string) error
 		if err == nil && res.Allowed == 0 {
 			err = fmt.Errorf("denied")
 		}
+		return err
+	}, nil
+}
+
+// referenceCost is envoyproxy/ratelimit's Redis work for a call of two
+// descriptors (its fixed_cache_impl: per descriptor an INCRBY of the hits
+// and an EXPIRE of the unit, all in one pipeline; keys named
+// domain_key_value_window-start as it names them).
+func referenceCost(c *redis.Client) (func(ctx context.Context, key string) error, error) {
+	return func(ctx context.Context, key string) error {
+		w := strconv.FormatInt(time.Now().Unix(), 10)
+		p := c.Pipeline()
+		p.IncrBy(ctx, "edge_remote_address_"+key+"_"+w, 1)
+		p.Expire(ctx, "edge_remote_address_"+key+"_"+w, time.Second)
+		p.IncrBy(ctx, "edge_path_/api/"+key+"_"+w, 1)
+		p.Expire(ctx, "edge_path_/api/"+key+"_"+w, time.Second)
+		_, err := p.Exec(ctx)
 		return err
 	}, nil
 }

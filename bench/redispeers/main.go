@@ -33,7 +33,7 @@ func main() {
 	n := flag.Int("n", 5000, "with -cost: decisions per case")
 	micro := flag.Bool("micro", false, "under callgrind: instructions of single commands and Lua operations inside a Function")
 	peers := flag.Bool("peers", false, "measure throughput and p99 against the peers and the EVALSHA ceiling")
-	flag.StringVar(&only, "only", "", "with -cost: run only the cases whose name contains this")
+	flag.StringVar(&only, "only", "", "with -cost: run only the cases whose name contains this (or one of these, separated by |)")
 	flag.BoolVar(&keepDumps, "keep", false, "with -callgrind: keep the dumps for callgrind_annotate")
 	workers := flag.Int("workers", 8, "with -peers: goroutines per contender")
 	dur := flag.Duration("d", 3*time.Second, "with -peers: duration per contender")
@@ -86,8 +86,11 @@ func run(cost, callgrind bool, n int, peers bool) error {
 		}
 		var cases []costCase
 		for _, c := range costCases(as) {
-			if strings.Contains(c.name, only) {
-				cases = append(cases, c)
+			for _, o := range strings.Split(only, "|") {
+				if strings.Contains(c.name, o) {
+					cases = append(cases, c)
+					break
+				}
 			}
 		}
 		rows, err := runCost(ctx, srv, cases, n)

@@ -265,3 +265,42 @@ func f64At(b string, pos int) float64 {
 	r := replyReader{b: b, pos: pos}
 	return r.nextFloat()
 }
+
+// fixedReply reads the reply of a fixed-window header call that counted
+// every hit, each in now's window (lua/common.lua "Reply"): each hit's
+// count in now's window as a double, after the script's instant under
+// the store clock. Each decision follows from its count by the
+// arithmetic of window.Report, as a one-hit fixed window's short reply
+// does. It returns the decision's instant, or an error for a reply that
+// cannot be these hits' (the caller then fails the call).
+func fixedReply(b string, hits []ratelimit.Hit, out []ratelimit.Decision, now int64, local bool) (int64, error) {
+	integer := func(v float64) bool { return v >= 0 && v < 1<<53 && v == math.Trunc(v) }
+	if !local {
+		if len(b) < 8 {
+			return 0, fmt.Errorf("script reply of %d bytes for %d hits", len(b), len(hits))
+		}
+		t := f64At(b, 0)
+		if !integer(t) {
+			return 0, fmt.Errorf("script reply instant %v is not a tick", t)
+		}
+		now, b = int64(t), b[8:]
+	}
+	if len(b) != 8*len(hits) {
+		return 0, fmt.Errorf("script reply of %d bytes for %d counts", len(b), len(hits))
+	}
+	for i := range hits {
+		l := hits[i].Limit
+		c := f64At(b, 8*i)
+		if !integer(c) || l.Algorithm != ratelimit.FixedWindow || l.Windows() != 1 {
+			return 0, fmt.Errorf("script reply count %v for a %v limit", c, l.Algorithm)
+		}
+		p := l.ParamsOf(0)
+		var w window.FixedWindowState
+		w.Init(p, now)
+		w.Count = int64(c)
+		rem, reset := w.Reported(p, now)
+		out[i] = ratelimit.Decision{Allowed: true, Counted: true, Limit: p.Capacity, Remaining: rem,
+			Reset: time.Duration(reset) * ratelimit.Tick}
+	}
+	return now, nil
+}

@@ -156,3 +156,66 @@ func FuzzShortReply(f *testing.F) {
 		}
 	})
 }
+
+// TestFixedReplyHostile feeds fixedReply counts replies that no decide
+// code sends for two fixed-window hits (a corrupt or foreign server, a
+// reply meant for other hits): each is an error, never a panic or a
+// decision made up from it; a well-formed one decides.
+func TestFixedReplyHostile(t *testing.T) {
+	lim := func(a ratelimit.Algorithm, rates ...ratelimit.Rate) *ratelimit.Limit {
+		l := &ratelimit.Limit{Name: "l", Algorithm: a, Rates: rates}
+		if err := l.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	r := ratelimit.Rate{Limit: 10, Window: time.Second}
+	fw := lim(ratelimit.FixedWindow, r)
+	two := lim(ratelimit.FixedWindow, r, ratelimit.Rate{Limit: 100, Window: time.Minute})
+	swc := lim(ratelimit.SlidingWindowCounter, r)
+	const now = 1_700_000_000_000_000
+	hits := func(ls ...*ratelimit.Limit) []ratelimit.Hit {
+		var hs []ratelimit.Hit
+		for _, l := range ls {
+			hs = append(hs, ratelimit.Hit{Limit: l, Key: "k", Cost: 1})
+		}
+		return hs
+	}
+	for _, tc := range []struct {
+		name  string
+		hits  []ratelimit.Hit
+		res   string
+		local bool
+	}{
+		{"empty", hits(fw, fw), "", true},
+		{"empty, store clock", hits(fw, fw), "", false},
+		{"one count for two hits", hits(fw, fw), f64s(3), true},
+		{"three counts for two hits", hits(fw, fw), f64s(3, 3, 3), true},
+		{"two counts without the instant", hits(fw, fw), f64s(3, 3), false},
+		{"12 bytes", hits(fw, fw), f64s(3) + "abcd", true},
+		{"NaN count", hits(fw, fw), f64s(3, math.NaN()), true},
+		{"infinite count", hits(fw, fw), f64s(math.Inf(1), 3), true},
+		{"negative count", hits(fw, fw), f64s(3, -1), true},
+		{"fractional count", hits(fw, fw), f64s(2.5, 3), true},
+		{"count past 2^53", hits(fw, fw), f64s(3, 1e20), true},
+		{"NaN instant", hits(fw, fw), f64s(math.NaN(), 3, 3), false},
+		{"negative instant", hits(fw, fw), f64s(-1, 3, 3), false},
+		{"fractional instant", hits(fw, fw), f64s(now+0.5, 3, 3), false},
+		{"instant past 2^53", hits(fw, fw), f64s(1e300, 3, 3), false},
+		{"a two-window limit", hits(fw, two), f64s(3, 3), true},
+		{"another algorithm", hits(swc, fw), f64s(3, 3), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := make([]ratelimit.Decision, len(tc.hits))
+			if _, err := fixedReply(tc.res, tc.hits, out, now, tc.local); err == nil {
+				t.Fatalf("fixedReply(%q) = %+v, want an error", tc.res, out)
+			}
+		})
+	}
+	out := make([]ratelimit.Decision, 2)
+	at, err := fixedReply(f64s(now+7, 4, 10), hits(fw, fw), out, 0, false)
+	want := ratelimit.Decision{Allowed: true, Counted: true, Limit: 10, Remaining: 6, Reset: time.Second - 7*time.Microsecond}
+	if err != nil || at != now+7 || out[0] != want || out[1].Remaining != 0 {
+		t.Fatalf("fixedReply: %d %+v %v, want %d %+v and none remaining", at, out, err, now+7, want)
+	}
+}

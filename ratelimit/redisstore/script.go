@@ -62,16 +62,20 @@ func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Tim
 		argPool.Put(ca)
 	}()
 	wantOld := s.cluster && mode == modeDecide
-	if oneHit(mode, wantOld, hits) {
-		ca.hdr.b = s.oneHitHeader(ca.hdr.b, mode, now, hits[0].Cost)
-	} else {
-		ca.hdr.b = s.header(ca.hdr.b, mode, now, wantOld, hits)
-		ca.hdr.b = appendModes(ca.hdr.b, hits)
-	}
 	ca.args = append(ca.args, &ca.hdr)
 	for _, h := range hits {
 		ca.keys = append(ca.keys, s.Key(h.Limit, h.Key))
 		ca.args = append(ca.args, s.hitArg(h.Limit, now))
+	}
+	fixed := rf == nil && slots == nil && fixedHits(mode, wantOld, hits) && distinct(ca.keys)
+	switch {
+	case oneHit(mode, wantOld, hits):
+		ca.hdr.b = s.oneHitHeader(ca.hdr.b, mode, now, hits[0].Cost)
+	case fixed:
+		ca.hdr.b = s.fixedHeader(ca.hdr.b, mode, now, hits)
+	default:
+		ca.hdr.b = s.header(ca.hdr.b, mode, now, wantOld, hits)
+		ca.hdr.b = appendModes(ca.hdr.b, hits)
 	}
 	ca.keys = s.appendPenaltyKeys(ca.keys, hits)
 	if rf != nil {
@@ -100,7 +104,14 @@ func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Tim
 	if err != nil {
 		return false, taken{}, err
 	}
-	allowed, tk, err := parseReply(res, hits, out, wantOld, now.UnixMicro(), s.opts.Clock == ratelimit.ClockLocal)
+	var allowed bool
+	var tk taken
+	if counts, ok := res.(string); ok && fixed && len(counts) < 8*(2+7*len(hits)) {
+		tk.at, err = fixedReply(counts, hits, out, now.UnixMicro(), s.opts.Clock == ratelimit.ClockLocal)
+		allowed = err == nil
+	} else {
+		allowed, tk, err = parseReply(res, hits, out, wantOld, now.UnixMicro(), s.opts.Clock == ratelimit.ClockLocal)
+	}
 	if err == nil && s.opts.Clock == ratelimit.ClockStore {
 		// Redis decided at its own instant: report it, so that a caller
 		// that gives units back (the hybrid store) names their window.

@@ -55,6 +55,12 @@
 -- checked, without old values: ARGV[1] is instead the short header,
 --           doubles: now (ticks), cost, mode + 2 * use TIME, TTL margin ms
 --           (32 bytes; one hit, no want-old, no lease implied)
+-- Two to four ordinary hits, each on a one-window fixed_window limit, on
+-- distinct keys, counted or checked, without old values (fixedn in
+-- fixed_window.lua): ARGV[1] is instead the fixed-window header, doubles:
+--           now (ticks), mode + 2 * use TIME, TTL margin ms, then the cost
+--           of each hit (40 to 56 bytes: shorter than every full header,
+--           longer than the one-hit header)
 -- ARGV[1+h] the limit of hit h, doubles: algorithm, shadow (0/1), windows n,
 --           then per window L, W, capacity, P, N (built once per limit),
 --           then, for a limit that delays, its max delay in ticks
@@ -92,7 +98,10 @@
 -- under 9 doubles. Every short reply is shorter than the full reply of
 -- one hit (9 doubles), which tells the gateway which it got. Anything
 -- else (a denial, a check, a state it cannot say so) gets the full reply.
--- The stored state is the same either way.
+-- The stored state is the same either way. A fixed-window header call
+-- counted in every hit, each in now's window, is answered with the counts
+-- alone: one double per hit (now first, with TIME), shorter than the
+-- full reply of its hits (2 + 7H doubles).
 -- A key of the wrong type or holding garbage raises a script error: the call
 -- fails (a store error) and nothing is written.
 --

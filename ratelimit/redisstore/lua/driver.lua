@@ -226,6 +226,10 @@ local function decide(KEYS, ARGV)
     end
     return d(KEYS[1], cost)
   end
+  -- Two to four ordinary hits on one-window fixed windows (the
+  -- fixed-window header, 40 to 56 bytes: common.lua): fixed_window.lua.
+  if #hdr == 40 then return fixed2(KEYS, ARGV, hdr) end
+  if #hdr < 64 then return fixedn(KEYS, ARGV, hdr) end
   local hpos, cost1
   leasenow = nil
   PEN, npen = nil, 0
