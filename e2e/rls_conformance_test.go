@@ -12,6 +12,7 @@ import (
 
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -62,6 +63,7 @@ const (
 	uMin  = rlpb.RateLimitResponse_RateLimit_MINUTE
 	uHour = rlpb.RateLimitResponse_RateLimit_HOUR
 	uDay  = rlpb.RateLimitResponse_RateLimit_DAY
+	uWeek = rlpb.RateLimitResponse_RateLimit_WEEK
 )
 
 // noLimit is the status of a descriptor no rule limits: OK, nothing else.
@@ -80,7 +82,7 @@ func over(rpu uint32, unit rlpb.RateLimitResponse_RateLimit_Unit) rlsWant {
 }
 
 var unitLength = map[rlpb.RateLimitResponse_RateLimit_Unit]time.Duration{
-	uSec: time.Second, uMin: time.Minute, uHour: time.Hour, uDay: 24 * time.Hour,
+	uSec: time.Second, uMin: time.Minute, uHour: time.Hour, uDay: 24 * time.Hour, uWeek: 7 * 24 * time.Hour,
 }
 
 // conf drives one gateway: calls and checks.
@@ -370,6 +372,49 @@ var rlsScenarios = []struct {
 		k.expect("descriptor 2^64-1", req(d, 1, withHits(desc("key2", "h2"), math.MaxUint64)), over(20, uMin))
 		k.expect("request 2^32-1", req(d, math.MaxUint32, desc("key2", "h2")), over(20, uMin))
 		k.expect("after the huge ones", req(d, 1, desc("key2", "h2")), ok(20, uMin, 18))
+	}},
+	// TestConfigLimitOverride: a descriptor's own limit (Envoy's
+	// rate_limits' limit override) replaces whatever the domain's rules
+	// say: an enforced fixed window of requests_per_unit per unit, counted
+	// by the descriptor's entries and the window, so a new number keeps
+	// the count and a new unit starts another. Only an unknown domain
+	// ignores it.
+	{"request limit", func(k *conf, g *gw, _ string) {
+		const d = "config-basic"
+		lim := func(ds *commonpb.RateLimitDescriptor, rpu uint32, unit typepb.RateLimitUnit) *commonpb.RateLimitDescriptor {
+			ds.Limit = &commonpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rpu, Unit: unit}
+			return ds
+		}
+		k.expect("unknown domain", req("foo", 1, lim(desc("key1", "value1"), 10, typepb.RateLimitUnit_DAY)), noLimit)
+		sub := func() *commonpb.RateLimitDescriptor { return desc("key1", "value1", "subkey1", "lim") }
+		k.expect("10 a day over 5 a second", req(d, 1, lim(sub(), 10, typepb.RateLimitUnit_DAY)), ok(10, uDay, 9))
+		k.expect("42 an hour: another window", req(d, 1, lim(sub(), 42, typepb.RateLimitUnit_HOUR)), ok(42, uHour, 41))
+		k.expect("42 an hour again", req(d, 1, lim(sub(), 42, typepb.RateLimitUnit_HOUR)), ok(42, uHour, 40))
+		k.expect("50 an hour keeps the count", req(d, 1, lim(sub(), 50, typepb.RateLimitUnit_HOUR)), ok(50, uHour, 47))
+		k.expect("another value counts apart", req(d, 1, lim(desc("key1", "value1", "subkey1", "lim_else"), 42, typepb.RateLimitUnit_HOUR)), ok(42, uHour, 41))
+		// The configured rule's counter is another (5 a second: a fresh
+		// value has 4 left whenever it is asked).
+		k.expect("the configured rule apart", req(d, 1, sub()), ok(5, uSec, 4))
+		// A key no rule names, in a known domain: limited all the same.
+		k.countdown("unknown key", req(d, 1, lim(desc("nope", "x"), 2, typepb.RateLimitUnit_MINUTE)), 2, uMin, 2, 3)
+		// Never shadow, never unlimited.
+		k.countdown("shadow rule", req("config-shadowmode", 1, lim(desc("key2", "lim"), 1, typepb.RateLimitUnit_MINUTE)), 1, uMin, 1, 2)
+		k.countdown("unlimited rule", req(d, 1, lim(desc("key6", "lim"), 1, typepb.RateLimitUnit_MINUTE)), 1, uMin, 1, 2)
+		k.expect("hits_addend", req(d, 7, lim(desc("key2", "lim"), 10, typepb.RateLimitUnit_MINUTE)), ok(10, uMin, 3))
+		k.expect("0 a minute", req(d, 1, lim(desc("key2", "zero"), 0, typepb.RateLimitUnit_MINUTE)), over(0, uMin))
+		k.expect("2^32-1 a second", req(d, 1, lim(desc("key2", "huge"), math.MaxUint32, typepb.RateLimitUnit_SECOND)), ok(math.MaxUint32, uSec, math.MaxUint32-1))
+		// The type's enum has no WEEK; the reference casts the number to
+		// the response's unit, where 7 is WEEK.
+		k.expect("week", req(d, 1, lim(desc("key2", "week"), 3, typepb.RateLimitUnit(7))), ok(3, uWeek, 2))
+		// UNKNOWN has no window: the reference's process panics on it.
+		k.refused("unit UNKNOWN", req(d, 1, lim(desc("key2", "u"), 5, typepb.RateLimitUnit_UNKNOWN)), codes.InvalidArgument)
+		k.refused("unit 99", req(d, 1, desc("key2", "ok"), lim(desc("key2", "u"), 5, typepb.RateLimitUnit(99))), codes.InvalidArgument)
+		k.expect("nothing counted by the refused calls", req(d, 1, desc("key2", "ok")), ok(20, uMin, 19))
+		// The metric names the domain's request limit, never a value.
+		m := grepLines(string(adminDo(k.t, g, "GET", "/metrics", "").Body), "tollgate_rls_descriptors_total")
+		if !strings.Contains(m, `descriptor="config-basic.(request limit)"`) || strings.Contains(m, "lim_else") {
+			k.t.Fatalf("metrics:\n%s", m)
+		}
 	}},
 	// testBasicBaseConfig / TestEmptyDomain / TestEmptyDescriptors: the
 	// reference answers these with an error (gRPC UNKNOWN); Tollgate says

@@ -19,6 +19,7 @@ import (
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
@@ -179,6 +180,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 		if len(d.GetEntries()) > MaxEntries {
 			return nil, status.Errorf(codes.InvalidArgument, "a descriptor of %d entries, more than %d", len(d.GetEntries()), MaxEntries)
 		}
+		if l := d.GetLimit(); l != nil && requestUnit(l.GetUnit()) == 0 {
+			// The reference's process panics on a unit without a window.
+			return nil, status.Errorf(codes.InvalidArgument, "a descriptor's limit of unit %v: want SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR", l.GetUnit())
+		}
 	}
 	snap := s.cur.Load()
 	sc := s.pool.Get().(*scratch)
@@ -196,7 +201,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 			sc.entries = append(sc.entries, envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		var m envoyconf.Match
-		m, sc.buf = snap.Config.Match(domain, sc.entries, sc.buf)
+		if l := d.GetLimit(); l != nil {
+			// The request's own limit replaces the configured rules.
+			m.Rule = snap.Config.RequestLimit(domain, l.GetRequestsPerUnit(), requestUnit(l.GetUnit()))
+		} else {
+			m, sc.buf = snap.Config.Match(domain, sc.entries, sc.buf)
+		}
 		sc.rules[i] = m.Rule
 		if m.Rule != nil && m.Rule.Limit != nil {
 			sc.keys, sc.enc = m.AppendKey(sc.keys, domain, sc.entries, sc.enc)
@@ -457,6 +467,29 @@ var protoUnits = [...]rlpb.RateLimitResponse_RateLimit_Unit{
 	envoyconf.Year:   rlpb.RateLimitResponse_RateLimit_YEAR,
 }
 
+// requestUnit is the unit of a descriptor's own limit, 0 when it has no
+// window. The type's enum stops at YEAR (6); the reference casts the
+// number to the response's unit, where 7 is WEEK, so 7 reads as WEEK.
+func requestUnit(u typepb.RateLimitUnit) envoyconf.Unit {
+	switch u {
+	case typepb.RateLimitUnit_SECOND:
+		return envoyconf.Second
+	case typepb.RateLimitUnit_MINUTE:
+		return envoyconf.Minute
+	case typepb.RateLimitUnit_HOUR:
+		return envoyconf.Hour
+	case typepb.RateLimitUnit_DAY:
+		return envoyconf.Day
+	case typepb.RateLimitUnit_MONTH:
+		return envoyconf.Month
+	case typepb.RateLimitUnit_YEAR:
+		return envoyconf.Year
+	case 7:
+		return envoyconf.Week
+	}
+	return 0
+}
+
 func currentLimit(r *envoyconf.Rule) *rlpb.RateLimitResponse_RateLimit {
 	u := rlpb.RateLimitResponse_RateLimit_UNKNOWN
 	if int(r.Unit) < len(protoUnits) {
@@ -469,6 +502,11 @@ func currentLimit(r *envoyconf.Rule) *rlpb.RateLimitResponse_RateLimit {
 func (s *Server) count(ctx context.Context, l *live, r *envoyconf.Rule, code string) {
 	if s.decisions == nil {
 		return
+	}
+	if r != nil && r.Base != nil {
+		// A request's limit is labelled by its domain's request-limit
+		// rule: one label set per domain, whatever the numbers.
+		r = r.Base
 	}
 	k := metricKey{r, code}
 	o, ok := l.attrs.Load(k)

@@ -81,6 +81,8 @@ var rules = map[string]rule{
 		"github.com/envoyproxy/go-control-plane/envoy/config/core/v3",
 		"github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3",
 		"github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3",
+		// the unit of a descriptor's own limit (RateLimitDescriptor.limit)
+		"github.com/envoyproxy/go-control-plane/envoy/type/v3",
 		"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/metric",
 		"google.golang.org/grpc", "google.golang.org/grpc/codes", "google.golang.org/grpc/status",
 		"google.golang.org/protobuf/types/known/durationpb"}},

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -109,6 +111,10 @@ type Rule struct {
 	DetailedMetric bool
 	// Limit is the compiled limit; nil for Unlimited and DenyAll rules.
 	Limit *ratelimit.Limit
+	// Base is, for a rule built from a request's own limit
+	// (RequestLimit), the domain's request-limit rule whose Path labels
+	// its metrics; nil for a configured rule.
+	Base *Rule
 }
 
 // node is one level of a domain's descriptor tree.
@@ -133,6 +139,12 @@ type wildcard struct {
 type Config struct {
 	domains map[string]*node
 	rules   []*Rule
+	// requests holds each domain's request-limit rule (RequestLimit),
+	// built at load; reqRules the rules built from requests' limits, at
+	// most MaxRequestRules of them.
+	requests map[string]*Rule
+	reqRules sync.Map // reqKey → *Rule
+	reqCount atomic.Int32
 }
 
 // Rules returns every rule, in the order the files list them.
@@ -155,7 +167,7 @@ func (c *Config) Domains() int {
 // The error joins every file's first problem, each as
 // "NAME: PATH: problem (line N)".
 func Load(files []File) (*Config, error) {
-	c := &Config{domains: make(map[string]*node)}
+	c := &Config{domains: make(map[string]*node), requests: make(map[string]*Rule)}
 	if len(files) > MaxFiles {
 		return nil, fmt.Errorf("%d files, more than %d", len(files), MaxFiles)
 	}
@@ -279,6 +291,7 @@ func (c *Config) loadFile(f File) error {
 		return ld.err
 	}
 	c.domains[domain] = top
+	c.requests[domain] = &Rule{Domain: domain, Path: domain + RequestLimitPath}
 	return nil
 }
 
