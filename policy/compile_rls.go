@@ -52,7 +52,7 @@ func (p *Policy) RLSLimitNames() []string {
 }
 
 // maxRLSPatterns bounds rls.envoy_config's entries; envoyconf.MaxFiles
-// bounds the files they name together.
+// and MaxTotalBytes bound the files they name together.
 const maxRLSPatterns = 64
 
 // buildRLS checks the [rls] table without reading any file; nil when the
@@ -99,6 +99,7 @@ func compileRLS(r *RLS, c *config.RLSConfig, redis bool, readFile func(string) (
 	}
 	before := len(*e)
 	var files []envoyconf.File
+	total := 0
 	seen := make(map[string]bool)
 	for i, pattern := range c.EnvoyConfig {
 		path := fmt.Sprintf("rls.envoy_config[%d]", i)
@@ -124,6 +125,10 @@ func compileRLS(r *RLS, c *config.RLSConfig, redis bool, readFile func(string) (
 			if err != nil {
 				e.add(path, "%v", err)
 				continue
+			}
+			if total += len(data); total > envoyconf.MaxTotalBytes {
+				e.add(path, "more than %d bytes in all files", envoyconf.MaxTotalBytes)
+				return
 			}
 			files = append(files, envoyconf.File{Name: name, Data: data})
 			r.Files = append(r.Files, name)

@@ -79,6 +79,9 @@ func TestHostileRequests(t *testing.T) {
 		{"a 1 MiB domain", &rlpb.RateLimitRequest{Domain: huge, Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", "a")}}, codes.OK, rlpb.RateLimitResponse_OK},
 		{"a 1 MiB key", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{entryDesc(huge, "a")}}, codes.OK, rlpb.RateLimitResponse_OK},
 		{"hits_addend 2^32-1", &rlpb.RateLimitRequest{Domain: "edge", HitsAddend: 1<<32 - 1, Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", "b")}}, codes.OK, rlpb.RateLimitResponse_OVER_LIMIT},
+		{"a descriptor's hits_addend 2^64-1", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{withAddend(entryDesc("remote_address", "b"), 1<<64-1)}}, codes.OK, rlpb.RateLimitResponse_OVER_LIMIT},
+		{"a descriptor's hits_addend 2^63", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{withAddend(entryDesc("remote_address", "b"), 1<<63)}}, codes.OK, rlpb.RateLimitResponse_OVER_LIMIT},
+		{"a descriptor's hits_addend 2^53+1", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{withAddend(entryDesc("remote_address", "b"), 1<<53+1)}}, codes.OK, rlpb.RateLimitResponse_OVER_LIMIT},
 		{"the largest descriptor list", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: many[:MaxDescriptors]}, codes.OK, rlpb.RateLimitResponse_OK},
 	}
 	for _, tc := range cases {
@@ -93,6 +96,13 @@ func TestHostileRequests(t *testing.T) {
 			}
 			if mem.Bytes() > 1<<20 {
 				t.Fatalf("store holds %d bytes after one call", mem.Bytes())
+			}
+			if err == nil && resp.GetOverallCode() == rlpb.RateLimitResponse_OVER_LIMIT {
+				// Denied: nothing counted, one more still passes.
+				again, err := s.ShouldRateLimit(context.Background(), &rlpb.RateLimitRequest{Domain: tc.req.GetDomain(), Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", "b")}})
+				if err != nil || again.GetStatuses()[0].GetLimitRemaining() != 999_999 {
+					t.Fatalf("after the denied call: %v %v", again, err)
+				}
 			}
 		})
 	}

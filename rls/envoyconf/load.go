@@ -28,8 +28,12 @@ const (
 	MaxDepth = 32
 	// MaxRules bounds the descriptors of all files together.
 	MaxRules = 100_000
-	// MaxFiles bounds the number of files.
-	MaxFiles = 1024
+	// MaxFiles bounds the number of files: a deployment of a domain per
+	// tenant writes thousands of them.
+	MaxFiles = 10_000
+	// MaxTotalBytes bounds all the files together (MaxFiles files of
+	// MaxFileBytes each would be 40 GiB).
+	MaxTotalBytes = 64 << 20
 )
 
 // Unit is a rate_limit's unit, as the reference names them.
@@ -170,6 +174,13 @@ func Load(files []File) (*Config, error) {
 	c := &Config{domains: make(map[string]*node), requests: make(map[string]*Rule)}
 	if len(files) > MaxFiles {
 		return nil, fmt.Errorf("%d files, more than %d", len(files), MaxFiles)
+	}
+	total := 0
+	for _, f := range files {
+		total += len(f.Data)
+	}
+	if total > MaxTotalBytes {
+		return nil, fmt.Errorf("%d bytes in all files, more than %d", total, MaxTotalBytes)
 	}
 	var errs []error
 	for _, f := range files {

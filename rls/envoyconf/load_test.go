@@ -218,3 +218,32 @@ descriptors:
 		t.Fatal("units differ from the reference's")
 	}
 }
+
+// TestLoadBounds: thousands of files (a domain each) load; past
+// MaxFiles, or past MaxTotalBytes in all, they are refused before any is
+// parsed.
+func TestLoadBounds(t *testing.T) {
+	files := make([]File, 5000)
+	for i := range files {
+		files[i] = File{Name: "t.yaml", Data: []byte("domain: t" + itoa5(i) + "\ndescriptors:\n  - {key: k, rate_limit: {unit: day, requests_per_unit: 1}}\n")}
+	}
+	c, err := Load(files)
+	if err != nil || c.Domains() != 5000 {
+		t.Fatalf("5,000 domains: %v", err)
+	}
+	if m, _ := c.Match("t04999", []Entry{{"k", "v"}}, nil); m.Rule == nil {
+		t.Fatal("the last domain matched nothing")
+	}
+	if _, err := Load(make([]File, MaxFiles+1)); err == nil || !strings.Contains(err.Error(), "files, more than") {
+		t.Fatalf("MaxFiles+1 files: %v", err)
+	}
+	// One 4 MiB buffer named 17 times: 68 MiB in all.
+	data := make([]byte, MaxFileBytes)
+	big := make([]File, MaxTotalBytes/MaxFileBytes+1)
+	for i := range big {
+		big[i] = File{Name: "big.yaml", Data: data}
+	}
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "bytes in all files, more than") {
+		t.Fatalf("68 MiB: %v", err)
+	}
+}
