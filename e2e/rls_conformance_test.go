@@ -15,6 +15,8 @@ import (
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/tollgate/gateway/internal/redistest"
@@ -415,6 +417,61 @@ var rlsScenarios = []struct {
 		if !strings.Contains(m, `descriptor="config-basic.(request limit)"`) || strings.Contains(m, "lim_else") {
 			k.t.Fatalf("metrics:\n%s", m)
 		}
+	}},
+	// response_dynamic_metadata (ratelimitToMetadata, the reference's
+	// TestMetadata* tests): the domain, each descriptor's entries ("k=v"),
+	// its own limit and hits_addend, the request's hits_addend when not 0,
+	// and the metadata of the rules of the descriptors not over their
+	// limit, merged (the first value of a name wins, mappings merged).
+	{"dynamic metadata", func(k *conf, _ *gw, _ string) {
+		meta := func(what string, resp *rlpb.RateLimitResponse, want map[string]any) {
+			k.t.Helper()
+			w, err := structpb.NewStruct(want)
+			if err != nil {
+				k.t.Fatal(err)
+			}
+			if !proto.Equal(resp.GetDynamicMetadata(), w) {
+				k.t.Fatalf("%s: dynamic_metadata\n%v\nwant\n%v", what, resp.GetDynamicMetadata(), w)
+			}
+		}
+		entries := func(kv ...string) map[string]any {
+			l := make([]any, len(kv))
+			for i, e := range kv {
+				l[i] = e
+			}
+			return map[string]any{"entries": l}
+		}
+		r := k.expect("both pass", req("metadata-merge", 0, desc("a", "1"), desc("b", "1")), ok(1, uMin, 0), ok(10, uMin, 9))
+		meta("both pass", r, map[string]any{"domain": "metadata-merge",
+			"descriptors": []any{entries("a=1"), entries("b=1")},
+			"metadata": map[string]any{"name": "service_1", "team": map[string]any{"owner": "alice", "pager": "bob"},
+				"other": "x", "tags": []any{1, true, nil, 2.5}}})
+		r = k.expect("a over", req("metadata-merge", 1, desc("a", "1"), desc("b", "1")), over(1, uMin), ok(10, uMin, 9))
+		meta("a over", r, map[string]any{"domain": "metadata-merge", "hitsAddend": 1,
+			"descriptors": []any{entries("a=1"), entries("b=1")},
+			"metadata":    map[string]any{"name": "service_2", "team": map[string]any{"pager": "bob"}, "other": "x", "tags": []any{1, true, nil, 2.5}}})
+		// The merge left the configuration as it was.
+		r = k.expect("a alone", req("metadata-merge", 0, desc("a", "2")), ok(1, uMin, 0))
+		meta("a alone", r, map[string]any{"domain": "metadata-merge", "descriptors": []any{entries("a=2")},
+			"metadata": map[string]any{"name": "service_1", "team": map[string]any{"owner": "alice"}}})
+		r = k.expect("b alone", req("metadata-merge", 0, desc("b", "2")), ok(10, uMin, 9))
+		meta("b alone", r, map[string]any{"domain": "metadata-merge", "descriptors": []any{entries("b=2")},
+			"metadata": map[string]any{"name": "service_2", "team": map[string]any{"pager": "bob"}, "other": "x", "tags": []any{1, true, nil, 2.5}}})
+		// The reference's metadata.yaml; a descriptor's own limit and
+		// hits_addend; no rule, no metadata.
+		d := withHits(desc("key2", "m"), 3)
+		d.Limit = &commonpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: typepb.RateLimitUnit_MINUTE}
+		r = k.expect("metadata.yaml", req("config-metadata", 0, desc("key1", "value1", "subkey1", "x"), desc("key2", "m"), d, desc("nope", "n")),
+			ok(5, uSec, 4), ok(20, uMin, 19), ok(5, uMin, 2), noLimit)
+		limited := entries("key2=m")
+		limited["limit"] = "requests_per_unit:5 unit:MINUTE"
+		limited["hitsAddend"] = 3
+		meta("metadata.yaml", r, map[string]any{"domain": "config-metadata",
+			"descriptors": []any{entries("key1=value1", "subkey1=x"), entries("key2=m"), limited, entries("nope=n")},
+			"metadata":    map[string]any{"name": "service_1", "service_with_quota": map[string]any{"name": "service_2"}}})
+		// Nothing passed, nothing of the rules'.
+		r = k.expect("unknown domain", req("foo", 0, desc("k", "v")), noLimit)
+		meta("unknown domain", r, map[string]any{"domain": "foo", "descriptors": []any{entries("k=v")}})
 	}},
 	// testBasicBaseConfig / TestEmptyDomain / TestEmptyDescriptors: the
 	// reference answers these with an error (gRPC UNKNOWN); Tollgate says

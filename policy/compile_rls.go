@@ -16,6 +16,8 @@ type RLS struct {
 	Listen string
 	// Headers adds the IETF RateLimit fields to every answer.
 	Headers bool
+	// DynamicMetadata fills every answer's dynamic_metadata.
+	DynamicMetadata bool
 	// TLS is the listener's TLS (rls.tls, the keys of server.tls); nil
 	// for cleartext.
 	TLS *TLS
@@ -59,7 +61,7 @@ const maxRLSPatterns = 64
 // table is not enabled.
 func buildRLS(c *config.RLSConfig, srv Server, e *problems) *RLS {
 	if c.Listen == "" {
-		if len(c.EnvoyConfig) > 0 || c.Headers || c.TLS.Enabled() {
+		if len(c.EnvoyConfig) > 0 || c.Headers || c.DynamicMetadata || c.TLS.Enabled() {
 			e.add("rls.listen", "is required when any other [rls] setting is set")
 		}
 		return nil
@@ -81,7 +83,7 @@ func buildRLS(c *config.RLSConfig, srv Server, e *problems) *RLS {
 			e.add(fmt.Sprintf("rls.envoy_config[%d]", i), "bad pattern %q: %v", f, err)
 		}
 	}
-	r := &RLS{Listen: c.Listen, Headers: c.Headers}
+	r := &RLS{Listen: c.Listen, Headers: c.Headers, DynamicMetadata: c.DynamicMetadata}
 	if c.TLS.Enabled() {
 		r.TLS = buildTLS(&c.TLS, "rls.tls", e)
 	}

@@ -9,7 +9,9 @@ package rls
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"sync"
@@ -26,6 +28,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/ratelimit"
@@ -91,6 +94,9 @@ type Observer interface {
 type Snapshot struct {
 	Config  *envoyconf.Config
 	Headers bool
+	// DynamicMetadata fills every answer's dynamic_metadata as the
+	// reference does with RESPONSE_DYNAMIC_METADATA=true.
+	DynamicMetadata bool
 }
 
 // Server answers ShouldRateLimit. Safe for concurrent use.
@@ -284,6 +290,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	resp.OverallCode = rlpb.RateLimitResponse_OK
 	if !allowed {
 		resp.OverallCode = rlpb.RateLimitResponse_OVER_LIMIT
+	}
+	if snap.DynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, sc.rules[:n], resp.Statuses)
 	}
 	if snap.Headers && len(sc.hits) > 0 {
 		resp.ResponseHeadersToAdd = rateLimitHeaders(sc.hits, ds, now)
@@ -557,4 +566,82 @@ func growD(s []ratelimit.Decision, n int) []ratelimit.Decision {
 	s = s[:n]
 	clear(s)
 	return s
+}
+
+// dynamicMetadata is the answer's dynamic_metadata as the reference
+// builds it (its ratelimitToMetadata): the domain, each descriptor's
+// entries ("key=value"), own limit and hits_addend, the request's
+// hits_addend when not 0, and the metadata of the rules of the
+// descriptors not over their limit, merged in descriptor order. rules[i]
+// is nil where no rule applies (none matched, unlimited or replaced).
+func dynamicMetadata(req *rlpb.RateLimitRequest, rules []*envoyconf.Rule, statuses []*rlpb.RateLimitResponse_DescriptorStatus) *structpb.Struct {
+	descs := req.GetDescriptors()
+	list := make([]*structpb.Value, 0, len(descs))
+	for _, d := range descs {
+		entries := make([]*structpb.Value, len(d.GetEntries()))
+		for i, e := range d.GetEntries() {
+			entries[i] = structpb.NewStringValue(e.GetKey() + "=" + e.GetValue())
+		}
+		f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
+		if l := d.GetLimit(); l != nil {
+			// The reference writes the message's text form, whose
+			// spacing its library varies on purpose; this one is fixed.
+			f["limit"] = structpb.NewStringValue(fmt.Sprintf("requests_per_unit:%d unit:%v", l.GetRequestsPerUnit(), l.GetUnit()))
+		}
+		if a := d.GetHitsAddend(); a != nil {
+			f["hitsAddend"] = structpb.NewNumberValue(float64(a.GetValue()))
+		}
+		list = append(list, structpb.NewStructValue(&structpb.Struct{Fields: f}))
+	}
+	out := map[string]*structpb.Value{
+		"domain":      structpb.NewStringValue(req.GetDomain()),
+		"descriptors": structpb.NewListValue(&structpb.ListValue{Values: list}),
+	}
+	if a := req.GetHitsAddend(); a != 0 {
+		out["hitsAddend"] = structpb.NewNumberValue(float64(a))
+	}
+	var merged *structpb.Struct
+	var owned map[*structpb.Struct]bool
+	for i, r := range rules {
+		if r == nil || r.Unlimited || r.Metadata == nil || statuses[i].GetCode() == rlpb.RateLimitResponse_OVER_LIMIT {
+			continue
+		}
+		if merged == nil {
+			merged = &structpb.Struct{Fields: make(map[string]*structpb.Value, len(r.Metadata.GetFields()))}
+			owned = map[*structpb.Struct]bool{merged: true}
+		}
+		mergeMetadata(merged, r.Metadata, owned)
+	}
+	if len(merged.GetFields()) > 0 {
+		out["metadata"] = structpb.NewStructValue(merged)
+	}
+	return &structpb.Struct{Fields: out}
+}
+
+// mergeMetadata merges src into dst as the reference does: a name dst
+// lacks takes src's value; two mappings of one name are merged; any
+// other name already in dst keeps dst's value. The rules' metadata is
+// shared by every call, so a mapping of theirs is copied (one level)
+// before anything is merged into it; owned holds the copies.
+func mergeMetadata(dst, src *structpb.Struct, owned map[*structpb.Struct]bool) {
+	for k, v := range src.GetFields() {
+		dv, ok := dst.Fields[k]
+		if !ok {
+			dst.Fields[k] = v
+			continue
+		}
+		ds, ss := dv.GetStructValue(), v.GetStructValue()
+		if ds == nil || ss == nil {
+			continue
+		}
+		if !owned[ds] {
+			ds = &structpb.Struct{Fields: maps.Clone(ds.GetFields())}
+			if ds.Fields == nil {
+				ds.Fields = map[string]*structpb.Value{}
+			}
+			owned[ds] = true
+			dst.Fields[k] = structpb.NewStructValue(ds)
+		}
+		mergeMetadata(ds, ss, owned)
+	}
 }

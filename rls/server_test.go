@@ -12,6 +12,7 @@ import (
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -247,5 +248,28 @@ func TestRequestLimitCounts(t *testing.T) {
 	// The configured rule (10⁶ a minute) counts apart.
 	if st := call(entryDesc("remote_address", "a")); st.GetLimitRemaining() != 999_999 {
 		t.Fatalf("configured: %v", st)
+	}
+}
+
+// TestDynamicMetadataOff: without Snapshot.DynamicMetadata, as the
+// reference without RESPONSE_DYNAMIC_METADATA, no answer carries any;
+// with it, a 1 MiB value is repeated once, never more.
+func TestDynamicMetadataOff(t *testing.T) {
+	s, _ := newTestServer(t, 1000)
+	huge := strings.Repeat("v", 1<<20)
+	req := &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", huge)}}
+	resp, err := s.ShouldRateLimit(context.Background(), req)
+	if err != nil || resp.GetDynamicMetadata() != nil {
+		t.Fatalf("off: %v %v", resp.GetDynamicMetadata() != nil, err)
+	}
+	snap := s.cur.Load().Snapshot
+	snap.DynamicMetadata = true
+	s.Swap(snap)
+	resp, err = s.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := proto.Size(resp); n < 1<<20 || n > 1<<20+1024 {
+		t.Fatalf("answer of %d bytes for a request of %d", n, proto.Size(req))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -115,6 +116,9 @@ type Rule struct {
 	DetailedMetric bool
 	// Limit is the compiled limit; nil for Unlimited and DenyAll rules.
 	Limit *ratelimit.Limit
+	// Metadata is the descriptor's metadata, nil when it has none. It is
+	// shared by every call: never modify it.
+	Metadata *structpb.Struct
 	// Base is, for a rule built from a request's own limit
 	// (RequestLimit), the domain's request-limit rule whose Path labels
 	// its metrics; nil for a configured rule.
@@ -389,6 +393,8 @@ type descriptorSpec struct {
 	leaseSize      int64
 	extPath        string
 	extNode        *yaml.Node
+	meta           *yaml.Node
+	metaPath       string
 }
 
 func (ld *loader) descriptors(parent *node, domain string, list *yaml.Node, path, parentKey string, depth int) {
@@ -445,8 +451,9 @@ func (ld *loader) readDescriptor(item *yaml.Node, p string) *descriptorSpec {
 		case "value_to_metric":
 			ld.boolean(v, path) // metrics are labelled by the configured path
 		case "metadata":
-			// Arbitrary, as in the reference; not answered (dynamic
-			// metadata is not sent).
+			// Arbitrary, as in the reference: answered in
+			// dynamic_metadata when the descriptor passes.
+			d.meta, d.metaPath = v, path
 		case "quota_mode":
 			if ld.boolean(v, path) {
 				ld.fail(v, path, "quota_mode is not supported (Tollgate's own quota algorithm is: algorithm: quota)")
@@ -506,11 +513,21 @@ func (ld *loader) addDescriptor(parent *node, domain string, d *descriptorSpec, 
 		return
 	}
 	n := &node{children: map[string]*node{}}
+	var meta *structpb.Struct
+	if d.meta != nil {
+		// Read even where no rate_limit uses it, so a bad one is refused
+		// as the reference refuses it.
+		meta = ld.metadata(d.meta, d.metaPath)
+		if ld.err != nil {
+			return
+		}
+	}
 	if d.rl != nil {
 		n.rule = ld.rule(domain, fullKey, d)
 		if ld.err != nil {
 			return
 		}
+		n.rule.Metadata = meta
 	} else if d.extNode != nil {
 		ld.fail(d.extNode, d.extPath, "applies only to a descriptor with a rate_limit")
 		return
@@ -679,4 +696,76 @@ func (ld *loader) replaces(r *Rule, v *yaml.Node, path string) {
 		})
 		r.Replaces = append(r.Replaces, name)
 	}
+}
+
+// metadata reads a descriptor's metadata mapping as the reference does:
+// keys as written, numbers as numbers, true/false, null, strings,
+// mappings and lists at any depth (the parser bounds it), aliases
+// followed under the node budget. nil for null or an empty mapping.
+func (ld *loader) metadata(v *yaml.Node, path string) *structpb.Struct {
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+		return nil
+	}
+	if v.Kind != yaml.MappingNode {
+		ld.fail(v, path, "error parsing metadata: want a mapping")
+		return nil
+	}
+	st := ld.metaStruct(v, path)
+	if ld.err != nil || len(st.GetFields()) == 0 {
+		return nil
+	}
+	return st
+}
+
+func (ld *loader) metaStruct(m *yaml.Node, path string) *structpb.Struct {
+	st := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(m.Content)/2)}
+	for i := 0; i+1 < len(m.Content) && ld.err == nil; i += 2 {
+		k := ld.resolve(m.Content[i], path)
+		if ld.err != nil {
+			return nil
+		}
+		if k.Kind != yaml.ScalarNode {
+			ld.fail(k, path, "error parsing metadata: a key is not a scalar")
+			return nil
+		}
+		p := path + "." + k.Value
+		v := ld.resolve(m.Content[i+1], p)
+		if ld.err != nil {
+			return nil
+		}
+		st.Fields[k.Value] = ld.metaValue(v, p)
+	}
+	return st
+}
+
+func (ld *loader) metaValue(v *yaml.Node, path string) *structpb.Value {
+	switch v.Kind {
+	case yaml.MappingNode:
+		return structpb.NewStructValue(ld.metaStruct(v, path))
+	case yaml.SequenceNode:
+		l := &structpb.ListValue{Values: make([]*structpb.Value, 0, len(v.Content))}
+		for i, e := range v.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if e = ld.resolve(e, p); ld.err != nil {
+				return nil
+			}
+			l.Values = append(l.Values, ld.metaValue(e, p))
+		}
+		return structpb.NewListValue(l)
+	}
+	switch v.Tag {
+	case "!!null":
+		return structpb.NewNullValue()
+	case "!!bool":
+		var b bool
+		if v.Decode(&b) == nil {
+			return structpb.NewBoolValue(b)
+		}
+	case "!!int", "!!float":
+		var f float64
+		if v.Decode(&f) == nil {
+			return structpb.NewNumberValue(f)
+		}
+	}
+	return structpb.NewStringValue(v.Value)
 }
