@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -416,6 +417,13 @@ var rlsScenarios = []struct {
 		m := grepLines(string(adminDo(k.t, g, "GET", "/metrics", "").Body), "tollgate_rls_descriptors_total")
 		if !strings.Contains(m, `descriptor="config-basic.(request limit)"`) || strings.Contains(m, "lim_else") {
 			k.t.Fatalf("metrics:\n%s", m)
+		}
+		// /admin/top knows the domain's request limits by that name: two
+		// descriptors denied (the unknown key and the unlimited rule's).
+		tr := adminDo(k.t, g, "GET", "/admin/top?limit=config-basic.(request%20limit)", "")
+		var top topBody
+		if tr.Status != 200 || json.Unmarshal(tr.Body, &top) != nil || top.Denied.Total != 2 || len(top.Denied.Clients) != 2 {
+			k.t.Fatalf("/admin/top: %s", tr)
 		}
 	}},
 	// response_dynamic_metadata (ratelimitToMetadata, the reference's

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
@@ -44,7 +45,7 @@ func (p *Policy) RLSLimitNames() []string {
 	if p == nil || p.RLS == nil {
 		return nil
 	}
-	var out []string
+	out := p.RLS.Config.RequestLimitNames()
 	for _, r := range p.RLS.Config.Rules() {
 		if r.Limit != nil {
 			out = append(out, r.Limit.Name)
@@ -158,6 +159,15 @@ func compileRLS(r *RLS, c *config.RLSConfig, redis bool, readFile func(string) (
 			// /admin/top or the dashboard.
 			if rule.Limit != nil {
 				r.limits[rule.Limit.Name] = rule.Limit
+			}
+		}
+		// Each domain's descriptors that carry their own limit are
+		// reported under one name: a fixed window, its numbers the
+		// request's (these stand for the family, and are never decided).
+		for _, name := range cfg.RequestLimitNames() {
+			l := &ratelimit.Limit{Name: name, Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{{Limit: 1, Window: time.Second}}, Scope: "rls"}
+			if l.Finish() == nil {
+				r.limits[name] = l
 			}
 		}
 	}

@@ -37,7 +37,8 @@ func TestCompileRLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.RLS == nil || p.RLS.Config.Domains() != 1 || p.RLSLimit("edge.remote_address") == nil || len(p.Routes) != 0 {
+	if p.RLS == nil || p.RLS.Config.Domains() != 1 || p.RLSLimit("edge.remote_address") == nil || p.RLSLimit("edge.(request limit)") == nil ||
+		len(p.RLSLimitNames()) != 2 || len(p.Routes) != 0 {
 		t.Fatalf("compiled %+v", p.RLS)
 	}
 	cases := []struct {

@@ -202,3 +202,17 @@ func (c *Config) RequestRules() int {
 	}
 	return int(c.reqCount.Load())
 }
+
+// RequestLimitNames lists the name of each domain's request-limit rule
+// (domain + RequestLimitPath): the limit name the decisions of
+// descriptors carrying their own limit are reported under.
+func (c *Config) RequestLimitNames() []string {
+	if c == nil {
+		return nil
+	}
+	out := make([]string, 0, len(c.requests))
+	for _, r := range c.requests {
+		out = append(out, r.Path)
+	}
+	return out
+}
