@@ -353,6 +353,8 @@ var rlsScenarios = []struct {
 		x := over(2, uMin)
 		x.name = "per_user"
 		k.expect("user alone over", req("replaces", 1, desc("user", "u1")), x)
+		// An unlimited rule named in replaces stays unlimited.
+		k.expect("unlimited not replaced", req("replaces", 1, desc("vip", "v"), desc("demote", "d")), unlimitedWant, ok(3, uMin, 2))
 	}},
 	// hits_addend (utils.GetHitsAddends): the request's, 0 counting as 1;
 	// a descriptor's own overrides it, and its 0 checks without counting.

@@ -224,7 +224,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	resp := &rlpb.RateLimitResponse{Statuses: make([]*rlpb.RateLimitResponse_DescriptorStatus, n)}
 	denyAll := false
 	for i, r := range sc.rules[:n] {
-		if r != nil && r.Name != "" && replaced[r.Name] {
+		// An unlimited rule is never replaced: the reference drops it
+		// from the limits to check before it looks for the names.
+		if r != nil && r.Name != "" && !r.Unlimited && replaced[r.Name] {
 			sc.rules[i] = nil
 			continue
 		}
