@@ -294,6 +294,14 @@ var rlsScenarios = []struct {
 		// Two descriptors at once: each its own answer.
 		k.expect("mixed", req(d, 1, desc("key2", "something"), desc("nope", "x"), desc("key2", "value2")), ok(20, uMin, 18), noLimit, ok(30, uMin, 28))
 	}},
+	// The reference's lookup by "key_value" then "key": an entry a=b
+	// finds the rule of key a_b; each descriptor its own counter.
+	{"key_value lookup", func(k *conf, _ *gw, _ string) {
+		k.expect("a=b", req("quirks", 1, desc("a", "b")), ok(7, uMin, 6))
+		k.expect("a_b=x", req("quirks", 1, desc("a_b", "x")), ok(7, uMin, 6))
+		k.expect("a_b empty", req("quirks", 1, desc("a_b", "")), ok(7, uMin, 6))
+		k.expect("a=c", req("quirks", 1, desc("a", "c")), noLimit)
+	}},
 	// TestUnlimited (test/service): OK, remaining 2^32-1, no limit, and
 	// the other descriptors decided as usual.
 	{"unlimited", func(k *conf, _ *gw, _ string) {
