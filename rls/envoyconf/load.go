@@ -143,7 +143,8 @@ type wildcard struct {
 }
 
 // Config is a compiled set of files: domains and their descriptor trees.
-// It is immutable and safe for concurrent use.
+// Its domains and rules are immutable once loaded (only the bounded
+// cache of request-limit rules grows); it is safe for concurrent use.
 type Config struct {
 	domains map[string]*node
 	rules   []*Rule
