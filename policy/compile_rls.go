@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit"
@@ -16,6 +17,8 @@ type RLS struct {
 	Listen string
 	// Headers adds the IETF RateLimit fields to every answer.
 	Headers bool
+	// DynamicMetadata fills every answer's dynamic_metadata.
+	DynamicMetadata bool
 	// TLS is the listener's TLS (rls.tls, the keys of server.tls); nil
 	// for cleartext.
 	TLS *TLS
@@ -42,7 +45,7 @@ func (p *Policy) RLSLimitNames() []string {
 	if p == nil || p.RLS == nil {
 		return nil
 	}
-	var out []string
+	out := p.RLS.Config.RequestLimitNames()
 	for _, r := range p.RLS.Config.Rules() {
 		if r.Limit != nil {
 			out = append(out, r.Limit.Name)
@@ -52,14 +55,14 @@ func (p *Policy) RLSLimitNames() []string {
 }
 
 // maxRLSPatterns bounds rls.envoy_config's entries; envoyconf.MaxFiles
-// bounds the files they name together.
+// and MaxTotalBytes bound the files they name together.
 const maxRLSPatterns = 64
 
 // buildRLS checks the [rls] table without reading any file; nil when the
 // table is not enabled.
 func buildRLS(c *config.RLSConfig, srv Server, e *problems) *RLS {
 	if c.Listen == "" {
-		if len(c.EnvoyConfig) > 0 || c.Headers || c.TLS.Enabled() {
+		if len(c.EnvoyConfig) > 0 || c.Headers || c.DynamicMetadata || c.TLS.Enabled() {
 			e.add("rls.listen", "is required when any other [rls] setting is set")
 		}
 		return nil
@@ -81,7 +84,7 @@ func buildRLS(c *config.RLSConfig, srv Server, e *problems) *RLS {
 			e.add(fmt.Sprintf("rls.envoy_config[%d]", i), "bad pattern %q: %v", f, err)
 		}
 	}
-	r := &RLS{Listen: c.Listen, Headers: c.Headers}
+	r := &RLS{Listen: c.Listen, Headers: c.Headers, DynamicMetadata: c.DynamicMetadata}
 	if c.TLS.Enabled() {
 		r.TLS = buildTLS(&c.TLS, "rls.tls", e)
 	}
@@ -99,6 +102,7 @@ func compileRLS(r *RLS, c *config.RLSConfig, redis bool, readFile func(string) (
 	}
 	before := len(*e)
 	var files []envoyconf.File
+	total := 0
 	seen := make(map[string]bool)
 	for i, pattern := range c.EnvoyConfig {
 		path := fmt.Sprintf("rls.envoy_config[%d]", i)
@@ -124,6 +128,10 @@ func compileRLS(r *RLS, c *config.RLSConfig, redis bool, readFile func(string) (
 			if err != nil {
 				e.add(path, "%v", err)
 				continue
+			}
+			if total += len(data); total > envoyconf.MaxTotalBytes {
+				e.add(path, "more than %d bytes in all files", envoyconf.MaxTotalBytes)
+				return
 			}
 			files = append(files, envoyconf.File{Name: name, Data: data})
 			r.Files = append(r.Files, name)
@@ -151,6 +159,15 @@ func compileRLS(r *RLS, c *config.RLSConfig, redis bool, readFile func(string) (
 			// /admin/top or the dashboard.
 			if rule.Limit != nil {
 				r.limits[rule.Limit.Name] = rule.Limit
+			}
+		}
+		// Each domain's descriptors that carry their own limit are
+		// reported under one name: a fixed window, its numbers the
+		// request's (these stand for the family, and are never decided).
+		for _, name := range cfg.RequestLimitNames() {
+			l := &ratelimit.Limit{Name: name, Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{{Limit: 1, Window: time.Second}}, Scope: "rls"}
+			if l.Finish() == nil {
+				r.limits[name] = l
 			}
 		}
 	}

@@ -1,11 +1,13 @@
 package policy
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/tollgate/gateway/policy/config"
+	"github.com/tollgate/gateway/rls/envoyconf"
 )
 
 // TestCompileRLS: [rls] with its files read through readFile; problems
@@ -15,7 +17,11 @@ func TestCompileRLS(t *testing.T) {
 		"edge.yaml": "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: minute, requests_per_unit: 5}\n",
 		"log.yaml":  "domain: logs\ndescriptors:\n  - key: user\n    algorithm: sliding_window_log\n    rate_limit: {unit: hour, requests_per_unit: 5000}\n",
 	}
+	big := make([]byte, envoyconf.MaxFileBytes) // one buffer for every big*.yaml
 	read := func(name string) ([]byte, error) {
+		if strings.HasPrefix(name, "big") {
+			return big, nil
+		}
 		if s, ok := files[name]; ok {
 			return []byte(s), nil
 		}
@@ -31,7 +37,8 @@ func TestCompileRLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.RLS == nil || p.RLS.Config.Domains() != 1 || p.RLSLimit("edge.remote_address") == nil || len(p.Routes) != 0 {
+	if p.RLS == nil || p.RLS.Config.Domains() != 1 || p.RLSLimit("edge.remote_address") == nil || p.RLSLimit("edge.(request limit)") == nil ||
+		len(p.RLSLimitNames()) != 2 || len(p.Routes) != 0 {
 		t.Fatalf("compiled %+v", p.RLS)
 	}
 	cases := []struct {
@@ -51,6 +58,13 @@ func TestCompileRLS(t *testing.T) {
 			c.Store.Backend = "redis"
 			c.RLS.EnvoyConfig = []string{"log.yaml"}
 		}, `rls.envoy_config: rule "logs.user": on the Redis store a sliding_window_log is decoded whole`},
+		// 17 files of 4 MiB: reading stops past 64 MiB in all.
+		{"64 MiB in all", func(c *config.Config) {
+			c.RLS.EnvoyConfig = nil
+			for i := range envoyconf.MaxTotalBytes/envoyconf.MaxFileBytes + 1 {
+				c.RLS.EnvoyConfig = append(c.RLS.EnvoyConfig, fmt.Sprintf("big%d.yaml", i))
+			}
+		}, "rls.envoy_config[16]: more than 67108864 bytes in all files"},
 	}
 	if _, err := compile(func(c *config.Config) { c.RLS.EnvoyConfig = []string{"log.yaml"} }); err != nil {
 		t.Fatalf("a long log on the memory store: %v", err)

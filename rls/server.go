@@ -9,7 +9,9 @@ package rls
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"sync"
@@ -19,12 +21,14 @@ import (
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/ratelimit"
@@ -93,6 +97,9 @@ type Observer interface {
 type Snapshot struct {
 	Config  *envoyconf.Config
 	Headers bool
+	// DynamicMetadata fills every answer's dynamic_metadata as the
+	// reference does with RESPONSE_DYNAMIC_METADATA=true.
+	DynamicMetadata bool
 }
 
 // Server answers ShouldRateLimit. Safe for concurrent use.
@@ -188,6 +195,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 		if len(d.GetEntries()) > MaxEntries {
 			return nil, status.Errorf(codes.InvalidArgument, "a descriptor of %d entries, more than %d", len(d.GetEntries()), MaxEntries)
 		}
+		if l := d.GetLimit(); l != nil && requestUnit(l.GetUnit()) == 0 {
+			// The reference's process panics on a unit without a window.
+			return nil, status.Errorf(codes.InvalidArgument, "a descriptor's limit of unit %v: want SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR", l.GetUnit())
+		}
 	}
 	snap := s.cur.Load()
 	sc := s.pool.Get().(*scratch)
@@ -209,7 +220,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 			sc.entries = append(sc.entries, envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		var m envoyconf.Match
-		m, sc.buf = snap.Config.Match(domain, sc.entries, sc.buf)
+		if l := d.GetLimit(); l != nil {
+			// The request's own limit replaces the configured rules.
+			m.Rule = snap.Config.RequestLimit(domain, l.GetRequestsPerUnit(), requestUnit(l.GetUnit()))
+		} else {
+			m, sc.buf = snap.Config.Match(domain, sc.entries, sc.buf)
+		}
 		sc.rules[i] = m.Rule
 		if s.opts.CallLog != nil {
 			sc.byValue[i] = byValue(&m, len(sc.entries))
@@ -224,7 +240,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	resp := &rlpb.RateLimitResponse{Statuses: make([]*rlpb.RateLimitResponse_DescriptorStatus, n)}
 	denyAll := false
 	for i, r := range sc.rules[:n] {
-		if r != nil && r.Name != "" && replaced[r.Name] {
+		// An unlimited rule is never replaced: the reference drops it
+		// from the limits to check before it looks for the names.
+		if r != nil && r.Name != "" && !r.Unlimited && replaced[r.Name] {
 			sc.rules[i] = nil
 			continue
 		}
@@ -304,6 +322,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	resp.OverallCode = rlpb.RateLimitResponse_OK
 	if !allowed {
 		resp.OverallCode = rlpb.RateLimitResponse_OVER_LIMIT
+	}
+	if snap.DynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, sc.rules[:n], resp.Statuses)
 	}
 	if snap.Headers && len(sc.hits) > 0 {
 		resp.ResponseHeadersToAdd = rateLimitHeaders(sc.hits, ds, now)
@@ -504,6 +525,29 @@ var protoUnits = [...]rlpb.RateLimitResponse_RateLimit_Unit{
 	envoyconf.Year:   rlpb.RateLimitResponse_RateLimit_YEAR,
 }
 
+// requestUnit is the unit of a descriptor's own limit, 0 when it has no
+// window. The type's enum stops at YEAR (6); the reference casts the
+// number to the response's unit, where 7 is WEEK, so 7 reads as WEEK.
+func requestUnit(u typepb.RateLimitUnit) envoyconf.Unit {
+	switch u {
+	case typepb.RateLimitUnit_SECOND:
+		return envoyconf.Second
+	case typepb.RateLimitUnit_MINUTE:
+		return envoyconf.Minute
+	case typepb.RateLimitUnit_HOUR:
+		return envoyconf.Hour
+	case typepb.RateLimitUnit_DAY:
+		return envoyconf.Day
+	case typepb.RateLimitUnit_MONTH:
+		return envoyconf.Month
+	case typepb.RateLimitUnit_YEAR:
+		return envoyconf.Year
+	case 7:
+		return envoyconf.Week
+	}
+	return 0
+}
+
 func currentLimit(r *envoyconf.Rule) *rlpb.RateLimitResponse_RateLimit {
 	u := rlpb.RateLimitResponse_RateLimit_UNKNOWN
 	if int(r.Unit) < len(protoUnits) {
@@ -516,6 +560,11 @@ func currentLimit(r *envoyconf.Rule) *rlpb.RateLimitResponse_RateLimit {
 func (s *Server) count(ctx context.Context, l *live, r *envoyconf.Rule, code string) {
 	if s.decisions == nil {
 		return
+	}
+	if r != nil && r.Base != nil {
+		// A request's limit is labelled by its domain's request-limit
+		// rule: one label set per domain, whatever the numbers.
+		r = r.Base
 	}
 	k := metricKey{r, code}
 	o, ok := l.attrs.Load(k)
@@ -566,4 +615,82 @@ func growD(s []ratelimit.Decision, n int) []ratelimit.Decision {
 	s = s[:n]
 	clear(s)
 	return s
+}
+
+// dynamicMetadata is the answer's dynamic_metadata as the reference
+// builds it (its ratelimitToMetadata): the domain, each descriptor's
+// entries ("key=value"), own limit and hits_addend, the request's
+// hits_addend when not 0, and the metadata of the rules of the
+// descriptors not over their limit, merged in descriptor order. rules[i]
+// is nil where no rule applies (none matched, unlimited or replaced).
+func dynamicMetadata(req *rlpb.RateLimitRequest, rules []*envoyconf.Rule, statuses []*rlpb.RateLimitResponse_DescriptorStatus) *structpb.Struct {
+	descs := req.GetDescriptors()
+	list := make([]*structpb.Value, 0, len(descs))
+	for _, d := range descs {
+		entries := make([]*structpb.Value, len(d.GetEntries()))
+		for i, e := range d.GetEntries() {
+			entries[i] = structpb.NewStringValue(e.GetKey() + "=" + e.GetValue())
+		}
+		f := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
+		if l := d.GetLimit(); l != nil {
+			// The reference writes the message's text form, whose
+			// spacing its library varies on purpose; this one is fixed.
+			f["limit"] = structpb.NewStringValue(fmt.Sprintf("requests_per_unit:%d unit:%v", l.GetRequestsPerUnit(), l.GetUnit()))
+		}
+		if a := d.GetHitsAddend(); a != nil {
+			f["hitsAddend"] = structpb.NewNumberValue(float64(a.GetValue()))
+		}
+		list = append(list, structpb.NewStructValue(&structpb.Struct{Fields: f}))
+	}
+	out := map[string]*structpb.Value{
+		"domain":      structpb.NewStringValue(req.GetDomain()),
+		"descriptors": structpb.NewListValue(&structpb.ListValue{Values: list}),
+	}
+	if a := req.GetHitsAddend(); a != 0 {
+		out["hitsAddend"] = structpb.NewNumberValue(float64(a))
+	}
+	var merged *structpb.Struct
+	var owned map[*structpb.Struct]bool
+	for i, r := range rules {
+		if r == nil || r.Unlimited || r.Metadata == nil || statuses[i].GetCode() == rlpb.RateLimitResponse_OVER_LIMIT {
+			continue
+		}
+		if merged == nil {
+			merged = &structpb.Struct{Fields: make(map[string]*structpb.Value, len(r.Metadata.GetFields()))}
+			owned = map[*structpb.Struct]bool{merged: true}
+		}
+		mergeMetadata(merged, r.Metadata, owned)
+	}
+	if len(merged.GetFields()) > 0 {
+		out["metadata"] = structpb.NewStructValue(merged)
+	}
+	return &structpb.Struct{Fields: out}
+}
+
+// mergeMetadata merges src into dst as the reference does: a name dst
+// lacks takes src's value; two mappings of one name are merged; any
+// other name already in dst keeps dst's value. The rules' metadata is
+// shared by every call, so a mapping of theirs is copied (one level)
+// before anything is merged into it; owned holds the copies.
+func mergeMetadata(dst, src *structpb.Struct, owned map[*structpb.Struct]bool) {
+	for k, v := range src.GetFields() {
+		dv, ok := dst.Fields[k]
+		if !ok {
+			dst.Fields[k] = v
+			continue
+		}
+		ds, ss := dv.GetStructValue(), v.GetStructValue()
+		if ds == nil || ss == nil {
+			continue
+		}
+		if !owned[ds] {
+			ds = &structpb.Struct{Fields: maps.Clone(ds.GetFields())}
+			if ds.Fields == nil {
+				ds.Fields = map[string]*structpb.Value{}
+			}
+			owned[ds] = true
+			dst.Fields[k] = structpb.NewStructValue(ds)
+		}
+		mergeMetadata(ds, ss, owned)
+	}
 }

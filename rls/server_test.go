@@ -9,8 +9,11 @@ import (
 
 	commonpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/tollgate/gateway/ratelimit/memstore"
 	"github.com/tollgate/gateway/rls/envoyconf"
@@ -77,6 +80,9 @@ func TestHostileRequests(t *testing.T) {
 		{"a 1 MiB domain", &rlpb.RateLimitRequest{Domain: huge, Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", "a")}}, codes.OK, rlpb.RateLimitResponse_OK},
 		{"a 1 MiB key", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{entryDesc(huge, "a")}}, codes.OK, rlpb.RateLimitResponse_OK},
 		{"hits_addend 2^32-1", &rlpb.RateLimitRequest{Domain: "edge", HitsAddend: 1<<32 - 1, Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", "b")}}, codes.OK, rlpb.RateLimitResponse_OVER_LIMIT},
+		{"a descriptor's hits_addend 2^64-1", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{withAddend(entryDesc("remote_address", "b"), 1<<64-1)}}, codes.OK, rlpb.RateLimitResponse_OVER_LIMIT},
+		{"a descriptor's hits_addend 2^63", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{withAddend(entryDesc("remote_address", "b"), 1<<63)}}, codes.OK, rlpb.RateLimitResponse_OVER_LIMIT},
+		{"a descriptor's hits_addend 2^53+1", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{withAddend(entryDesc("remote_address", "b"), 1<<53+1)}}, codes.OK, rlpb.RateLimitResponse_OVER_LIMIT},
 		{"the largest descriptor list", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: many[:MaxDescriptors]}, codes.OK, rlpb.RateLimitResponse_OK},
 	}
 	for _, tc := range cases {
@@ -91,6 +97,13 @@ func TestHostileRequests(t *testing.T) {
 			}
 			if mem.Bytes() > 1<<20 {
 				t.Fatalf("store holds %d bytes after one call", mem.Bytes())
+			}
+			if err == nil && resp.GetOverallCode() == rlpb.RateLimitResponse_OVER_LIMIT {
+				// Denied: nothing counted, one more still passes.
+				again, err := s.ShouldRateLimit(context.Background(), &rlpb.RateLimitRequest{Domain: tc.req.GetDomain(), Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", "b")}})
+				if err != nil || again.GetStatuses()[0].GetLimitRemaining() != 999_999 {
+					t.Fatalf("after the denied call: %v %v", again, err)
+				}
 			}
 		})
 	}
@@ -173,5 +186,134 @@ func TestCandidateBesideLive(t *testing.T) {
 	if _, err := s.ShouldRateLimit(context.Background(), &rlpb.RateLimitRequest{Domain: "edge",
 		Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", "a")}}); err != nil || len(got) != 3 {
 		t.Fatalf("after SetCandidate(nil): %v, %d outcomes", err, len(got))
+	}
+}
+
+func limited(d *commonpb.RateLimitDescriptor, rpu uint32, unit typepb.RateLimitUnit) *commonpb.RateLimitDescriptor {
+	d.Limit = &commonpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rpu, Unit: unit}
+	return d
+}
+
+// TestRequestLimitHostile: a descriptor's own limit comes from the
+// caller, so every number and unit it may carry gets a defined answer,
+// and callers varying it cannot grow the kept rules or metric labels.
+func TestRequestLimitHostile(t *testing.T) {
+	huge := strings.Repeat("v", 1<<20)
+	cases := []struct {
+		name      string
+		req       *rlpb.RateLimitRequest
+		code      codes.Code
+		want      rlpb.RateLimitResponse_Code
+		remaining uint32
+	}{
+		{"unit UNKNOWN", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{limited(entryDesc("remote_address", "a"), 5, typepb.RateLimitUnit_UNKNOWN)}}, codes.InvalidArgument, 0, 0},
+		{"unit 8", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{limited(entryDesc("remote_address", "a"), 5, 8)}}, codes.InvalidArgument, 0, 0},
+		{"unit -1", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{limited(entryDesc("remote_address", "a"), 5, -1)}}, codes.InvalidArgument, 0, 0},
+		{"a bad unit on an unknown domain", &rlpb.RateLimitRequest{Domain: "nowhere", Descriptors: []*commonpb.RateLimitDescriptor{limited(entryDesc("k", "a"), 5, 99)}}, codes.InvalidArgument, 0, 0},
+		{"2^32-1 a second", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{limited(entryDesc("remote_address", "a"), 1<<32-1, typepb.RateLimitUnit_SECOND)}}, codes.OK, rlpb.RateLimitResponse_OK, 1<<32 - 2},
+		{"0 a year", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{limited(entryDesc("remote_address", "a"), 0, typepb.RateLimitUnit_YEAR)}}, codes.OK, rlpb.RateLimitResponse_OVER_LIMIT, 0},
+		{"an unknown key", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{limited(entryDesc("nope", "a"), 3, typepb.RateLimitUnit_MINUTE)}}, codes.OK, rlpb.RateLimitResponse_OK, 2},
+		{"no entries", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{limited(entryDesc(), 3, typepb.RateLimitUnit_MINUTE)}}, codes.OK, rlpb.RateLimitResponse_OK, 2},
+		{"an unknown domain", &rlpb.RateLimitRequest{Domain: "nowhere", Descriptors: []*commonpb.RateLimitDescriptor{limited(entryDesc("nope", "a"), 3, typepb.RateLimitUnit_MINUTE)}}, codes.OK, rlpb.RateLimitResponse_OK, 0},
+		{"a 1 MiB value", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{limited(entryDesc("remote_address", huge), 3, typepb.RateLimitUnit_MINUTE)}}, codes.OK, rlpb.RateLimitResponse_OK, 2},
+		{"hits_addend 2^64-1", &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{withAddend(limited(entryDesc("remote_address", "a"), 1<<32-1, typepb.RateLimitUnit_SECOND), 1<<64-1)}}, codes.OK, rlpb.RateLimitResponse_OVER_LIMIT, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, mem := newTestServer(t, 1000)
+			resp, err := s.ShouldRateLimit(context.Background(), tc.req)
+			if status.Code(err) != tc.code {
+				t.Fatalf("err %v, want %v", err, tc.code)
+			}
+			if err != nil {
+				if mem.Len() != 0 {
+					t.Fatalf("a refused call counted: %d keys", mem.Len())
+				}
+				return
+			}
+			if st := resp.GetStatuses()[0]; resp.GetOverallCode() != tc.want || st.GetLimitRemaining() != tc.remaining {
+				t.Fatalf("answered %v, want %v with %d remaining", resp, tc.want, tc.remaining)
+			}
+		})
+	}
+
+	// Callers sending every number: the config keeps at most
+	// MaxRequestRules rules, and the metric one label set per domain and
+	// code.
+	s, _ := newTestServer(t, 1000)
+	for i := range 3 * envoyconf.MaxRequestRules {
+		req := &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{limited(entryDesc("remote_address", "a"), uint32(i+1), typepb.RateLimitUnit_HOUR)}}
+		if _, err := s.ShouldRateLimit(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := s.cur.Load()
+	if n := snap.Config.RequestRules(); n != envoyconf.MaxRequestRules {
+		t.Fatalf("%d request rules kept, want the bound %d", n, envoyconf.MaxRequestRules)
+	}
+}
+
+func withAddend(d *commonpb.RateLimitDescriptor, n uint64) *commonpb.RateLimitDescriptor {
+	d.HitsAddend = wrapperspb.UInt64(n)
+	return d
+}
+
+// TestRequestLimitCounts: a descriptor's own limit counts by its
+// entries and unit, apart from the configured rule: worked out by hand,
+// 30 s into a minute.
+func TestRequestLimitCounts(t *testing.T) {
+	s, _ := newTestServer(t, 1000)
+	call := func(d *commonpb.RateLimitDescriptor) *rlpb.RateLimitResponse_DescriptorStatus {
+		t.Helper()
+		resp, err := s.ShouldRateLimit(context.Background(), &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{d}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetStatuses()[0]
+	}
+	for i, want := range []uint32{2, 1, 0} {
+		st := call(limited(entryDesc("remote_address", "a"), 3, typepb.RateLimitUnit_MINUTE))
+		if st.GetCode() != rlpb.RateLimitResponse_OK || st.GetLimitRemaining() != want || st.GetCurrentLimit().GetRequestsPerUnit() != 3 ||
+			st.GetCurrentLimit().GetUnit() != rlpb.RateLimitResponse_RateLimit_MINUTE || st.GetDurationUntilReset().AsDuration() != 30*time.Second {
+			t.Fatalf("call %d: %v", i+1, st)
+		}
+	}
+	if st := call(limited(entryDesc("remote_address", "a"), 3, typepb.RateLimitUnit_MINUTE)); st.GetCode() != rlpb.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("4th: %v", st)
+	}
+	// 5 a minute: the same counter (3 used), 2 left after this one... 1.
+	if st := call(limited(entryDesc("remote_address", "a"), 5, typepb.RateLimitUnit_MINUTE)); st.GetLimitRemaining() != 1 {
+		t.Fatalf("5 a minute: %v", st)
+	}
+	// An hour: another counter.
+	if st := call(limited(entryDesc("remote_address", "a"), 5, typepb.RateLimitUnit_HOUR)); st.GetLimitRemaining() != 4 {
+		t.Fatalf("5 an hour: %v", st)
+	}
+	// The configured rule (10⁶ a minute) counts apart.
+	if st := call(entryDesc("remote_address", "a")); st.GetLimitRemaining() != 999_999 {
+		t.Fatalf("configured: %v", st)
+	}
+}
+
+// TestDynamicMetadataOff: without Snapshot.DynamicMetadata, as the
+// reference without RESPONSE_DYNAMIC_METADATA, no answer carries any;
+// with it, a 1 MiB value is repeated once, never more.
+func TestDynamicMetadataOff(t *testing.T) {
+	s, _ := newTestServer(t, 1000)
+	huge := strings.Repeat("v", 1<<20)
+	req := &rlpb.RateLimitRequest{Domain: "edge", Descriptors: []*commonpb.RateLimitDescriptor{entryDesc("remote_address", huge)}}
+	resp, err := s.ShouldRateLimit(context.Background(), req)
+	if err != nil || resp.GetDynamicMetadata() != nil {
+		t.Fatalf("off: %v %v", resp.GetDynamicMetadata() != nil, err)
+	}
+	snap := s.cur.Load().Snapshot
+	snap.DynamicMetadata = true
+	s.Swap(snap)
+	resp, err = s.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := proto.Size(resp); n < 1<<20 || n > 1<<20+1024 {
+		t.Fatalf("answer of %d bytes for a request of %d", n, proto.Size(req))
 	}
 }

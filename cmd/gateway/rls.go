@@ -132,7 +132,7 @@ func rlsSnapshot(r *policy.RLS) rls.Snapshot {
 	if r == nil {
 		return rls.Snapshot{}
 	}
-	return rls.Snapshot{Config: r.Config, Headers: r.Headers}
+	return rls.Snapshot{Config: r.Config, Headers: r.Headers, DynamicMetadata: r.DynamicMetadata}
 }
 
 // openRLS binds the rate limit service's listener and builds its server

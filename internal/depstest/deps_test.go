@@ -73,7 +73,9 @@ var rules = map[string]rule{
 	// limits: no gRPC, no HTTP. go.yaml.in/yaml/v3 parses the files as
 	// node trees (aliases are walked by the package under its own node
 	// budget, never expanded by the decoder).
-	"rls/envoyconf": {allow: []string{"ratelimit", "go.yaml.in/yaml/v3"}, stdDeny: []string{"net/...", "log/..."}},
+	// structpb: a descriptor's metadata, compiled once into the form
+	// dynamic_metadata answers with.
+	"rls/envoyconf": {allow: []string{"ratelimit", "go.yaml.in/yaml/v3", "google.golang.org/protobuf/types/known/structpb"}, stdDeny: []string{"net/...", "log/..."}},
 	// Envoy's rate limit service: the wire protocol's own protos
 	// (go-control-plane), gRPC, the decision counter against the OTel API;
 	// headers formats the IETF fields of an answer. Not the proxy.
@@ -81,9 +83,13 @@ var rules = map[string]rule{
 		"github.com/envoyproxy/go-control-plane/envoy/config/core/v3",
 		"github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3",
 		"github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3",
+		// the unit of a descriptor's own limit (RateLimitDescriptor.limit)
+		"github.com/envoyproxy/go-control-plane/envoy/type/v3",
 		"go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/metric",
 		"google.golang.org/grpc", "google.golang.org/grpc/codes", "google.golang.org/grpc/status",
-		"google.golang.org/protobuf/types/known/durationpb"}},
+		"google.golang.org/protobuf/types/known/durationpb",
+		// dynamic_metadata
+		"google.golang.org/protobuf/types/known/structpb"}},
 	// A route's targets at run time: balancing, health, DNS, retry budget.
 	// It forwards nothing itself (package proxy does), so it needs no
 	// more than the standard library.

@@ -66,6 +66,12 @@ type RLSConfig struct {
 	// (response_headers_to_add), for Envoy to send to the client.
 	// Default false.
 	Headers bool `mapstructure:"headers" json:"headers"`
+	// DynamicMetadata fills every answer's dynamic_metadata as
+	// envoyproxy/ratelimit does with RESPONSE_DYNAMIC_METADATA=true: the
+	// domain, the descriptors as sent and the YAML metadata of the rules
+	// of those not over their limit, for Envoy's access log and later
+	// filters. Default false.
+	DynamicMetadata bool `mapstructure:"dynamic_metadata" json:"dynamic_metadata"`
 	// TLS makes the listener speak TLS, with mutual TLS when
 	// client_ca_file is set: the keys of server.tls, its own files.
 	// Certificates are re-read on every reload and when a file changes.

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/tollgate/gateway/ratelimit"
 )
@@ -26,8 +29,12 @@ const (
 	MaxDepth = 32
 	// MaxRules bounds the descriptors of all files together.
 	MaxRules = 100_000
-	// MaxFiles bounds the number of files.
-	MaxFiles = 1024
+	// MaxFiles bounds the number of files: a deployment of a domain per
+	// tenant writes thousands of them.
+	MaxFiles = 10_000
+	// MaxTotalBytes bounds all the files together (MaxFiles files of
+	// MaxFileBytes each would be 40 GiB).
+	MaxTotalBytes = 64 << 20
 )
 
 // Unit is a rate_limit's unit, as the reference names them.
@@ -109,6 +116,13 @@ type Rule struct {
 	DetailedMetric bool
 	// Limit is the compiled limit; nil for Unlimited and DenyAll rules.
 	Limit *ratelimit.Limit
+	// Metadata is the descriptor's metadata, nil when it has none. It is
+	// shared by every call: never modify it.
+	Metadata *structpb.Struct
+	// Base is, for a rule built from a request's own limit
+	// (RequestLimit), the domain's request-limit rule whose Path labels
+	// its metrics; nil for a configured rule.
+	Base *Rule
 }
 
 // node is one level of a domain's descriptor tree.
@@ -129,10 +143,17 @@ type wildcard struct {
 }
 
 // Config is a compiled set of files: domains and their descriptor trees.
-// It is immutable and safe for concurrent use.
+// Its domains and rules are immutable once loaded (only the bounded
+// cache of request-limit rules grows); it is safe for concurrent use.
 type Config struct {
 	domains map[string]*node
 	rules   []*Rule
+	// requests holds each domain's request-limit rule (RequestLimit),
+	// built at load; reqRules the rules built from requests' limits, at
+	// most MaxRequestRules of them.
+	requests map[string]*Rule
+	reqRules sync.Map // reqKey → *Rule
+	reqCount atomic.Int32
 }
 
 // Rules returns every rule, in the order the files list them.
@@ -155,9 +176,16 @@ func (c *Config) Domains() int {
 // The error joins every file's first problem, each as
 // "NAME: PATH: problem (line N)".
 func Load(files []File) (*Config, error) {
-	c := &Config{domains: make(map[string]*node)}
+	c := &Config{domains: make(map[string]*node), requests: make(map[string]*Rule)}
 	if len(files) > MaxFiles {
 		return nil, fmt.Errorf("%d files, more than %d", len(files), MaxFiles)
+	}
+	total := 0
+	for _, f := range files {
+		total += len(f.Data)
+	}
+	if total > MaxTotalBytes {
+		return nil, fmt.Errorf("%d bytes in all files, more than %d", total, MaxTotalBytes)
 	}
 	var errs []error
 	for _, f := range files {
@@ -279,6 +307,7 @@ func (c *Config) loadFile(f File) error {
 		return ld.err
 	}
 	c.domains[domain] = top
+	c.requests[domain] = &Rule{Domain: domain, Path: domain + RequestLimitPath}
 	return nil
 }
 
@@ -365,6 +394,8 @@ type descriptorSpec struct {
 	leaseSize      int64
 	extPath        string
 	extNode        *yaml.Node
+	meta           *yaml.Node
+	metaPath       string
 }
 
 func (ld *loader) descriptors(parent *node, domain string, list *yaml.Node, path, parentKey string, depth int) {
@@ -421,8 +452,9 @@ func (ld *loader) readDescriptor(item *yaml.Node, p string) *descriptorSpec {
 		case "value_to_metric":
 			ld.boolean(v, path) // metrics are labelled by the configured path
 		case "metadata":
-			// Arbitrary, as in the reference; not answered (dynamic
-			// metadata is not sent).
+			// Arbitrary, as in the reference: answered in
+			// dynamic_metadata when the descriptor passes.
+			d.meta, d.metaPath = v, path
 		case "quota_mode":
 			if ld.boolean(v, path) {
 				ld.fail(v, path, "quota_mode is not supported (Tollgate's own quota algorithm is: algorithm: quota)")
@@ -482,11 +514,21 @@ func (ld *loader) addDescriptor(parent *node, domain string, d *descriptorSpec, 
 		return
 	}
 	n := &node{children: map[string]*node{}}
+	var meta *structpb.Struct
+	if d.meta != nil {
+		// Read even where no rate_limit uses it, so a bad one is refused
+		// as the reference refuses it.
+		meta = ld.metadata(d.meta, d.metaPath)
+		if ld.err != nil {
+			return
+		}
+	}
 	if d.rl != nil {
 		n.rule = ld.rule(domain, fullKey, d)
 		if ld.err != nil {
 			return
 		}
+		n.rule.Metadata = meta
 	} else if d.extNode != nil {
 		ld.fail(d.extNode, d.extPath, "applies only to a descriptor with a rate_limit")
 		return
@@ -655,4 +697,76 @@ func (ld *loader) replaces(r *Rule, v *yaml.Node, path string) {
 		})
 		r.Replaces = append(r.Replaces, name)
 	}
+}
+
+// metadata reads a descriptor's metadata mapping as the reference does:
+// keys as written, numbers as numbers, true/false, null, strings,
+// mappings and lists at any depth (the parser bounds it), aliases
+// followed under the node budget. nil for null or an empty mapping.
+func (ld *loader) metadata(v *yaml.Node, path string) *structpb.Struct {
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+		return nil
+	}
+	if v.Kind != yaml.MappingNode {
+		ld.fail(v, path, "error parsing metadata: want a mapping")
+		return nil
+	}
+	st := ld.metaStruct(v, path)
+	if ld.err != nil || len(st.GetFields()) == 0 {
+		return nil
+	}
+	return st
+}
+
+func (ld *loader) metaStruct(m *yaml.Node, path string) *structpb.Struct {
+	st := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(m.Content)/2)}
+	for i := 0; i+1 < len(m.Content) && ld.err == nil; i += 2 {
+		k := ld.resolve(m.Content[i], path)
+		if ld.err != nil {
+			return nil
+		}
+		if k.Kind != yaml.ScalarNode {
+			ld.fail(k, path, "error parsing metadata: a key is not a scalar")
+			return nil
+		}
+		p := path + "." + k.Value
+		v := ld.resolve(m.Content[i+1], p)
+		if ld.err != nil {
+			return nil
+		}
+		st.Fields[k.Value] = ld.metaValue(v, p)
+	}
+	return st
+}
+
+func (ld *loader) metaValue(v *yaml.Node, path string) *structpb.Value {
+	switch v.Kind {
+	case yaml.MappingNode:
+		return structpb.NewStructValue(ld.metaStruct(v, path))
+	case yaml.SequenceNode:
+		l := &structpb.ListValue{Values: make([]*structpb.Value, 0, len(v.Content))}
+		for i, e := range v.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if e = ld.resolve(e, p); ld.err != nil {
+				return nil
+			}
+			l.Values = append(l.Values, ld.metaValue(e, p))
+		}
+		return structpb.NewListValue(l)
+	}
+	switch v.Tag {
+	case "!!null":
+		return structpb.NewNullValue()
+	case "!!bool":
+		var b bool
+		if v.Decode(&b) == nil {
+			return structpb.NewBoolValue(b)
+		}
+	case "!!int", "!!float":
+		var f float64
+		if v.Decode(&f) == nil {
+			return structpb.NewNumberValue(f)
+		}
+	}
+	return structpb.NewStringValue(v.Value)
 }

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -48,6 +51,8 @@ func TestLoadRefuses(t *testing.T) {
 			"replaces should not contain name of same descriptor"},
 		{"unknown key", []string{"domain: d\ndescriptors:\n  - key: k\n    rate_limits: {}\n"}, "a.yaml: descriptors[0].rate_limits: config error, unknown key 'rate_limits'"},
 		{"unknown top key", []string{"domain: d\nfoo: 1\n"}, "a.yaml: foo: unknown key 'foo'"},
+		{"metadata not a mapping", []string{"domain: d\ndescriptors:\n  - key: k\n    metadata: 5\n"}, "a.yaml: descriptors[0].metadata: error parsing metadata: want a mapping"},
+		{"metadata with a mapping as a key", []string{"domain: d\ndescriptors:\n  - key: k\n    metadata: {? {a: 1} : x}\n"}, "descriptors[0].metadata: error parsing metadata: a key is not a scalar"},
 		{"list of scalars", []string{"domain: d\ndescriptors:\n  - k\n"}, "descriptors[0]: config error, yaml file contains list of type other than map"},
 		{"share_threshold without wildcard", []string{"domain: d\ndescriptors:\n  - key: k\n    value: v\n    share_threshold: true\n"},
 			"share_threshold can only be used with wildcard values (containing '*'), but found key 'k_v'"},
@@ -216,5 +221,69 @@ descriptors:
 	}
 	if Month.Duration() != 30*24*time.Hour || Year.Duration() != 365*24*time.Hour {
 		t.Fatal("units differ from the reference's")
+	}
+}
+
+// TestLoadBounds: thousands of files (a domain each) load; past
+// MaxFiles, or past MaxTotalBytes in all, they are refused before any is
+// parsed.
+func TestLoadBounds(t *testing.T) {
+	files := make([]File, 5000)
+	for i := range files {
+		files[i] = File{Name: "t.yaml", Data: []byte("domain: t" + itoa5(i) + "\ndescriptors:\n  - {key: k, rate_limit: {unit: day, requests_per_unit: 1}}\n")}
+	}
+	c, err := Load(files)
+	if err != nil || c.Domains() != 5000 {
+		t.Fatalf("5,000 domains: %v", err)
+	}
+	if m, _ := c.Match("t04999", []Entry{{"k", "v"}}, nil); m.Rule == nil {
+		t.Fatal("the last domain matched nothing")
+	}
+	if _, err := Load(make([]File, MaxFiles+1)); err == nil || !strings.Contains(err.Error(), "files, more than") {
+		t.Fatalf("MaxFiles+1 files: %v", err)
+	}
+	// One 4 MiB buffer named 17 times: 68 MiB in all.
+	data := make([]byte, MaxFileBytes)
+	big := make([]File, MaxTotalBytes/MaxFileBytes+1)
+	for i := range big {
+		big[i] = File{Name: "big.yaml", Data: data}
+	}
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "bytes in all files, more than") {
+		t.Fatalf("68 MiB: %v", err)
+	}
+}
+
+// TestLoadMetadata: a descriptor's metadata as the reference reads it,
+// the values typed as YAML types them, aliases followed.
+func TestLoadMetadata(t *testing.T) {
+	c, err := Load([]File{{Name: "m.yaml", Data: []byte(`domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: minute, requests_per_unit: 1}
+    metadata:
+      name: svc
+      n: 3
+      f: 2.5
+      b: true
+      z: null
+      7: seven
+      team: &team {owner: alice}
+      again: *team
+      list: [1, "1", [x]]
+  - key: empty
+    rate_limit: {unit: minute, requests_per_unit: 1}
+    metadata: {}
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := c.Match("d", []Entry{{"k", "v"}}, nil)
+	want, _ := structpb.NewStruct(map[string]any{"name": "svc", "n": 3, "f": 2.5, "b": true, "z": nil, "7": "seven",
+		"team": map[string]any{"owner": "alice"}, "again": map[string]any{"owner": "alice"}, "list": []any{1, "1", []any{"x"}}})
+	if !proto.Equal(m.Rule.Metadata, want) {
+		t.Fatalf("metadata %v\nwant %v", m.Rule.Metadata, want)
+	}
+	if m, _ := c.Match("d", []Entry{{"empty", "v"}}, nil); m.Rule.Metadata != nil {
+		t.Fatalf("empty metadata: %v", m.Rule.Metadata)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"strings"
+
+	"github.com/tollgate/gateway/ratelimit"
 )
 
 // Entry is one key and value of a request's descriptor.
@@ -137,4 +139,93 @@ func (m *Match) AppendKey(dst []byte, domain string, entries []Entry, scratch []
 
 func appendString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+// RequestLimitPath ends the Path of a domain's request-limit rule: the
+// metric label and the /admin/top limit name of every descriptor that
+// carried its own limit, whatever its values.
+const RequestLimitPath = ".(request limit)"
+
+// MaxRequestRules bounds the request-limit rules a Config keeps for
+// reuse (one per domain, number and unit seen); past it each call builds
+// its own, so callers varying the number cannot grow memory.
+const MaxRequestRules = 1024
+
+type reqKey struct {
+	domain string
+	rpu    uint32
+	unit   Unit
+}
+
+// RequestLimit returns the rule of a descriptor of domain that carries
+// its own limit (RateLimitDescriptor.limit), as the reference reads one:
+// it replaces whatever the configured rules say, a fixed window of rpu
+// per unit aligned to the epoch, enforced (never shadow or unlimited,
+// unnamed). nil when the domain is unknown (the reference then applies
+// no limit) or the unit is not one of the seven.
+//
+// Its counter is keyed by the descriptor's entries (Match{}.AppendKey)
+// and the window's length: a new rpu keeps the count, as the reference's
+// key holds no rpu, and a new unit starts another.
+func (c *Config) RequestLimit(domain string, rpu uint32, unit Unit) *Rule {
+	if c == nil || unit.Duration() == 0 {
+		return nil
+	}
+	base := c.requests[domain]
+	if base == nil {
+		return nil
+	}
+	k := reqKey{domain, rpu, unit}
+	if r, ok := c.reqRules.Load(k); ok {
+		return r.(*Rule)
+	}
+	r := &Rule{Domain: domain, Path: base.Path, RequestsPerUnit: rpu, Unit: unit, Base: base}
+	if rpu == 0 {
+		r.DenyAll = true
+	} else {
+		l := &ratelimit.Limit{
+			Name:      base.Path,
+			Algorithm: ratelimit.FixedWindow,
+			Rates:     []ratelimit.Rate{{Limit: int64(rpu), Window: unit.Duration()}},
+			Scope:     "rls",
+		}
+		if err := l.Finish(); err != nil {
+			// Every uint32 and unit is a valid fixed window.
+			return nil
+		}
+		r.Limit = l
+	}
+	// A place is taken before the rule is stored, so concurrent callers
+	// never keep more than the bound.
+	if c.reqCount.Add(1) > MaxRequestRules {
+		c.reqCount.Add(-1)
+		return r
+	}
+	if prev, loaded := c.reqRules.LoadOrStore(k, r); loaded {
+		c.reqCount.Add(-1)
+		return prev.(*Rule)
+	}
+	return r
+}
+
+// RequestRules returns how many request-limit rules c keeps for reuse.
+func (c *Config) RequestRules() int {
+	if c == nil {
+		return 0
+	}
+	return int(c.reqCount.Load())
+}
+
+// RequestLimitNames lists the name of each domain's request-limit rule
+// (domain + RequestLimitPath): the limit name the decisions of
+// descriptors carrying their own limit are reported under.
+func (c *Config) RequestLimitNames() []string {
+	if c == nil {
+		return nil
+	}
+	out := make([]string, 0, len(c.requests))
+	for _, r := range c.requests {
+		out = append(out, r.Path)
+	}
+	return out
 }
