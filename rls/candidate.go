@@ -83,48 +83,22 @@ func (s *Server) candidate(c *Candidate, now time.Time, req *rlpb.RateLimitReque
 			}
 		}
 	}
-	// The candidate's rules, matched as the live ones are.
-	domain := req.GetDomain()
-	crules := make([]*envoyconf.Rule, len(descs))
-	matches := make([]envoyconf.Match, len(descs))
-	var entries []envoyconf.Entry
-	var buf []byte
-	entriesOf := make([][]envoyconf.Entry, len(descs))
-	for i, d := range descs {
-		entries = entries[:0]
-		for _, e := range d.GetEntries() {
-			entries = append(entries, envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()})
-		}
-		matches[i], buf = c.Config.Match(domain, entries, buf)
-		crules[i] = matches[i].Rule
-		entriesOf[i] = append([]envoyconf.Entry(nil), entries...)
-	}
-	replaced := replacedNames(crules)
-	denyAll := false
-	for i, r := range crules {
-		if r != nil && r.Name != "" && replaced[r.Name] {
-			crules[i] = nil
-			continue
-		}
-		if r != nil && r.DenyAll && !r.Shadow {
-			denyAll = true
-			cc.denied = append(cc.denied, r.Path)
-			if cc.deniedLabel == "" {
-				cc.deniedLabel = descriptorLabel(descs[i])
+	// The candidate's rules, matched as the live ones are (the same code).
+	var sc scratch
+	denyAll := sc.match(c.Config, req, false)
+	if denyAll {
+		for i, r := range sc.rules[:len(descs)] {
+			if r != nil && r.DenyAll && !r.Shadow {
+				cc.denied = append(cc.denied, r.Path)
+				if cc.deniedLabel == "" {
+					cc.deniedLabel = descriptorLabel(descs[i])
+				}
 			}
 		}
 	}
-	var key, enc []byte
-	for i, r := range crules {
-		if r == nil || r.Limit == nil {
-			continue
-		}
-		key, enc = matches[i].AppendKey(key[:0], domain, entriesOf[i], enc)
-		h := ratelimit.Hit{Limit: r.Limit, Key: string(key), Cost: cost(req, descs[i])}
-		if h.Cost == 0 || denyAll {
-			h.Cost, h.Mode = 1, ratelimit.HitPeek
-		}
-		cc.hits = append(cc.hits, h)
+	cc.hits = sc.hits
+	for _, i := range sc.at {
+		r := sc.rules[i]
 		path := r.Path
 		if r.Shadow {
 			path = "" // never a denial

@@ -178,6 +178,80 @@ type scratch struct {
 	rules   []*envoyconf.Rule
 	codes   []string // each descriptor's code (CallLog)
 	byValue []uint64 // each descriptor's entries matched by value (CallLog)
+	keyEnds []int    // where each matched descriptor's key ends in keys
+}
+
+// match matches every descriptor of req against cfg, as the reference
+// does, into sc: the rule of each descriptor (nil for none, or for one
+// another matched rule replaces) and the hits to decide, each with its
+// descriptor in sc.at. With byValue it also notes which entries matched
+// by value (the access log). It reports whether a matched zero-rate rule
+// denies the whole call (every hit is then a peek). The live call and a
+// candidate configuration both match through it, so they cannot drift.
+func (sc *scratch) match(cfg *envoyconf.Config, req *rlpb.RateLimitRequest, byValue bool) (denyAll bool) {
+	domain, descs := req.GetDomain(), req.GetDescriptors()
+	n := len(descs)
+	sc.rules = grow(sc.rules, n)
+	sc.hits, sc.at, sc.keys, sc.keyEnds = sc.hits[:0], sc.at[:0], sc.keys[:0], sc.keyEnds[:0]
+	for i, d := range descs {
+		sc.entries = sc.entries[:0]
+		for _, e := range d.GetEntries() {
+			sc.entries = append(sc.entries, envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		var m envoyconf.Match
+		if l := d.GetLimit(); l != nil {
+			// The request's own limit replaces the configured rules.
+			m.Rule = cfg.RequestLimit(domain, l.GetRequestsPerUnit(), requestUnit(l.GetUnit()))
+		} else {
+			m, sc.buf = cfg.Match(domain, sc.entries, sc.buf)
+		}
+		sc.rules[i] = m.Rule
+		if byValue {
+			sc.byValue[i] = matchedByValue(&m, len(sc.entries))
+		}
+		if m.Rule != nil && m.Rule.Limit != nil {
+			sc.keys, sc.enc = m.AppendKey(sc.keys, domain, sc.entries, sc.enc)
+			sc.keyEnds = append(sc.keyEnds, len(sc.keys))
+			sc.at = append(sc.at, i)
+		}
+	}
+	// Drop the rules another matched rule replaces.
+	replaced := replacedNames(sc.rules[:n])
+	for i, r := range sc.rules[:n] {
+		// An unlimited rule is never replaced: the reference drops it
+		// from the limits to check before it looks for the names.
+		if r != nil && r.Name != "" && !r.Unlimited && replaced[r.Name] {
+			sc.rules[i] = nil
+			continue
+		}
+		if r != nil && r.DenyAll && !r.Shadow {
+			denyAll = true
+		}
+	}
+	// Hits in descriptor order, each with its key (the key string is one
+	// allocation shared by all).
+	keys := string(sc.keys)
+	start := 0
+	for k, i := range sc.at {
+		end := sc.keyEnds[k]
+		r := sc.rules[i]
+		if r == nil {
+			start = end
+			continue
+		}
+		h := ratelimit.Hit{Limit: r.Limit, Key: keys[start:end], Cost: cost(req, descs[i])}
+		if h.Cost == 0 || denyAll {
+			// hits_addend 0 on a descriptor asks whether one more would
+			// pass without counting it; a request a zero-rate rule denies
+			// counts nothing anywhere.
+			h.Cost, h.Mode = 1, ratelimit.HitPeek
+		}
+		sc.hits = append(sc.hits, h)
+		sc.at[len(sc.hits)-1] = i
+		start = end
+	}
+	sc.at = sc.at[:len(sc.hits)]
+	return denyAll
 }
 
 // ShouldRateLimit decides every descriptor of req at once.
@@ -204,75 +278,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlpb.RateLimitRequest
 	sc := s.pool.Get().(*scratch)
 	defer s.pool.Put(sc)
 	n := len(descs)
-	sc.rules = grow(sc.rules, n)
-	sc.hits, sc.at, sc.keys = sc.hits[:0], sc.at[:0], sc.keys[:0]
-	keyEnds := make([]int, 0, n)
 	now := s.opts.Now()
 	callStart := time.Now()
 	if s.opts.CallLog != nil {
 		sc.codes, sc.byValue = grow(sc.codes, n), grow(sc.byValue, n)
 	}
-	// Match every descriptor; then drop the rules another matched rule
-	// replaces, as the reference does.
-	for i, d := range descs {
-		sc.entries = sc.entries[:0]
-		for _, e := range d.GetEntries() {
-			sc.entries = append(sc.entries, envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()})
-		}
-		var m envoyconf.Match
-		if l := d.GetLimit(); l != nil {
-			// The request's own limit replaces the configured rules.
-			m.Rule = snap.Config.RequestLimit(domain, l.GetRequestsPerUnit(), requestUnit(l.GetUnit()))
-		} else {
-			m, sc.buf = snap.Config.Match(domain, sc.entries, sc.buf)
-		}
-		sc.rules[i] = m.Rule
-		if s.opts.CallLog != nil {
-			sc.byValue[i] = byValue(&m, len(sc.entries))
-		}
-		if m.Rule != nil && m.Rule.Limit != nil {
-			sc.keys, sc.enc = m.AppendKey(sc.keys, domain, sc.entries, sc.enc)
-			keyEnds = append(keyEnds, len(sc.keys))
-			sc.at = append(sc.at, i)
-		}
-	}
-	replaced := replacedNames(sc.rules[:n])
+	denyAll := sc.match(snap.Config, req, s.opts.CallLog != nil)
 	resp := &rlpb.RateLimitResponse{Statuses: make([]*rlpb.RateLimitResponse_DescriptorStatus, n)}
-	denyAll := false
-	for i, r := range sc.rules[:n] {
-		// An unlimited rule is never replaced: the reference drops it
-		// from the limits to check before it looks for the names.
-		if r != nil && r.Name != "" && !r.Unlimited && replaced[r.Name] {
-			sc.rules[i] = nil
-			continue
-		}
-		if r != nil && r.DenyAll && !r.Shadow {
-			denyAll = true
-		}
-	}
-	// Hits in descriptor order, each with its key (the key string is one
-	// allocation shared by all).
-	keys := string(sc.keys)
-	start := 0
-	for k, i := range sc.at {
-		end := keyEnds[k]
-		r := sc.rules[i]
-		if r == nil {
-			start = end
-			continue
-		}
-		h := ratelimit.Hit{Limit: r.Limit, Key: keys[start:end], Cost: cost(req, descs[i])}
-		if h.Cost == 0 || denyAll {
-			// hits_addend 0 on a descriptor asks whether one more would
-			// pass without counting it; a request a zero-rate rule denies
-			// counts nothing anywhere.
-			h.Cost, h.Mode = 1, ratelimit.HitPeek
-		}
-		sc.hits = append(sc.hits, h)
-		sc.at[len(sc.hits)-1] = i
-		start = end
-	}
-	sc.at = sc.at[:len(sc.hits)]
 	sc.out = growD(sc.out, len(sc.hits))
 	allowed := true
 	var storeLatency time.Duration
@@ -429,8 +441,8 @@ func descriptorLabel(d *commonpb.RateLimitDescriptor) string {
 	return string(b)
 }
 
-// byValue is the mask of m's entries matched by value (Call.ByValue).
-func byValue(m *envoyconf.Match, n int) uint64 {
+// matchedByValue is the mask of m's entries matched by value (Call.ByValue).
+func matchedByValue(m *envoyconf.Match, n int) uint64 {
 	var b uint64
 	for j := range min(n, 64) {
 		if m.ByValue(j) {

@@ -317,3 +317,52 @@ func TestDynamicMetadataOff(t *testing.T) {
 		t.Fatalf("answer of %d bytes for a request of %d", n, proto.Size(req))
 	}
 }
+
+// TestCandidateMatchesAsLive: a candidate configuration matches a call
+// exactly as the live one does: a descriptor's own limit applies in the
+// candidate's domain, and an unlimited rule another rule replaces stays
+// unlimited there too.
+func TestCandidateMatchesAsLive(t *testing.T) {
+	s, _ := newTestServer(t, 1000)
+	cfg, err := envoyconf.Load([]envoyconf.File{{Name: "cand.yaml", Data: []byte(`domain: edge
+descriptors:
+  - key: free
+    rate_limit: {unlimited: true, name: free}
+  - key: tight
+    rate_limit: {unit: minute, requests_per_unit: 1, replaces: [{name: free}]}
+`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmem := memstore.New(memstore.Options{MaxKeys: 100})
+	defer cmem.Close()
+	var got [][]string
+	s.SetCandidate(&Candidate{Config: cfg, Store: cmem, Record: func(o *CandidateOutcome) {
+		got = append(got, append([]string(nil), o.CandidateDenied...))
+	}})
+	for range maxCandidateInFlight {
+		s.candSem <- struct{}{} // every slot busy: decided in line
+	}
+	call := func(ds ...*commonpb.RateLimitDescriptor) {
+		t.Helper()
+		if _, err := s.ShouldRateLimit(context.Background(), &rlpb.RateLimitRequest{Domain: "edge", Descriptors: ds}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A descriptor's own limit of 1 a minute on a key the candidate has
+	// no rule for: the second call is over it.
+	call(limited(entryDesc("nope", "x"), 1, typepb.RateLimitUnit_MINUTE))
+	call(limited(entryDesc("nope", "x"), 1, typepb.RateLimitUnit_MINUTE))
+	// An unlimited rule named in another matched rule's replaces stays
+	// unlimited; the replacing rule allows its first call.
+	call(entryDesc("free", "a"), entryDesc("tight", "a"))
+	want := []string{"", "edge.(request limit)", ""}
+	if len(got) != len(want) {
+		t.Fatalf("%d outcomes, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if d := strings.Join(got[i], ","); !strings.HasPrefix(d, w) || (w == "" && d != "") {
+			t.Errorf("call %d: candidate denied %q, want %q", i+1, d, w)
+		}
+	}
+}
