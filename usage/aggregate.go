@@ -153,9 +153,9 @@ type cutEntry struct {
 	e entry
 }
 
-// periodOf returns the record period of limit l at t: its longest
-// window's, the calendar period for a quota, the aligned window
-// [floor(t/W)·W, +W) since the Unix epoch otherwise.
+// periodOf returns the period of window w of limit l at t: for a quota
+// its calendar period, otherwise the aligned window [floor(t/W)·W, +W)
+// since the Unix epoch.
 func periodOf(l *ratelimit.Limit, w int, t time.Time) (name string, start, end int64) {
 	if l.Algorithm == ratelimit.Quota {
 		if s, e, ok := l.PeriodAt(w, t); ok {
@@ -174,9 +174,48 @@ func periodOf(l *ratelimit.Limit, w int, t time.Time) (name string, start, end i
 	return l.Rates[w].Window.String(), start, start + win
 }
 
+// span is one period, as the periods cache holds it.
+type span struct {
+	name       string
+	start, end int64
+}
+
+// maxSpans bounds the periods cache (limit definitions: a reload makes
+// new ones); past it the cache starts afresh.
+const maxSpans = 4096
+
+// periods caches the current period of each limit window, so that the
+// request path computes a calendar period once per period rather than
+// once per request.
+type periods struct {
+	m sync.Map // *ratelimit.Limit → []atomic.Pointer[span], one per window
+	n atomic.Int64
+}
+
+// of returns periodOf(l, w, t), from the cache when t is in the period
+// last computed for l's window w.
+func (p *periods) of(l *ratelimit.Limit, w int, t time.Time) (string, int64, int64) {
+	v, ok := p.m.Load(l) // a pointer key: no allocation
+	if !ok {
+		if p.n.Add(1) > maxSpans {
+			p.m.Clear()
+			p.n.Store(1)
+		}
+		v, _ = p.m.LoadOrStore(l, make([]atomic.Pointer[span], len(l.Rates)))
+	}
+	ptr := &v.([]atomic.Pointer[span])[w]
+	us := t.UnixMicro()
+	if s := ptr.Load(); s != nil && s.start <= us && us < s.end {
+		return s.name, s.start, s.end
+	}
+	name, start, end := periodOf(l, w, t)
+	ptr.Store(&span{name, start, end})
+	return name, start, end
+}
+
 // add puts units counted by consumer on l at t into the aggregate.
 func (e *Exporter) add(consumer, plan string, l *ratelimit.Limit, t time.Time, units int64) {
-	name, start, end := periodOf(l, len(l.Rates)-1, t)
+	name, start, end := e.periods.of(l, len(l.Rates)-1, t)
 	if e.agg.add(key{consumer: consumer, limit: l.Name, period: name, start: start}, plan, end, units) {
 		return
 	}

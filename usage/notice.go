@@ -85,6 +85,14 @@ func (b *noticeBook) crossed(n notice) (added, full bool) {
 	return true, false
 }
 
+// seenAlready reports whether k's crossing is remembered.
+func (b *noticeBook) seenAlready(k noticeKey) bool {
+	b.mu.Lock()
+	_, ok := b.seen[k]
+	b.mu.Unlock()
+	return ok
+}
+
 // sweep forgets crossings whose period has ended.
 func (b *noticeBook) sweep(now time.Time) {
 	b.mu.Lock()
@@ -121,10 +129,14 @@ func (e *Exporter) checkThresholds(consumer, plan string, h *ratelimit.Hit, d *r
 			break // fs ascend
 		}
 		if name == "" {
-			name, start, end = periodOf(l, d.Window, at)
+			name, start, end = e.periods.of(l, d.Window, at)
 		}
-		n := notice{k: noticeKey{consumer: consumer, limit: l.Name, window: d.Window, start: start, threshold: f},
-			plan: plan, rate: l.Rates[d.Window].String(), period: name, end: end, used: used, capacity: d.Limit, at: at}
+		k := noticeKey{consumer: consumer, limit: l.Name, window: d.Window, start: start, threshold: f}
+		if e.notices.seenAlready(k) {
+			continue // the common case past a threshold: one lookup
+		}
+		n := notice{k: k, plan: plan, rate: l.Rates[d.Window].String(), period: name, end: end, used: used,
+			capacity: d.Limit, at: at}
 		if _, full := e.notices.crossed(n); full {
 			e.dropped.Add(1)
 			if s, ok := e.dropLog.Allow(time.Now()); ok {

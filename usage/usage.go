@@ -136,6 +136,7 @@ type Exporter struct {
 	instance string
 
 	agg     aggregate
+	periods periods
 	notices noticeBook
 	notify  atomic.Pointer[map[string][]float64]
 
