@@ -188,6 +188,11 @@ func (l ledger) send(t *testing.T, c *http.Client, g *gw, consumer, key string, 
 // id, holds exactly the units the gateway admitted, per consumer and
 // limit: nothing lost, nothing counted twice, denied requests not at all.
 func TestUsageExportSinkFailsAndRecovers(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { usageSinkFailsAndRecovers(t, "") })
+	t.Run("redis", func(t *testing.T) { usageSinkFailsAndRecovers(t, redistest.Standalone(t).Addr) })
+}
+
+func usageSinkFailsAndRecovers(t *testing.T, redisAddr string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +200,8 @@ func TestUsageExportSinkFailsAndRecovers(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // refused until the receiver listens there
 	up := newUpstream(t)
-	g := startGateway(t, "usage.toml.tmpl", gwOpts{Data: usageData(t, "http://ingest:s3cret-token@"+addr+"/usage?key=q-secret", up)})
+	g := startGateway(t, "usage.toml.tmpl", gwOpts{Data: usageData(t, "http://ingest:s3cret-token@"+addr+"/usage?key=q-secret", up,
+		"Redis", redisAddr)})
 	c := &http.Client{Timeout: 10 * time.Second}
 	book := ledger{}
 

@@ -520,3 +520,107 @@ func TestCountedUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestStopWithSinkDown: the final flush gives up at StopTimeout and
+// counts what it could not deliver; Close returns.
+func TestStopWithSinkDown(t *testing.T) {
+	var buf syncBuf
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
+	defer srv.Close()
+	e, err := New(Options{Sink: srv.URL, FlushInterval: time.Hour, StopTimeout: 300 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := limit(t, "api", ratelimit.FixedWindow, ratelimit.Rate{Limit: 10, Window: time.Minute})
+	e.Observe(hitEvent("acme", l, time.Unix(600, 0), 4, true, 0))
+	e.Observe(hitEvent("bob", l, time.Unix(600, 0), 3, true, 0))
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.Stats(); st.DroppedUnits != 7 || st.DroppedRecords != 2 || st.Pending != 0 {
+		t.Errorf("stats %+v, want 7 units in 2 records dropped", st)
+	}
+	if !strings.Contains(buf.String(), "records not delivered at stop") {
+		t.Errorf("log %q", buf.String())
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// claims is a Claimer over a map (the fleet's Redis in the e2e tests):
+// down fails every claim.
+type claims struct {
+	mu   sync.Mutex
+	m    map[string]bool
+	down bool
+}
+
+func (c *claims) Claim(_ context.Context, key string, ttl time.Duration) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.down {
+		return false, context.DeadlineExceeded
+	}
+	if ttl <= 0 || c.m[key] {
+		return false, nil
+	}
+	c.m[key] = true
+	return true, nil
+}
+
+// TestNoticeClaims: of two exporters sharing a claimer, one posts each
+// notice; a claim store that is down holds the notices until it is back.
+func TestNoticeClaims(t *testing.T) {
+	rc := newReceiver(t)
+	cl := &claims{m: map[string]bool{}, down: true}
+	var es []*Exporter
+	for range 2 {
+		e, err := New(Options{Sink: rc.URL, FlushInterval: 10 * time.Millisecond, Claimer: cl, ClaimPrefix: "p:", Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetNotify(map[string][]float64{"q": {0.5}})
+		es = append(es, e)
+	}
+	l := limit(t, "q", ratelimit.Quota, ratelimit.Rate{Limit: 10, Window: 24 * time.Hour})
+	day := time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
+	for _, e := range es {
+		e.Observe(hitEvent("acme", l, day, 1, true, 4)) // 6 of 10 used: past 0.5
+	}
+	waitFor(t, "a cycle with the claims failing", func() bool { return es[0].pendingNotices() == 1 && es[0].agg.cycle.Load() > 2 })
+	if n := len(rc.notices()); n != 0 {
+		t.Fatalf("%d notices posted without a claim", n)
+	}
+	cl.mu.Lock()
+	cl.down = false
+	cl.mu.Unlock()
+	for _, e := range es {
+		if err := e.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(rc.notices()); n != 1 {
+		t.Errorf("%d notices, want 1", n)
+	}
+	for k := range cl.m {
+		if !strings.HasPrefix(k, "p:usage:notice:notice-") {
+			t.Errorf("claim key %q", k)
+		}
+	}
+}
