@@ -124,6 +124,7 @@ func (e *Exporter) cycle(ctx context.Context, final bool) {
 			continue
 		}
 		e.frozen = batch
+		e.frozenKey = e.instance + "-batch-" + strconv.FormatUint(e.seq.Add(1), 10)
 		e.inFlight.Store(int64(len(batch)))
 		if !e.deliver(ctx) {
 			e.unready(notes)
@@ -141,8 +142,10 @@ func (e *Exporter) deliver(ctx context.Context) bool {
 		e.log.Error("usage: encoding records", "err", err)
 		body = []byte("[]")
 	}
-	// The batch's key is its first record's id: the same on every retry.
-	idem := batch[0].ev.ID
+	// The batch's key: the same on every retry, never another batch's
+	// (a notice id is shared by every gateway, so a batch is not named
+	// after its first record).
+	idem := e.frozenKey
 	backoff := initialBackoff
 	maxBackoff := max(e.o.FlushInterval, time.Second)
 	refused := 0

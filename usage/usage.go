@@ -158,6 +158,8 @@ type Exporter struct {
 	// fixed from its first attempt on (a retry must repeat them). Only
 	// the sender goroutine touches it.
 	frozen []record
+	// frozenKey is the frozen batch's Idempotency-Key.
+	frozenKey string
 }
 
 // New checks o, fills its defaults and starts the sender.

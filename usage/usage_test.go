@@ -198,10 +198,18 @@ func TestFailingSinkRecovers(t *testing.T) {
 	if rc.dups == 0 {
 		t.Errorf("no batch was posted again after its answer was lost: the test proves nothing about dedup")
 	}
+	distinct := map[string]bool{}
 	for i, k := range rc.idem {
 		if k == "" {
 			t.Errorf("post %d without Idempotency-Key", i+1)
 		}
+		if i < 7 && k != rc.idem[0] {
+			t.Errorf("post %d (a retry of the first batch) has Idempotency-Key %q, the first had %q", i+1, k, rc.idem[0])
+		}
+		distinct[k] = true
+	}
+	if len(distinct) < 2 {
+		t.Errorf("every batch had the Idempotency-Key %v", distinct)
 	}
 }
 
