@@ -110,7 +110,9 @@ func (b *noticeBook) sweep(now time.Time) {
 // of notify_at first reached in the window's period is a notice.
 func (e *Exporter) checkThresholds(consumer, plan string, h *ratelimit.Hit, d *ratelimit.Decision, at time.Time, units int64, fs []float64) {
 	l := h.Limit
-	if d.Limit <= 0 || d.Window < 0 || d.Window >= len(l.Rates) {
+	if d.Limit <= 0 || d.Window < 0 || d.Window >= len(l.Rates) || (d.Penalty && !d.Counted) {
+		// A penalty box's denial checked no window: its Remaining says
+		// nothing of the usage.
 		return
 	}
 	used := d.Limit - d.Remaining

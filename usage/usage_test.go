@@ -454,6 +454,10 @@ func TestThresholdsOncePerPeriod(t *testing.T) {
 	}
 	e.Observe(hitEvent("acme", l, day, 1, false, 0)) // denied at the limit: 1.0 already noticed
 	e.Observe(hitEvent("acme", l, day.Add(24*time.Hour), 1, true, 1))
+	// In a penalty box on the third day: nothing checked, nothing noticed.
+	pen := hitEvent("acme", l, day.Add(48*time.Hour), 1, false, 0)
+	pen.Decisions[0].Penalty = true
+	e.Observe(pen)
 	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
