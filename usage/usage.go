@@ -306,12 +306,13 @@ func (e *Exporter) Stats() Stats {
 }
 
 // Close stops the sender after a final flush of everything aggregated,
-// bounded by ctx and StopTimeout; what is still undelivered then is
-// counted as dropped and logged. Call it once the servers have drained.
+// bounded by StopTimeout (and the wait for it by ctx); what is still
+// undelivered then is counted as dropped and logged. Call it once the
+// servers have drained.
 func (e *Exporter) Close(ctx context.Context) error {
 	e.stopOnce.Do(func() { close(e.stopping) })
-	ctx, cancel := context.WithTimeout(ctx, e.o.StopTimeout)
-	defer cancel()
+	// The final flush bounds itself by StopTimeout (its posts end with
+	// it), so waiting for it is bounded; ctx may cut the wait shorter.
 	e.cancelRun() // an ordinary cycle's post in flight gives way to the final one
 	select {
 	case <-e.done:
