@@ -76,9 +76,11 @@ func (b *noticeBook) crossed(n notice) (added, full bool) {
 				delete(b.seen, k)
 			}
 		}
-		if len(b.seen) >= b.max || len(b.pending)+len(b.ready) >= b.max {
-			return false, true
-		}
+	}
+	// The waiting notices are bounded on their own: a crossing forgotten
+	// when its period ended may still wait for its claim.
+	if len(b.seen) >= b.max || len(b.pending)+len(b.ready) >= b.max {
+		return false, true
 	}
 	b.seen[n.k] = n.end
 	b.pending = append(b.pending, n)

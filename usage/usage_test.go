@@ -636,3 +636,30 @@ func TestNoticeClaims(t *testing.T) {
 		}
 	}
 }
+
+// TestNoticesBounded: with the claim store down for many periods, the
+// notices waiting never exceed MaxPending; the rest are counted.
+func TestNoticesBounded(t *testing.T) {
+	rc := newReceiver(t)
+	cl := &claims{m: map[string]bool{}, down: true}
+	e, err := New(Options{Sink: rc.URL, FlushInterval: time.Hour, MaxPending: 3, Claimer: cl, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetNotify(map[string][]float64{"q": {0.5}})
+	l := limit(t, "q", ratelimit.FixedWindow, ratelimit.Rate{Limit: 10, Window: time.Minute})
+	for i := range 50 { // a new period each time, each past 0.5
+		e.Observe(hitEvent("acme", l, time.Unix(int64(60*i), 0), 1, true, 0))
+		e.notices.sweep(time.Unix(int64(60*i+60), 0)) // the period ended: forgotten, still waiting
+	}
+	if n := e.pendingNotices(); n != 3 {
+		t.Errorf("%d notices waiting, want MaxPending = 3", n)
+	}
+	if d := e.Stats().DroppedNotices; d != 47 {
+		t.Errorf("dropped %d notices, want 47", d)
+	}
+	cl.mu.Lock()
+	cl.down = false
+	cl.mu.Unlock()
+	_ = e.Close(context.Background())
+}
