@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -71,5 +73,24 @@ func TestUsageCompiled(t *testing.T) {
 	m := p.NotifyAt()
 	if len(m) != 1 || !slices.Equal(m["search"], []float64{0.5, 1}) {
 		t.Errorf("NotifyAt() = %v", m)
+	}
+}
+
+// TestSinkRedacted: /admin/config (the Config as JSON) and every format
+// of the sink show neither its user info nor its query.
+func TestSinkRedacted(t *testing.T) {
+	for _, s := range []string{"https://tok3n@h/in", "https://u:pa55@h/in?key=k3y", "http://h/?k3y", "http://u:pa55@[::1/x"} {
+		c := base()
+		c.Usage.Sink = config.CredentialURL(s)
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := string(b) + fmt.Sprintf("%v %s %#v %+v", c.Usage.Sink, c.Usage.Sink, c.Usage, c.Usage)
+		for _, secret := range []string{"tok3n", "pa55", "k3y"} {
+			if strings.Contains(out, secret) {
+				t.Errorf("%s: %q shows up: %s", s, secret, out)
+			}
+		}
 	}
 }

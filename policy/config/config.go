@@ -56,9 +56,10 @@ type Config struct {
 // when Sink is set; changing it takes a restart.
 type UsageConfig struct {
 	// Sink is the http:// or https:// URL the records are posted to;
-	// user info in it is sent as basic authentication and never logged.
-	// Default "" (no export).
-	Sink SecretURL `mapstructure:"sink" json:"sink"`
+	// user info in it is sent as basic authentication and never logged
+	// (/admin/config shows user info and query redacted). Default "" (no
+	// export).
+	Sink CredentialURL `mapstructure:"sink" json:"sink"`
 	// FlushInterval is the least time between two records of one
 	// consumer, limit and period (and the cap of the retry backoff, at
 	// least 1s). Default "10s".
