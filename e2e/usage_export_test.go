@@ -250,6 +250,11 @@ func usageSinkFailsAndRecovers(t *testing.T, redisAddr string) {
 	waitUntil(t, "a post after the sink recovered", func() bool { return sink.postCount() > n+1 })
 	book.send(t, c, g, "bob", "bob-key", 2)
 
+	if r := adminDo(t, g, "GET", "/admin/config", ""); r.Status != 200 || strings.Contains(string(r.Body), "s3cret") ||
+		strings.Contains(string(r.Body), "ingest") || strings.Contains(string(r.Body), "q-secret") || !strings.Contains(string(r.Body), "REDACTED") {
+		t.Errorf("/admin/config shows the sink's credentials or nothing: %s", r)
+	}
+
 	// A graceful stop flushes what is left.
 	g.signal(t, syscall.SIGTERM)
 	if code, err := g.wait(30 * time.Second); err != nil || code != 0 {
