@@ -120,6 +120,7 @@ func build(c *config.Config) (*Policy, []error) {
 	p.Plans = buildPlans(c.Plans, &e)
 	p.Consumers = buildConsumers(c, &e)
 	p.RLS = buildRLS(&c.RLS, p.Server, &e)
+	p.Usage = buildUsage(&c.Usage, &e)
 
 	for i := range c.Limits {
 		path := fmt.Sprintf("limits[%d]", i)
@@ -133,6 +134,7 @@ func build(c *config.Config) (*Policy, []error) {
 			}
 		}
 		buildPlanRates(l, &c.Limits[i], p.Plans, path, &e)
+		buildNotifyAt(l, c.Limits[i].NotifyAt, p.Usage, path, &e)
 		if !p.Consumers.Enabled() {
 			if len(c.Limits[i].Exempt.Consumers) > 0 {
 				e.add(path+".exempt.consumers", "set, but no [consumers] file is configured")

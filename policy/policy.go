@@ -59,6 +59,8 @@ type Policy struct {
 	// policy binds the set it fetches (keys.Extractor.WithKeySet): the
 	// policy itself touches no network.
 	JWKS *JWKS
+	// Usage is the compiled [usage] table, nil without a sink.
+	Usage *Usage
 
 	byName map[string]*Limit
 	// identity is the [identity] table as build parsed and checked it,
@@ -240,6 +242,9 @@ type Limit struct {
 	// when the key is the same for every client (by = [] or only
 	// route), where there is no one to share with.
 	WaitShare int
+	// NotifyAt are the fractions of the limit whose first crossing in a
+	// period posts a threshold notice (usage export); nil: none.
+	NotifyAt []float64
 
 	exemptKeys      map[[32]byte]struct{}
 	exemptConsumers map[string]struct{}

@@ -28,6 +28,7 @@ import (
 	"github.com/tollgate/gateway/telemetry"
 	"github.com/tollgate/gateway/topk"
 	"github.com/tollgate/gateway/upstream"
+	usagex "github.com/tollgate/gateway/usage"
 )
 
 // gateway is one running Tollgate process: its stores, handler, servers
@@ -71,6 +72,12 @@ type gateway struct {
 	top       *topk.Tracker
 	accessLog *accesslog.Writer
 	logFile   *os.File
+	// usage is the usage export ([usage]), nil without a sink; it lives
+	// across reloads, so its aggregate does.
+	usage    *usagex.Exporter
+	usageReg metric.Registration
+	// startedUsage is the [usage] the export started with (restart only).
+	startedUsage *policy.Usage
 
 	public, admin     *http.Server
 	publicLn, adminLn net.Listener
@@ -95,7 +102,7 @@ type gateway struct {
 // a step fails, everything the earlier steps opened is released (one
 // deferred cleanup, gateway.close), so a failed start leaks nothing.
 func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logger) (_ *gateway, err error) {
-	g := &gateway{log: log, path: path, environ: environ, storeCfg: p.Store, started: restartOnlyOf(p)}
+	g := &gateway{log: log, path: path, environ: environ, storeCfg: p.Store, started: restartOnlyOf(p), startedUsage: p.Usage}
 	defer func() {
 		if err != nil {
 			g.close()
@@ -219,6 +226,8 @@ func (g *gateway) close() {
 			ln.Close() // already closed after a server's Shutdown; the error says so
 		}
 	}
+	// Before the stores: the final flush may claim notices on Redis.
+	g.closeUsage()
 	if g.store != nil {
 		g.flushLeases() // the servers have drained: no lease is in use
 		g.store.Close()
@@ -316,6 +325,12 @@ func (g *gateway) observe(p *policy.Policy) (proxy.Options, error) {
 			return opts, fmt.Errorf("access_log: %w", err)
 		}
 		observers = append(observers, telemetry.AccessLog{W: g.accessLog})
+	}
+	if err := g.openUsage(p); err != nil {
+		return opts, fmt.Errorf("usage: %w", err)
+	}
+	if g.usage != nil {
+		observers = append(observers, g.usage)
 	}
 	// The metrics observer first: it also counts requests in flight.
 	opts.Observer = inflightObservers{observers, g.metrics}

@@ -60,6 +60,9 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 	if !g.started.same(restartOnlyOf(p)) {
 		g.log.Warn("server, admin or access_log settings changed; they take effect on restart (other changes applied now)")
 	}
+	if !reflect.DeepEqual(g.startedUsage, p.Usage) {
+		g.log.Warn("usage settings changed; they take effect on restart (the export keeps its aggregate; other changes applied now)")
+	}
 	set, err := g.keysFor(p)
 	if err != nil {
 		g.lastReload.Store(&reloadResult{At: time.Now(), OK: false, Error: err.Error()})
@@ -74,6 +77,9 @@ func (g *gateway) apply(p *policy.Policy, source string) error {
 	}
 	g.useKeys(set)
 	g.swapRLS(p)
+	if g.usage != nil {
+		g.usage.SetNotify(p.NotifyAt())
+	}
 	if g.pacer != nil {
 		g.pacer.Set(p.Server.GCMinHeap)
 	}

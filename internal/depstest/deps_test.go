@@ -126,6 +126,11 @@ var rules = map[string]rule{
 	"topk": {},
 	// Access log writer and parser (for replay).
 	"accesslog": {},
+	// The usage export: an Observer of the proxy's events aggregating the
+	// units counted, posted to an HTTP sink by net/http. Standard library
+	// otherwise: the Redis claim of threshold notices is an interface that
+	// cmd/gateway implements with its client.
+	"usage": {allow: []string{"proxy", "ratelimit", "internal/logthrottle"}},
 	// Metrics and tracing against the OpenTelemetry API (the SDK is
 	// wired in cmd/gateway).
 	"telemetry": {allow: []string{"proxy", "ratelimit", "accesslog", "topk",

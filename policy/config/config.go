@@ -44,6 +44,37 @@ type Config struct {
 	// RLS is the [rls] table: Envoy's rate limit service (gRPC
 	// ShouldRateLimit) served from Tollgate's stores.
 	RLS RLSConfig `mapstructure:"rls" json:"rls"`
+	// Usage is the [usage] table: the units each consumer counted,
+	// posted to an HTTP sink for billing and dashboards, and threshold
+	// notices (limits[].notify_at).
+	Usage UsageConfig `mapstructure:"usage" json:"usage"`
+}
+
+// UsageConfig is the [usage] table: usage records (one per consumer,
+// limit and period, the units counted) and threshold notices posted as
+// CloudEvents JSON batches to Sink (docs/usage-export.md). It is enabled
+// when Sink is set; changing it takes a restart.
+type UsageConfig struct {
+	// Sink is the http:// or https:// URL the records are posted to;
+	// user info in it is sent as basic authentication and never logged
+	// (/admin/config shows user info and query redacted). Default "" (no
+	// export).
+	Sink CredentialURL `mapstructure:"sink" json:"sink"`
+	// FlushInterval is the least time between two records of one
+	// consumer, limit and period (and the cap of the retry backoff, at
+	// least 1s). Default "10s".
+	FlushInterval string `mapstructure:"flush_interval" json:"flush_interval"`
+	// Timeout bounds one post, the answer's body included. Default "10s".
+	Timeout string `mapstructure:"timeout" json:"timeout"`
+	// MaxPending bounds the records held in memory while the sink is
+	// behind: units of a consumer, limit and period already held keep
+	// adding to its record; units needing a new record past the bound are
+	// dropped, counted (tollgate_usage_dropped_units_total) and logged.
+	// It bounds the threshold notices remembered in a process too.
+	// Default 100000.
+	MaxPending int `mapstructure:"max_pending" json:"max_pending"`
+	// BatchSize is the most records in one post. Default 100.
+	BatchSize int `mapstructure:"batch_size" json:"batch_size"`
 }
 
 // RLSConfig is the [rls] table: a gRPC listener answering Envoy's rate
@@ -526,6 +557,12 @@ type LimitConfig struct {
 	// takes. 0 (the default) means a hundredth of the rate's limit, at
 	// least 1.
 	LeaseSize int64 `mapstructure:"lease_size" json:"lease_size"`
+	// NotifyAt are fractions of the limit (0 < f <= 1, ascending), e.g.
+	// [0.8, 1.0]: the first request of a period that takes a consumer's
+	// usage of the limit to one of them posts a threshold notice to
+	// usage.sink (required then), once per period and fraction, across
+	// the fleet on Redis. Not for concurrency. Default [] (none).
+	NotifyAt []float64 `mapstructure:"notify_at" json:"notify_at,omitempty"`
 }
 
 // ExemptConfig is `exempt = { ips = [...], api_keys_env = "..." }`.
@@ -804,6 +841,7 @@ func Default() Config {
 		},
 		Headers:   HeadersConfig{Emit: []string{"ietf"}},
 		AccessLog: AccessLogConfig{Format: "jsonl", FlushInterval: "1s"},
+		Usage:     UsageConfig{FlushInterval: "10s", Timeout: "10s", MaxPending: 100000, BatchSize: 100},
 	}
 }
 
