@@ -1,0 +1,142 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate/gateway/ratelimit"
+	"github.com/tollgate/gateway/ratelimit/memstore"
+	"github.com/tollgate/gateway/ratelimit/redisstore"
+)
+
+// TestDistinctParity decides the same random requests on the memory store
+// and on Redis (Function library, EVALSHA, Cluster) and requires identical
+// decisions and usage, field by field: distinct limits in their exact
+// range and past it (the estimate, its sub-windows sliding), alone and
+// beside other limits (a concurrency one moves the values' arguments
+// after the members).
+func TestDistinctParity(t *testing.T) {
+	for _, topo := range []string{"standalone", "standalone-script", "cluster"} {
+		t.Run(topo, func(t *testing.T) {
+			var c redis.UniversalClient
+			if topo != "cluster" {
+				c = newClient(t, standard.Addr)
+			} else {
+				c = newClusterClient(t, sharedCluster().Addrs())
+			}
+			o := redisstore.Options{DenyCacheSize: -1, NoFunctions: topo == "standalone-script"}
+			distinctParity(t, newStore(t, c, o), 2500)
+		})
+	}
+}
+
+func distinctParity(t *testing.T, rs *redisstore.Store, steps int) {
+	ms := memstore.New(memstore.Options{})
+	ctx := context.Background()
+	small := finished(t, ratelimit.Limit{Name: "dsmall", Algorithm: ratelimit.Distinct, Precision: 500 * time.Millisecond,
+		Rates: []ratelimit.Rate{rate(5, 2*time.Second)}})
+	exact := finished(t, ratelimit.Limit{Name: "dexact", Algorithm: ratelimit.Distinct,
+		Rates: []ratelimit.Rate{rate(ratelimit.DistinctExact, 4*time.Second)}})
+	big := finished(t, ratelimit.Limit{Name: "dbig", Algorithm: ratelimit.Distinct, Precision: time.Second,
+		Rates: []ratelimit.Rate{rate(400, 3*time.Second)}})
+	fixed := finished(t, ratelimit.Limit{Name: "fixed", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(50, time.Second)}})
+	conc := finished(t, ratelimit.Limit{Name: "conc", Algorithm: ratelimit.Concurrency, MaxInFlight: 1000})
+	limits := []*ratelimit.Limit{small, exact, big, big, big, fixed, conc}
+	rng := rand.New(rand.NewPCG(5, 6))
+	now := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(rng.Int64N(1e6)) * time.Microsecond)
+	tags := []string{"{a}", "{b}"}
+	var bigUsed int64 // the most values big held: past the exact range?
+	for step := range steps {
+		switch r := rng.IntN(100); {
+		case r < 2:
+			now = now.Add(-time.Duration(rng.Int64N(700_000)) * time.Microsecond) // clock steps back
+		case r < 98:
+			now = now.Add(time.Duration(rng.Int64N(1_500)) * time.Microsecond)
+		default:
+			now = now.Add(time.Duration(rng.Int64N(1_500_000)) * time.Microsecond)
+		}
+		n := 1 + rng.IntN(3)
+		hits := make([]ratelimit.Hit, n)
+		tag := tags[rng.IntN(len(tags))]
+		for i := range hits {
+			l := limits[rng.IntN(len(limits))]
+			universe := uint64(8)
+			if l == big || l == exact {
+				universe = 1500
+			}
+			hits[i] = ratelimit.Hit{Limit: l, Key: tag + "k", Cost: 1 + rng.Int64N(2),
+				Value: (1 + rng.Uint64N(universe)) * 0x9e3779b97f4a7c15}
+		}
+		want := make([]ratelimit.Decision, n)
+		got := make([]ratelimit.Decision, n)
+		wa, ga := decideBoth(t, ctx, ms, rs, now, hits, want, got, step)
+		if wa != ga {
+			t.Fatalf("step %d: allowed = %v, memstore %v; hits %s", step, ga, wa, describe(hits))
+		}
+		for i := range hits {
+			g, w := got[i], want[i]
+			g.Lease, w.Lease = 0, 0
+			if g != w {
+				t.Fatalf("step %d: hit %d (%s value %x): got %+v, memstore %+v; hits %s",
+					step, i, hits[i].Limit.Name, hits[i].Value, got[i], want[i], describe(hits))
+			}
+		}
+		if wa {
+			if err := ms.Release(ctx, hits, want); err != nil {
+				t.Fatal(err)
+			}
+			if err := rs.Release(ctx, hits, got); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if step%25 == 0 {
+			for _, l := range []*ratelimit.Limit{small, exact, big} {
+				mu, err := ms.Usage(ctx, now, l, tag+"k")
+				if err != nil {
+					t.Fatal(err)
+				}
+				ru, err := rs.Usage(ctx, now, l, tag+"k")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(mu) != fmt.Sprint(ru) {
+					t.Fatalf("step %d: Usage(%s) = %v, memstore %v", step, l.Name, ru, mu)
+				}
+				if l == big {
+					bigUsed = max(bigUsed, mu[0].Used)
+				}
+			}
+		}
+	}
+	if bigUsed <= ratelimit.DistinctExact {
+		t.Fatalf("limit %s held at most %d values: never estimated", big.Name, bigUsed)
+	}
+}
+
+// TestDistinctDenyCache checks that the deny cache never answers a
+// distinct hit: a new value's denial says nothing of a counted value,
+// which must pass. Without the bypass the counted value is denied from
+// the cache.
+func TestDistinctDenyCache(t *testing.T) {
+	rs := newStore(t, newClient(t, standard.Addr), redisstore.Options{DenyCacheSize: 1024})
+	l := finished(t, ratelimit.Limit{Name: "dcache", Algorithm: ratelimit.Distinct, Rates: []ratelimit.Rate{rate(1, time.Hour)}})
+	now := time.Now()
+	out := make([]ratelimit.Decision, 1)
+	for i, c := range []struct {
+		v    uint64
+		want bool
+	}{{1, true}, {2, false}, {1, true}, {2, false}, {1, true}} {
+		got, err := rs.Decide(context.Background(), now, []ratelimit.Hit{{Limit: l, Key: "{d}k", Cost: 1, Value: c.v}}, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Fatalf("request %d (value %d): allowed %v, want %v", i, c.v, got, c.want)
+		}
+	}
+}
