@@ -16,7 +16,7 @@ const distinctFormat = "d1"
 // (lua/common.lua): when any hit is a distinct hit, one string per hit,
 // its value's hash (8 bytes, little-endian) and '<d' register × 64 +
 // rank (ratelimit.DistinctRegister, which Lua cannot compute without
-// 64-bit integers), '' for the other hits. The deny cache is bypassed
+// 64-bit integers), ” for the other hits. The deny cache is bypassed
 // for them (bypassDenyCache): a denial of one value says nothing of a
 // value already counted, which passes.
 func appendDistinctValues(args []any, hits []ratelimit.Hit) []any {
