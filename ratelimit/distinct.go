@@ -34,7 +34,7 @@ const (
 	distinctEntryBytes = 16
 	// distinctHeaderBytes is the state besides its values or registers:
 	// the newest sub-window and the histogram of the union's registers.
-	distinctHeaderBytes = 64 + 8*(DistinctMaxRank+1)
+	distinctHeaderBytes = 64 + 8*(DistinctMaxRank+1) + 24*DistinctMaxBuckets
 )
 
 // DistinctRegister returns the HyperLogLog register of value hash v and

@@ -140,3 +140,33 @@ func TestDistinctDenyCache(t *testing.T) {
 		}
 	}
 }
+
+// TestDistinctRedisBounded: past the exact range a distinct key on Redis
+// is the fixed-size estimated layout (553 bytes of header, the union and
+// one register array per sub-window), whatever the number of values, and
+// carries a TTL of at most its window (and margin).
+func TestDistinctRedisBounded(t *testing.T) {
+	c := newClient(t, standard.Addr)
+	rs := newStore(t, c, redisstore.Options{DenyCacheSize: -1})
+	l := finished(t, ratelimit.Limit{Name: "dbound", Algorithm: ratelimit.Distinct, Rates: []ratelimit.Rate{rate(1<<40, time.Hour)}})
+	r := rand.New(rand.NewPCG(9, 9))
+	now := time.Now()
+	out := make([]ratelimit.Decision, 1)
+	ctx := context.Background()
+	for i := range 3000 {
+		if ok, err := rs.Decide(ctx, now, []ratelimit.Hit{{Limit: l, Key: "{b}k", Cost: 1, Value: r.Uint64()}}, out); err != nil || !ok {
+			t.Fatalf("value %d: %v %v", i, ok, err)
+		}
+	}
+	key := rs.Key(l, "{b}k")
+	want := int64(553 + ratelimit.DistinctRegisters*(ratelimit.DistinctDefaultBuckets+1))
+	if n := c.StrLen(ctx, key).Val(); n != want {
+		t.Fatalf("STRLEN = %d, want %d", n, want)
+	}
+	if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Hour+10*time.Second {
+		t.Fatalf("PTTL = %s, want within the window", ttl)
+	}
+	if used := out[0].Limit - out[0].Remaining; used < 2900 || used > 3100 {
+		t.Fatalf("estimated %d values of 3000", used)
+	}
+}
