@@ -142,13 +142,13 @@ func TestDistinctDenyCache(t *testing.T) {
 }
 
 // TestDistinctRedisBounded: past the exact range a distinct key on Redis
-// is the fixed-size estimated layout (553 bytes of header, the union and
-// one register array per sub-window), whatever the number of values, and
+// is the fixed-size estimated layout (553 bytes of header, the union, and
+// one register array and one bitmap per sub-window), whatever the number of values, and
 // carries a TTL of at most its window (and margin).
 func TestDistinctRedisBounded(t *testing.T) {
 	c := newClient(t, standard.Addr)
 	rs := newStore(t, c, redisstore.Options{DenyCacheSize: -1})
-	l := finished(t, ratelimit.Limit{Name: "dbound", Algorithm: ratelimit.Distinct, Rates: []ratelimit.Rate{rate(1<<40, time.Hour)}})
+	l := finished(t, ratelimit.Limit{Name: "dbound", Algorithm: ratelimit.Distinct, Rates: []ratelimit.Rate{rate(ratelimit.DistinctMaxLimit, time.Hour)}})
 	r := rand.New(rand.NewPCG(9, 9))
 	now := time.Now()
 	out := make([]ratelimit.Decision, 1)
@@ -159,7 +159,7 @@ func TestDistinctRedisBounded(t *testing.T) {
 		}
 	}
 	key := rs.Key(l, "{b}k")
-	want := int64(553 + ratelimit.DistinctRegisters*(ratelimit.DistinctDefaultBuckets+1))
+	want := int64(553 + ratelimit.DistinctRegisters*(ratelimit.DistinctDefaultBuckets+1) + ratelimit.DistinctBitmap/8*ratelimit.DistinctDefaultBuckets)
 	if n := c.StrLen(ctx, key).Val(); n != want {
 		t.Fatalf("STRLEN = %d, want %d", n, want)
 	}

@@ -41,6 +41,9 @@ type DistinctHLL struct {
 	// Filled counts the non-zero registers of each ring array, so that
 	// the oldest sub-window holding a value is found without a scan.
 	Filled [ratelimit.DistinctMaxBuckets]int64
+	// Bits is each ring slot's membership bitmap
+	// (ratelimit.DistinctBit).
+	Bits [][]uint64
 }
 
 // ringOf returns the ring slot of sub-window j among n.
@@ -76,6 +79,7 @@ func (s *DistinctState) Normalize(p *ratelimit.Params, now int64) {
 	h := s.HLL
 	for j := s.Newest + 1; j <= i; j++ {
 		clear(h.Ring[ringOf(j, n)])
+		clear(h.Bits[ringOf(j, n)])
 		h.Filled[ringOf(j, n)] = 0
 	}
 	s.Newest = i
@@ -122,12 +126,22 @@ func (s *DistinctState) live(p *ratelimit.Params, i int64) int {
 }
 
 // has reports whether value v counts in the window ending with
-// sub-window i: an exact entry seen in it, or registers that v would not
-// raise.
+// sub-window i: an exact entry seen in it, or, estimated, registers that
+// v would not raise and v's bit set in a sub-window of the window (a
+// normalised state holds only those).
 func (s *DistinctState) has(p *ratelimit.Params, i int64, v uint64) bool {
-	if s.HLL != nil {
+	if h := s.HLL; h != nil {
 		reg, rank := ratelimit.DistinctRegister(v)
-		return int(s.HLL.Union[reg]) >= rank
+		if int(h.Union[reg]) < rank {
+			return false
+		}
+		b := ratelimit.DistinctBit(v)
+		for _, bm := range h.Bits {
+			if bm[b/64]&(1<<(b%64)) != 0 {
+				return true
+			}
+		}
+		return false
 	}
 	for _, e := range s.Exact {
 		if e.V == v {
@@ -226,9 +240,11 @@ func (s *DistinctState) Take(p *ratelimit.Params, now int64, v uint64) {
 		s.Exact = append(s.Exact, DistinctEntry{V: v, Bucket: i})
 		return
 	}
-	h := &DistinctHLL{Ring: make([][]uint8, p.Buckets), Union: make([]uint8, ratelimit.DistinctRegisters)}
+	h := &DistinctHLL{Ring: make([][]uint8, p.Buckets), Union: make([]uint8, ratelimit.DistinctRegisters),
+		Bits: make([][]uint64, p.Buckets)}
 	for j := range h.Ring {
 		h.Ring[j] = make([]uint8, ratelimit.DistinctRegisters)
+		h.Bits[j] = make([]uint64, ratelimit.DistinctBitmap/64)
 	}
 	h.Histo[0] = ratelimit.DistinctRegisters
 	for _, e := range s.Exact {
@@ -249,6 +265,8 @@ func (h *DistinctHLL) add(p *ratelimit.Params, j int64, v uint64) {
 		h.Filled[slot]++
 	}
 	ring[reg] = max(ring[reg], r)
+	b := ratelimit.DistinctBit(v)
+	h.Bits[slot][b/64] |= 1 << (b % 64)
 	if u := h.Union[reg]; r > u {
 		h.Histo[u]--
 		h.Histo[r]++
@@ -284,7 +302,8 @@ func (s *DistinctState) Expiry(p *ratelimit.Params) int64 {
 func (s *DistinctState) Bytes() int64 {
 	n := int64(48 + 16*cap(s.Exact))
 	if h := s.HLL; h != nil {
-		n += int64(8*len(h.Histo)+48) + int64(len(h.Union)) + int64(len(h.Ring))*(24+ratelimit.DistinctRegisters)
+		n += int64(8*len(h.Histo)+8*len(h.Filled)+72) + int64(len(h.Union)) +
+			int64(len(h.Ring))*(48+ratelimit.DistinctRegisters+ratelimit.DistinctBitmap/8)
 	}
 	return n
 }

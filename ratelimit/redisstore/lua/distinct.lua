@@ -1,16 +1,17 @@
 ---------------------------------------------------------------- distinct
 -- A bound on the distinct values per key (ARCHITECTURE.md "distinct";
 -- mirrored from window.DistinctState). The hit's value travels as 16
--- bytes: its 64-bit hash (8 bytes) and '<d' register * 64 + rank, which
--- the gateway computes (ratelimit.DistinctRegister: Lua has no 64-bit
--- integers). One key per hit, a string in one of two layouts:
+-- bytes: its 64-bit hash (8 bytes) and '<d' bit * 2^20 + register * 64 +
+-- rank, which the gateway computes (ratelimit.DistinctRegister and
+-- DistinctBit: Lua has no 64-bit integers). One key per hit, a string in one of two layouts:
 --   exact:     'E', '<d' newest sub-window, then per value its 16 bytes
 --              and '<d' the newest sub-window it was seen in (at most
 --              DEXACT values)
 --   estimated: 'H', '<d' newest, 52 '<d' histogram of the union's
 --              registers, 16 '<d' non-zero registers per ring slot, the
 --              union (DM bytes), then N ring slots of DM bytes (sub-window
---              j in slot j mod N); each byte a register
+--              j in slot j mod N; each byte a register), then N bitmaps
+--              of DB bytes, slot j's membership bits (GETBIT order)
 -- A counted value writes a few bytes with SETRANGE (estimated) or the
 -- whole exact value; moving an estimated key to a later sub-window
 -- (clearing the slots that left and recomputing the union) writes the
@@ -18,7 +19,7 @@
 -- s = { exact (bool), newest, vals, bks | histo, filled, u, rb, full,
 --       val (16 bytes), reg, rank, i (now's sub-window), raw (bool) }
 DEF[9] = function()
-  local DEXACT, DM, DMAXRANK = 128, 16384, 51
+  local DEXACT, DM, DMAXRANK, DB = 128, 16384, 51, 16384
   local DHDR = 1 + 8 + 8 * (DMAXRANK + 1) + 8 * 16 -- 553
   local HFMT = '<' .. string.rep('d', DMAXRANK + 1)
   local FFMT = '<' .. string.rep('d', 16)
@@ -124,7 +125,7 @@ DEF[9] = function()
 
   local function fresh(s, i)
     s.exact, s.newest, s.vals, s.bks = true, i, {}, {}
-    s.histo, s.filled, s.ring, s.U, s.full = nil, nil, nil, nil, nil
+    s.histo, s.filled, s.ring, s.bm, s.U, s.full = nil, nil, nil, nil, nil, nil
   end
 
   -- read returns the state of key k at now, an estimated one moved to
@@ -164,13 +165,16 @@ DEF[9] = function()
       return s
     end
     local all = redis.call('GET', k)
-    if #all ~= DHDR + DM * (N + 1) then error('tollgate: corrupt distinct state') end
-    s.ring = {}
+    if #all ~= DHDR + DM * (N + 1) + DB * N then error('tollgate: corrupt distinct state') end
+    s.ring, s.bm = {}, {}
+    local bbase = DHDR + DM * (N + 1)
     for j = 0, N - 1 do
       s.ring[j + 1] = all:sub(DHDR + DM * (j + 1) + 1, DHDR + DM * (j + 2))
+      s.bm[j + 1] = all:sub(bbase + DB * j + 1, bbase + DB * (j + 1))
     end
     for j = s.newest + 1, i do
       s.ring[(j % N) + 1] = ZERO
+      s.bm[(j % N) + 1] = ZERO
     end
     s.newest = i
     fromring(s, p)
@@ -191,6 +195,8 @@ DEF[9] = function()
     if v == nil or #v ~= 16 then v = string.rep('\0', 16) end
     s.val = v
     local x = sunpack('<d', v, 9)
+    s.bit = floor(x / 1048576)
+    x = x - s.bit * 1048576
     s.reg, s.rank = floor(x / 64), x % 64
     if not s.exact then
       local slot = s.i % p[5]
@@ -248,12 +254,33 @@ DEF[9] = function()
     return w
   end
 
+  -- bitin reports whether bit b is set in the bitmap string bm.
+  local function bitin(bm, b)
+    local byte = sbyte(bm, floor(b / 8) + 1)
+    return floor(byte / 2 ^ (7 - b % 8)) % 2 == 1
+  end
+
+  -- counted reports whether an estimated s holds its value: registers
+  -- it would not raise and its bit set in a slot of the window.
+  local function counted(s, p, k)
+    if s.u < s.rank then return false end
+    local N = p[5]
+    for j = 0, N - 1 do
+      if s.full then
+        if bitin(s.bm[j + 1], s.bit) then return true end
+      elseif redis.call('GETBIT', k, 8 * (DHDR + DM * (N + 1) + DB * j) + s.bit) == 1 then
+        return true
+      end
+    end
+    return false
+  end
+
   local function allow(s, p)
     local L, P, N, i = p[1], p[4], p[5], s.i
     if s.exact then
       local k = find(s)
       if k and s.bks[k] > i - N then return true, 0 end
-    elseif s.u >= s.rank then
+    elseif counted(s, p, s.key) then
       return true, 0
     end
     local c = count(s, p)
@@ -275,8 +302,15 @@ DEF[9] = function()
     return false, w
   end
 
-  -- hadd sets (reg, rank) in slot j of a full estimated state.
-  local function hadd(s, reg, rank, slot)
+  -- hadd sets (reg, rank) and bit in slot j of a full estimated state.
+  local function hadd(s, reg, rank, bit, slot)
+    local bm = s.bm[slot + 1]
+    local bi = floor(bit / 8) + 1
+    local byte = sbyte(bm, bi)
+    local m = 2 ^ (7 - bit % 8)
+    if floor(byte / m) % 2 == 0 then
+      s.bm[slot + 1] = bm:sub(1, bi - 1) .. schar(byte + m) .. bm:sub(bi + 1)
+    end
     local r = s.ring[slot + 1]
     local b = sbyte(r, reg + 1)
     if b == 0 then s.filled[slot + 1] = s.filled[slot + 1] + 1 end
@@ -298,9 +332,10 @@ DEF[9] = function()
     if not s.exact then
       local slot = i % N
       if s.full then
-        hadd(s, s.reg, s.rank, slot)
+        hadd(s, s.reg, s.rank, s.bit, slot)
         return
       end
+      redis.call('SETBIT', k, 8 * (DHDR + DM * (N + 1) + DB * slot) + s.bit, 1)
       -- a few bytes: the ring's and the union's now (a later hit on
       -- the key reads them), the header's in write
       if s.rb == 0 then s.filled[slot + 1] = s.filled[slot + 1] + 1 end
@@ -337,8 +372,8 @@ DEF[9] = function()
     local regs = {}
     for j = 1, N do regs[j] = {} end
     s.U = ZERO
-    s.ring = {}
-    for j = 1, N do s.ring[j] = ZERO end
+    s.ring, s.bm = {}, {}
+    for j = 1, N do s.ring[j], s.bm[j] = ZERO, ZERO end
     s.histo = {}
     for q = 1, DMAXRANK + 1 do s.histo[q] = 0 end
     s.histo[1] = DM
@@ -346,10 +381,12 @@ DEF[9] = function()
     for j = 1, 16 do s.filled[j] = 0 end
     for q = 1, #s.vals do
       local x = sunpack('<d', s.vals[q], 9)
-      hadd(s, floor(x / 64), x % 64, s.bks[q] % N)
+      local bit = floor(x / 1048576)
+      x = x - bit * 1048576
+      hadd(s, floor(x / 64), x % 64, bit, s.bks[q] % N)
     end
     s.vals, s.bks = nil, nil
-    hadd(s, s.reg, s.rank, i % N)
+    hadd(s, s.reg, s.rank, s.bit, i % N)
   end
 
   local function encodehdr(s)
@@ -363,7 +400,7 @@ DEF[9] = function()
     local t = ceilticks((exp - now) / 1000) + margin
     if s.full and not counted then
       -- read moved it: write it back as moved
-      redis.call('SET', k, encodehdr(s) .. s.U .. table.concat(s.ring), 'PX', px(t))
+      redis.call('SET', k, encodehdr(s) .. s.U .. table.concat(s.ring) .. table.concat(s.bm), 'PX', px(t))
       return
     end
     if not counted then
@@ -378,7 +415,7 @@ DEF[9] = function()
       end
       redis.call('SET', k, table.concat(parts), 'PX', px(t))
     elseif s.full then
-      redis.call('SET', k, encodehdr(s) .. s.U .. table.concat(s.ring), 'PX', px(t))
+      redis.call('SET', k, encodehdr(s) .. s.U .. table.concat(s.ring) .. table.concat(s.bm), 'PX', px(t))
     else
       redis.call('SETRANGE', k, 0, encodehdr(s))
       redis.call('PEXPIRE', k, px(t))
