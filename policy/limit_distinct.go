@@ -28,6 +28,14 @@ func compileDistinct(l *Limit, c *config.LimitConfig, path string, e *problems) 
 	l.Distinct = &d
 }
 
+// The value is a key part, an IPv4 network or the path (keys.Distinct).
+// An expression as the value (`distinct = '<expression>'`, a JSON body
+// field among what it may read) takes its place once limits take
+// expressions: compileDistinct compiles it where ParseDistinct parses,
+// and DistinctValue hashes its string result under a kind of its own
+// (so it never equals a key part's value) where it calls
+// keys.Extractor.DistinctValue; everything after the hash is unchanged.
+
 // DistinctValue returns the hash of the value a distinct limit counts for
 // a request (keys.Extractor.DistinctValue), 0 for other limits. ok is
 // false when the request lacks the value and on_missing is "reject": such

@@ -155,3 +155,43 @@ func TestDistinctEstimateSlides(t *testing.T) {
 		t.Fatalf("one window after the last value: count = %d, estimated %v", c, s.HLL != nil)
 	}
 }
+
+// FuzzDistinctExact holds a DistinctState in its exact range to the naive
+// model on fuzzed sequences: 2 bytes per request, a time step of up to 255
+// ticks × 1,000 and a value of 0..15; the limit and the sub-windows come
+// from the first bytes.
+func FuzzDistinctExact(f *testing.F) {
+	f.Add([]byte{3, 2, 1, 1, 2, 2, 3, 3, 4, 4, 200, 1, 0, 5})
+	f.Add([]byte{1, 1, 0, 0, 0, 1, 255, 1, 0, 1})
+	f.Add([]byte{16, 4, 10, 1, 10, 2, 10, 3, 10, 4, 10, 5, 90, 6, 90, 7, 250, 8})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 2 {
+			return
+		}
+		limit := 1 + int64(data[0]%16)
+		n := 1 + int64(data[1]%6)
+		prec := 50 * time.Millisecond
+		l := distinctLimit(t, limit, prec*time.Duration(n), prec)
+		p := l.Params(0)
+		model := &naiveDistinct{p: prec, n: n}
+		now := int64(1_702_080_000_000_000)
+		var s DistinctState
+		s.Init(&p, now)
+		for data = data[2:]; len(data) >= 2 && len(model.events) < 300; data = data[2:] {
+			now += int64(data[0]) * 1000
+			v := uint64(data[1]%16+1) * 0x9e3779b97f4a7c15
+			ok, ra := s.Allow(&p, now, v)
+			wok, wra := model.decide(now, limit, v)
+			if ok != wok || ra != wra {
+				t.Fatalf("Allow = %v, %d; model %v, %d", ok, ra, wok, wra)
+			}
+			if ok {
+				s.Take(&p, now, v)
+				model.events = append(model.events, struct {
+					v  uint64
+					at int64
+				}{v, now})
+			}
+		}
+	})
+}
