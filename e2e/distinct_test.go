@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -68,6 +69,24 @@ func distinctKeySharing(t *testing.T, g *gw, c *http.Client) {
 	wantStatus(t, get(t, c, g.url("/api/x"), from("shared-key", "10.0.4.5")), 429, "a fourth network")
 	wantStatus(t, get(t, c, g.url("/api/x"), from("shared-key", "10.0.2.99")), 200, "a counted network after the denial")
 	wantStatus(t, get(t, c, g.url("/api/x"), from("own-key", "10.0.4.5")), 200, "another key from the fourth network")
+	// The admin API reads the key's count (the store's Usage, no value),
+	// and its reset lets a new network in.
+	u := adminDo(t, g, "GET", "/admin/limits?limit=key-sharing&key=api_key:shared-key", "")
+	var usage struct {
+		Algorithm string `json:"algorithm"`
+		Windows   []struct {
+			Used      int64 `json:"used"`
+			Remaining int64 `json:"remaining"`
+		} `json:"windows"`
+	}
+	if err := json.Unmarshal(u.Body, &usage); err != nil || u.Status != 200 || usage.Algorithm != "distinct" ||
+		len(usage.Windows) != 1 || usage.Windows[0].Used != 3 || usage.Windows[0].Remaining != 0 {
+		t.Fatalf("GET /admin/limits: %s; want distinct, used 3, remaining 0", u)
+	}
+	if r := adminDo(t, g, "DELETE", "/admin/limits?limit=key-sharing&key=api_key:shared-key", ""); r.Status != 200 {
+		t.Fatalf("DELETE /admin/limits: %s", r)
+	}
+	wantStatus(t, get(t, c, g.url("/api/x"), from("shared-key", "10.0.4.5")), 200, "a fourth network after the reset")
 }
 
 func distinctStuffing(t *testing.T, g *gw, c *http.Client) {
