@@ -131,3 +131,27 @@ func distinctScraping(t *testing.T, g *gw, c *http.Client) {
 	}
 	wantStatus(t, get(t, c, g.url("/pages/new-one"), map[string]string{"X-API-Key": "reader"}), 200, "another client")
 }
+
+// TestDistinctValidate: `gateway validate` prints a distinct limit's most
+// memory per key (the estimated layout: registers and a bitmap per
+// sub-window, about 149 KB at four), and refuses a limit past 10,000 with
+// the field path.
+func TestDistinctValidate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, rate string) string {
+		p := dir + "/" + name
+		cfg := "[server]\nlisten = \"127.0.0.1:0\"\n\n[[limits]]\nname = \"stuffing\"\nalgorithm = \"distinct\"\ndistinct = \"header:X-Username\"\nby = [\"ip\"]\nrates = [\"" + rate + "\"]\n\n" +
+			"[[routes]]\nname = \"login\"\npath_prefix = \"/login\"\nrespond = { status = 200, body = \"ok\" }\nlimits = [\"stuffing\"]\n"
+		writeFileAtomic(t, p, []byte(cfg))
+		return p
+	}
+	code, stdout, stderr := runGateway(t, nil, "validate", "--config", write("ok.toml", "5/10m"))
+	if code != 0 || !strings.Contains(stdout, `limit "stuffing" distinct: up to 149062 bytes a key at worst`) {
+		t.Fatalf("validate: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runGateway(t, nil, "validate", "--config", write("big.toml", "20000/10m"))
+	if code == 0 || !strings.Contains(stdout+stderr, "limits[0]") || !strings.Contains(stdout+stderr, "at most 10000") {
+		t.Fatalf("validate of a limit of 20000: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+}
