@@ -87,6 +87,10 @@ func distinctKeySharing(t *testing.T, g *gw, c *http.Client) {
 		t.Fatalf("DELETE /admin/limits: %s", r)
 	}
 	wantStatus(t, get(t, c, g.url("/api/x"), from("shared-key", "10.0.4.5")), 200, "a fourth network after the reset")
+	// The dashboard names what the limit counts.
+	if d := adminDo(t, g, "GET", "/admin/ui/data", ""); d.Status != 200 || !strings.Contains(string(d.Body), `"distinct":"ip/24"`) {
+		t.Fatalf("GET /admin/ui/data: %s; want the limit's distinct ip/24", d)
+	}
 }
 
 func distinctStuffing(t *testing.T, g *gw, c *http.Client) {
