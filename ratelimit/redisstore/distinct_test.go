@@ -170,3 +170,39 @@ func TestDistinctRedisBounded(t *testing.T) {
 		t.Fatalf("estimated %d values of 3000", used)
 	}
 }
+
+// TestDistinctClusterRefund: on a Cluster, a request whose distinct hit
+// is in one slot and whose other limit, in another slot, denies it is
+// denied without a store error; the other slot's counter is given back,
+// and the distinct value, which cannot be, stays counted (ARCHITECTURE.md
+// "distinct").
+func TestDistinctClusterRefund(t *testing.T) {
+	c := newClusterClient(t, sharedCluster().Addrs())
+	rs := newStore(t, c, redisstore.Options{DenyCacheSize: -1})
+	d := finished(t, ratelimit.Limit{Name: "drefund", Algorithm: ratelimit.Distinct, Rates: []ratelimit.Rate{rate(10, time.Hour)}})
+	f := finished(t, ratelimit.Limit{Name: "frefund", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(1, time.Hour)}})
+	if redisstore.Slot("{a}k") == redisstore.Slot("{c}k") {
+		t.Fatal("the keys share a slot")
+	}
+	ctx := context.Background()
+	now := time.Now()
+	out := make([]ratelimit.Decision, 2)
+	for i, want := range []bool{true, false} {
+		hits := []ratelimit.Hit{{Limit: d, Key: "{a}k", Cost: 1, Value: uint64(i + 1)}, {Limit: f, Key: "{c}k", Cost: 1}}
+		ok, err := rs.Decide(ctx, now, hits, out)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if ok != want {
+			t.Fatalf("request %d: allowed %v, want %v", i, ok, want)
+		}
+	}
+	u, err := rs.Usage(ctx, now, d, "{a}k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u[0].Used < 1 || u[0].Used > 2 {
+		t.Fatalf("distinct values counted: %d, want 1 (or 2: the denied request's value stays counted)", u[0].Used)
+	}
+	t.Logf("distinct values counted after the denied request: %d", u[0].Used)
+}
