@@ -19,7 +19,7 @@ import (
 // decisions and usage, field by field: distinct limits in their exact
 // range and past it (the estimate, its sub-windows sliding), alone and
 // beside other limits (a concurrency one moves the values' arguments
-// after the members).
+// after the members), with a penalty box.
 func TestDistinctParity(t *testing.T) {
 	for _, topo := range []string{"standalone", "standalone-script", "cluster"} {
 		t.Run(topo, func(t *testing.T) {
@@ -46,7 +46,9 @@ func distinctParity(t *testing.T, rs *redisstore.Store, steps int) {
 		Rates: []ratelimit.Rate{rate(400, 3*time.Second)}})
 	fixed := finished(t, ratelimit.Limit{Name: "fixed", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{rate(50, time.Second)}})
 	conc := finished(t, ratelimit.Limit{Name: "conc", Algorithm: ratelimit.Concurrency, MaxInFlight: 1000})
-	limits := []*ratelimit.Limit{small, exact, big, big, big, fixed, conc}
+	boxed := finished(t, ratelimit.Limit{Name: "dboxed", Algorithm: ratelimit.Distinct, Penalty: 700 * time.Millisecond,
+		Rates: []ratelimit.Rate{rate(3, 2*time.Second)}})
+	limits := []*ratelimit.Limit{small, exact, big, big, big, fixed, conc, boxed}
 	rng := rand.New(rand.NewPCG(5, 6))
 	now := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(rng.Int64N(1e6)) * time.Microsecond)
 	tags := []string{"{a}", "{b}"}
