@@ -212,3 +212,36 @@ func TestDistinctClusterRefund(t *testing.T) {
 		t.Fatalf("fixed window after the refund: %+v, %v; want 1 used", uf, err)
 	}
 }
+
+// TestDistinctEmptiedThenClockBack: an estimated key whose values have all
+// left is decided on a fresh state, and a request on a clock then stepped
+// back finds the stored state again, on both stores. Redis used to delete
+// the key on the spot, while the memory store keeps a state past its
+// expiry (as for every algorithm): the request was admitted on Redis
+// (Remaining 9) and denied in memory.
+func TestDistinctEmptiedThenClockBack(t *testing.T) {
+	rs := newStore(t, newClient(t, standard.Addr), redisstore.Options{DenyCacheSize: -1})
+	ms := memstore.New(memstore.Options{})
+	ctx := context.Background()
+	l := finished(t, ratelimit.Limit{Name: "dempty", Algorithm: ratelimit.Distinct, Precision: time.Second,
+		Rates: []ratelimit.Rate{rate(10, 2*time.Second)}})
+	t0 := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+	step := 0
+	both := func(at time.Time, v uint64, mode ratelimit.HitMode) {
+		t.Helper()
+		hits := []ratelimit.Hit{{Limit: l, Key: "{e}k", Cost: 1, Value: v, Mode: mode}}
+		want, got := make([]ratelimit.Decision, 1), make([]ratelimit.Decision, 1)
+		wa, ga := decideBoth(t, ctx, ms, rs, at, hits, want, got, step)
+		step++
+		if wa != ga || want[0] != got[0] {
+			t.Fatalf("step %d at %s: redis %v %+v, memstore %v %+v", step, at.Format("15:04:05.000"), ga, got[0], wa, want[0])
+		}
+	}
+	for v := range uint64(200) { // past the exact range (taken: the limit is 10)
+		both(t0, (v+1)*0x9e3779b97f4a7c15, ratelimit.HitTake)
+	}
+	both(t0.Add(time.Second), 1, ratelimit.HitPeek)            // moved on a sub-window
+	both(t0.Add(2*time.Second), 2, ratelimit.HitPeek)          // every value has left
+	both(t0.Add(1500*time.Millisecond), 3, ratelimit.HitCount) // the clock steps back
+	both(t0.Add(3200*time.Millisecond), 4, ratelimit.HitPeek)
+}

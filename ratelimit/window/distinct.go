@@ -85,7 +85,10 @@ func (s *DistinctState) Normalize(p *ratelimit.Params, now int64) {
 	s.Newest = i
 	h.recompute()
 	if h.Histo[0] == ratelimit.DistinctRegisters {
-		// Every value has left: exact again, from nothing.
+		// Every value has left: exact again, from nothing. (A store
+		// never empties a state it holds this way: every value has left
+		// only once the state's expiry has passed, and a store decides
+		// such a key on a fresh state, leaving the stored one alone.)
 		*s = DistinctState{Newest: i}
 	}
 }

@@ -157,10 +157,11 @@ DEF[9] = function()
     s.filled[17] = nil
     if i == s.newest then return s end
     -- Move to sub-window i: clear the slots that left, recompute.
+    -- Every value has left: decide on a fresh state and leave the key
+    -- to its TTL, as the memory store leaves a state past its expiry
+    -- (a clock stepped back finds it again on both).
     if i - s.newest >= N then
       fresh(s, i)
-      redis.call('DEL', k)
-      s.raw = false
       return s
     end
     local all = redis.call('GET', k)
@@ -180,8 +181,6 @@ DEF[9] = function()
     fromring(s, p)
     if s.histo[1] == DM then
       fresh(s, i)
-      redis.call('DEL', k)
-      s.raw = false
       return s
     end
     s.full = true
