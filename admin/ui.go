@@ -43,6 +43,9 @@ type uiLimit struct {
 	Name      string `json:"name"`
 	Algorithm string `json:"algorithm"`
 	Shadow    bool   `json:"shadow"`
+	// Distinct is what a distinct limit counts the distinct values of
+	// (its `distinct` setting), "" for other limits.
+	Distinct string `json:"distinct,omitempty"`
 	// Totals since the gateway started: what /metrics reports per limit.
 	Allowed      uint64 `json:"allowed"`
 	Denied       uint64 `json:"denied"`
@@ -85,6 +88,9 @@ func (h *handler) uiData(w http.ResponseWriter, r *http.Request) {
 	d.StoreLatency, d.StoreCalls, d.StoreErrors = float64(mean)/float64(time.Millisecond), calls, errs
 	for _, l := range h.o.Policy().Limits {
 		row := uiLimit{Name: l.Name, Algorithm: l.Algorithm.String(), Shadow: l.Shadow, Utilisation: -1}
+		if l.Distinct != nil {
+			row.Distinct = l.Distinct.String()
+		}
 		if t := h.o.Top.Lookup(l.Name); t != nil {
 			row.Allowed, row.Denied, row.ShadowDenied, row.Near = t.Allowed.Load(), t.Denied.Load(), t.ShadowDenied.Load(), t.Near.Load()
 			row.Rates = t.Rates(now, uiHistory)

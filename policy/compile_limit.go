@@ -117,6 +117,7 @@ func buildLimit(c *config.LimitConfig, path string, e *problems) *Limit {
 		}
 		l.CostHeader = canonicalHeader(c.CostHeader)
 	}
+	compileDistinct(l, c, path, e)
 	compileCostTrust(l, c, path, e)
 	compileResponse(l, c, path, e)
 	buildSync(c, rl, path, e)
@@ -199,5 +200,9 @@ func limitScope(l *Limit) string {
 		b.WriteString(p.String())
 	}
 	fmt.Fprintf(&b, ";missing=%d", l.OnMissing)
+	if l.Distinct != nil {
+		// Counts of one value kind are not counts of another.
+		b.WriteString(";distinct=" + l.Distinct.String())
+	}
 	return b.String()
 }

@@ -236,6 +236,9 @@ type Limit struct {
 	// MaxWaiting bounds the requests waiting on a delay limit
 	// (Limit.MaxDelay > 0) in this gateway.
 	MaxWaiting int
+	// Distinct is what a distinct limit counts the distinct values of;
+	// nil for the other algorithms (limit_distinct.go).
+	Distinct *keys.Distinct
 	// WaitShare bounds the requests of one counter key among them: a
 	// key's fair share of the waiting room, so that a few keys (which a
 	// client may invent) cannot fill it for everyone. It is MaxWaiting

@@ -132,9 +132,14 @@ func (h *Handler) decideCandidate(c *Candidate, r *http.Request, q *request) {
 		if !ok {
 			continue
 		}
+		vals := keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header}
+		value, ok := l.DistinctValue(p.Identity, &id, &vals, q.path)
+		if !ok {
+			continue
+		}
 		n := len(buf)
-		buf = p.Identity.AppendKey(buf, parts, &id, &keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header})
-		hits = append(hits, ratelimit.Hit{Limit: l.For(&id), Key: string(buf[n:]), Cost: cost})
+		buf = p.Identity.AppendKey(buf, parts, &id, &vals)
+		hits = append(hits, ratelimit.Hit{Limit: l.For(&id), Key: string(buf[n:]), Cost: cost, Value: value})
 	}
 	sc.hits, sc.buf = hits, buf
 	if len(hits) == 0 {

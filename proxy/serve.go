@@ -175,13 +175,24 @@ func (h *Handler) serve(q *request) {
 				})
 				return
 			}
+			vals := keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header}
+			value, ok := l.DistinctValue(p.Identity, id, &vals, q.path)
+			if !ok {
+				ev.Outcome = OutcomeUnauthorized
+				headers.WriteProblem(w, headers.Problem{
+					Status: http.StatusUnauthorized,
+					Title:  "Unauthorized",
+					Detail: "limit " + strconv.Quote(l.Name) + " needs " + keys.MissingNames([]keys.Part{l.Distinct.Part}),
+				})
+				return
+			}
 			// A key repeated from one request to the next is remembered
 			// by the extractor: neither hashed nor allocated again.
-			key := p.Identity.Key(parts, id, &keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header})
+			key := p.Identity.Key(parts, id, &vals)
 			base := l.For(id)
 			lim := h.limitFor(ovs, p, l, base, parts, key, id)
 			q.varied = q.varied || lim != base
-			q.hits = append(q.hits, ratelimit.Hit{Limit: lim, Key: key, Cost: cost})
+			q.hits = append(q.hits, ratelimit.Hit{Limit: lim, Key: key, Cost: cost, Value: value})
 			q.peekResponse(l)
 			h.noWaitIfFull(q, l)
 		}

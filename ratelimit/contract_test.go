@@ -29,17 +29,17 @@ func TestAlgorithmNames(t *testing.T) {
 			t.Errorf("ParseAlgorithm(%q) = %v, %v; want an unknown-algorithm error", bad, a, err)
 		}
 	}
-	for _, a := range []Algorithm{0, 9, 200} {
-		if want := "Algorithm(" + map[Algorithm]string{0: "0", 9: "9", 200: "200"}[a] + ")"; a.String() != want {
+	for _, a := range []Algorithm{0, 10, 200} {
+		if want := "Algorithm(" + map[Algorithm]string{0: "0", 10: "10", 200: "200"}[a] + ")"; a.String() != want {
 			t.Errorf("Algorithm %d String = %q, want %q", a, a.String(), want)
 		}
 	}
-	want := []Algorithm{FixedWindow, FixedWindowElastic, SlidingWindowLog, SlidingWindowCounter, TokenBucket, GCRA, Concurrency, Quota}
+	want := []Algorithm{FixedWindow, FixedWindowElastic, SlidingWindowLog, SlidingWindowCounter, TokenBucket, GCRA, Concurrency, Quota, Distinct}
 	if got := Algorithms(); !slices.Equal(got, want) {
 		t.Errorf("Algorithms() = %v, want %v", got, want)
 	}
 	for _, a := range want {
-		if a.Exact() != (a != SlidingWindowCounter) {
+		if a.Exact() != (a != SlidingWindowCounter && a != Distinct) {
 			t.Errorf("%s.Exact() = %v", a, a.Exact())
 		}
 	}

@@ -45,6 +45,10 @@ func (l *Limit) Params(i int) Params {
 		Limit:     r.Limit,
 		Capacity:  l.Capacity(i),
 	}
+	if l.Algorithm == Distinct {
+		p.Precision = int64(l.distinctPrecision(r.Window) / Tick)
+		p.Buckets = p.Window / p.Precision
+	}
 	if l.Algorithm == SlidingWindowCounter {
 		p.Precision = p.Window
 		if l.Precision > 0 {

@@ -68,6 +68,10 @@ const (
 	// local midnights, so its periods last 23 to 25 hours across DST
 	// changes and 28 to 31 days for months.
 	Quota
+	// Distinct allows at most L distinct values (Hit.Value) per key in a
+	// sliding window of sub-windows: exact below DistinctExact values,
+	// a HyperLogLog estimate above (distinct.go).
+	Distinct
 )
 
 var algorithmNames = [...]string{
@@ -79,6 +83,7 @@ var algorithmNames = [...]string{
 	GCRA:                 "gcra",
 	Concurrency:          "concurrency",
 	Quota:                "quota",
+	Distinct:             "distinct",
 }
 
 // String returns the configuration name of a, e.g. "sliding_window_log".
@@ -102,12 +107,12 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 // Algorithms lists every algorithm, in the order the README lists them.
 func Algorithms() []Algorithm {
 	return []Algorithm{FixedWindow, FixedWindowElastic, SlidingWindowLog,
-		SlidingWindowCounter, TokenBucket, GCRA, Concurrency, Quota}
+		SlidingWindowCounter, TokenBucket, GCRA, Concurrency, Quota, Distinct}
 }
 
 // Exact reports whether a is exact (its decisions follow its definition to
 // the tick) rather than an approximation of a sliding window.
-func (a Algorithm) Exact() bool { return a != SlidingWindowCounter }
+func (a Algorithm) Exact() bool { return a != SlidingWindowCounter && a != Distinct }
 
 // Limit is one compiled, immutable limit definition. Limits are shared by
 // every request that uses them and must not be modified after compilation.
@@ -271,7 +276,12 @@ func (l *Limit) Validate() error {
 			return fmt.Errorf("burst must be in 1..2^53, got %d", l.Burst)
 		}
 	}
-	if l.Precision != 0 {
+	if l.Algorithm == Distinct {
+		if err := l.validateDistinct(); err != nil {
+			return err
+		}
+	}
+	if l.Precision != 0 && l.Algorithm != Distinct {
 		if l.Algorithm != SlidingWindowCounter {
 			return errors.New("precision applies only to sliding_window_counter")
 		}
@@ -320,6 +330,11 @@ type Hit struct {
 	// Mode says how the store treats the hit; the zero value counts it
 	// like any hit.
 	Mode HitMode
+	// Value is, for a Distinct limit, the 64-bit hash of the value whose
+	// distinct count the limit bounds (an IP, a user name, a path): the
+	// caller hashes it, so a store never sees the raw value. Ignored by
+	// the other algorithms.
+	Value uint64
 }
 
 // Check reports why a store cannot decide h: a nil or unfinished limit, or

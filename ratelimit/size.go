@@ -31,6 +31,9 @@ func (l *Limit) StateBytes() int64 {
 	if l.Algorithm == Concurrency {
 		return 8
 	}
+	if l.Algorithm == Distinct {
+		return l.distinctStateBytes()
+	}
 	var n int64
 	for i := range l.Rates {
 		n += windowBytes(l.Algorithm, l.Rates[i], l.Precision)

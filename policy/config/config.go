@@ -489,8 +489,16 @@ type LimitConfig struct {
 	// rate's limit. Default 0.
 	Burst int64 `mapstructure:"burst" json:"burst"`
 	// Precision is the sub-bucket width of sliding_window_counter, a
-	// divisor of every window; "" means the window itself. Default "".
+	// divisor of every window; "" means the window itself. For distinct,
+	// the sub-window width (at most 16 per window); "" means a quarter of
+	// the window. Default "".
 	Precision string `mapstructure:"precision" json:"precision"`
+	// Distinct is what the distinct algorithm counts the distinct values
+	// of, per key: a key part (client, ip, api_key, user, mtls, route,
+	// method, consumer, header:<Name>), "ip/<bits>" (the client's IPv4
+	// network) or "path" (the normal path). Required with algorithm
+	// "distinct", refused with the others. Default "".
+	Distinct string `mapstructure:"distinct" json:"distinct"`
 	// MaxInFlight is the concurrency algorithm's capacity. Default 0.
 	MaxInFlight int64 `mapstructure:"max_in_flight" json:"max_in_flight"`
 	// Exempt lists clients that this limit never limits.

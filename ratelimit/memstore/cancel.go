@@ -12,9 +12,9 @@ var _ ratelimit.Canceler = (*Store)(nil)
 
 // take counts cost units of st at t, or, for a delayed hit (d.Delay > 0),
 // at its slot t + Delay, and records the reservation's mark in d.
-func take(t *table, st *state, l *ratelimit.Limit, now, cost int64, d *ratelimit.Decision) {
+func take(t *table, st *state, l *ratelimit.Limit, now, cost int64, value uint64, d *ratelimit.Decision) {
 	if d.Delay <= 0 {
-		t.apply(st, opTake, l, &args{now: now, cost: cost})
+		t.apply(st, opTake, l, &args{now: now, cost: cost, value: value})
 		return
 	}
 	t.apply(st, opTake, l, &args{now: now + int64(d.Delay/ratelimit.Tick), cost: cost})

@@ -106,6 +106,8 @@ func newCell(l *ratelimit.Limit, now int64) cell {
 		return build[window.GCRAState](l, now)
 	case ratelimit.Quota:
 		return build[window.QuotaState](l, now)
+	case ratelimit.Distinct:
+		return newDistinctCell(l, now)
 	default:
 		return build[window.ConcurrencyState](l, now)
 	}

@@ -88,7 +88,7 @@ func (s *Store) decideMany(hits []ratelimit.Hit, t int64, out []ratelimit.Decisi
 			out[i] = ratelimit.Decision{Allowed: true}
 			continue
 		}
-		sh.t.apply(&slots[sl.first].st, opCheck, h.Limit, &args{now: t, cost: cost, d: &out[i]})
+		sh.t.apply(&slots[sl.first].st, opCheck, h.Limit, &args{now: t, cost: cost, value: h.Value, d: &out[i]})
 		window.Reserve(h.Limit, h.Mode, &out[i])
 		if !out[i].Allowed && !h.Limit.Shadow {
 			allowed = false
@@ -103,7 +103,7 @@ func (s *Store) decideMany(hits []ratelimit.Hit, t int64, out []ratelimit.Decisi
 		st := &slots[slots[i].first].st
 		t2 := &s.shards[slots[i].shard].t
 		if allowed && (!h.Limit.Shadow || d.Allowed) && h.Mode != ratelimit.HitPeek {
-			take(t2, st, h.Limit, t, h.Cost, d)
+			take(t2, st, h.Limit, t, h.Cost, h.Value, d)
 			d.Counted, counted = true, true
 			if st.k == kConc {
 				d.Lease = s.incarnation(t2.at(st.idx))
@@ -165,7 +165,7 @@ func (s *Store) decideOne(h ratelimit.Hit, t int64, d *ratelimit.Decision) bool 
 	sh := &s.shards[s.shardOf(hv)]
 	sh.mu.Lock()
 	st, old, isNew := sh.lookup(h.Limit, h.Key, uint32(hv), t)
-	a := args{now: t, cost: h.Cost, d: d}
+	a := args{now: t, cost: h.Cost, value: h.Value, d: d}
 	if h.Mode == ratelimit.HitTake {
 		*d = ratelimit.Decision{Allowed: true}
 	} else {
@@ -176,7 +176,7 @@ func (s *Store) decideOne(h ratelimit.Hit, t int64, d *ratelimit.Decision) bool 
 	// allowed itself.
 	allowed, counted := d.Allowed || h.Limit.Shadow, d.Allowed && h.Mode != ratelimit.HitPeek
 	if counted {
-		take(&sh.t, &st, h.Limit, t, h.Cost, d)
+		take(&sh.t, &st, h.Limit, t, h.Cost, h.Value, d)
 		d.Counted = true
 		if st.k == kConc {
 			d.Lease = s.incarnation(sh.t.at(st.idx))

@@ -84,6 +84,7 @@ const (
 // have changed since (window.ReportChecked).
 type args struct {
 	now, cost int64
+	value     uint64 // a distinct hit's value (ratelimit.Hit.Value)
 	mark      float64
 	d         *ratelimit.Decision
 	out       []ratelimit.WindowUsage
@@ -133,6 +134,9 @@ type state struct {
 // apply runs o on s for l in t. Boxed init is done by newCell instead.
 func (t *table) apply(s *state, o op, l *ratelimit.Limit, a *args) int64 {
 	if s.k == kBox {
+		if dc, ok := s.c.(*distinctCell); ok {
+			return dc.apply(o, l, a)
+		}
 		switch o {
 		case opCheck:
 			s.c.check(l, a.now, a.cost, a.d)

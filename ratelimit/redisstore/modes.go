@@ -40,11 +40,12 @@ func appendMaxDelay(b []byte, l *ratelimit.Limit) []byte {
 }
 
 // bypassDenyCache reports whether a call must reach Redis whatever the
-// deny cache holds: a take is never denied, and a delaying limit's denial
-// turns into a reservation before its RetryAfter has passed.
+// deny cache holds: a take is never denied, a delaying limit's denial
+// turns into a reservation before its RetryAfter has passed, and a
+// distinct limit's denial of one value says nothing of another.
 func bypassDenyCache(hits []ratelimit.Hit) bool {
 	for i := range hits {
-		if hits[i].Mode == ratelimit.HitTake || hits[i].Limit.MaxDelay > 0 {
+		if hits[i].Mode == ratelimit.HitTake || hits[i].Limit.MaxDelay > 0 || hits[i].Limit.Algorithm == ratelimit.Distinct {
 			return true
 		}
 	}

@@ -100,6 +100,7 @@ func (s *Store) decideHits(ctx context.Context, c caller, mode int, now time.Tim
 			ca.args = append(ca.args, m)
 		}
 	}
+	ca.args = appendDistinctValues(ca.args, hits)
 	res, err := s.run(ctx, c, ca.keys, ca.args, &ca.cmd)
 	if err != nil {
 		return false, taken{}, err

@@ -204,6 +204,9 @@ func (s *Store) Key(l *ratelimit.Limit, k string) string {
 	if l.Algorithm == ratelimit.Concurrency {
 		return s.opts.Prefix + k + ":" + l.ID + ":" + concFormat
 	}
+	if l.Algorithm == ratelimit.Distinct {
+		return s.opts.Prefix + k + ":" + l.ID + ":" + distinctFormat
+	}
 	return s.opts.Prefix + k + ":" + l.ID + ":" + stateFormat
 }
 

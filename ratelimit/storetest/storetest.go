@@ -99,6 +99,8 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("QuotaDayAndMonth", s.quotaDayAndMonth)
 	t.Run("Penalty", s.penalty)
 	t.Run("PenaltyInLayer", s.penaltyInLayer)
+	t.Run("Distinct", s.distinct)
+	t.Run("DistinctUsage", s.distinctUsage)
 }
 
 func (s *suite) store(t *testing.T) ratelimit.Store {
@@ -631,6 +633,9 @@ func (s *suite) neverInLayer(t *testing.T) {
 func (s *suite) usageAndReset(t *testing.T) {
 	ctx := context.Background()
 	for _, a := range ratelimit.Algorithms() {
+		if a == ratelimit.Distinct {
+			continue // it counts values, not costs: distinctUsage
+		}
 		t.Run(a.String(), func(t *testing.T) {
 			st := s.store(t)
 			l := &ratelimit.Limit{Name: t.Name(), Algorithm: a}

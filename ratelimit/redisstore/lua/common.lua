@@ -72,6 +72,8 @@
 -- then, when any hit is a concurrency hit, 1 string per hit: the member
 --           (holder slot id) a concurrency hit takes or gives back, '' for
 --           other hits
+-- then, when any hit is a distinct hit, 1 string per hit: its value
+--           (distinct.lua), '' for other hits
 --
 -- State: the doubles of every window, packed '<d' (bit-exact); the sliding
 -- log keeps its packed binary log per window behind a 4-byte length.
@@ -106,7 +108,8 @@
 -- fails (a store error) and nothing is written.
 --
 -- Algorithms: 1 fixed_window, 2 fixed_window_elastic, 3 sliding_window_log,
--- 4 sliding_window_counter, 5 token_bucket, 6 gcra, 7 concurrency, 8 quota.
+-- 4 sliding_window_counter, 5 token_bucket, 6 gcra, 7 concurrency, 8 quota,
+-- 9 distinct (distinct.lua: its own key layout and the hit's value).
 -- params p = { L, W, capacity, P, N } (one window of a limit; a quota's
 -- carries its periods' boundaries instead of W, P and N: quota.lua). A
 -- limit with a penalty box appends the penalty to its parameters, and its

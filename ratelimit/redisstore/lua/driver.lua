@@ -188,7 +188,7 @@ local function one1(la)
   local alg, shadow, nw, L, W, Cap, P, N = sunpack('<dddddddd', la)
   local A = handler(alg)
   local f = false
-  if nw == 1 and not A.lease and not A.decode then
+  if nw == 1 and not A.lease and not A.decode and not A.distinct then
     if A.one then
       f = A.one(shadow == 1, L, W, Cap, P, N)
     else
@@ -294,6 +294,19 @@ local function decide(KEYS, ARGV)
     if pos <= #pa then penalty(h, sunpack('<d', pa, pos)) end
   end
   if PEN then boxes(KEYS, HM) end
+  -- DV[h] is the value of distinct hit h (distinct.lua): after the
+  -- members, when any hit is a concurrency hit, else after the limits.
+  local DV
+  for h = 1, nhits do
+    if HIT[(h - 1) * 12 + 1].distinct then DV = {} end
+  end
+  if DV then
+    local vb = mbase
+    for h = 1, nhits do
+      if HIT[(h - 1) * 12 + 1].lease then vb = mbase + nhits break end
+    end
+    for h = 1, nhits do DV[h] = ARGV[vb + h - 1] end
+  end
 
   if mode == 3 then return cancel(HIT, KEYS, ARGV[2 + nhits], decode, store) end
 
@@ -315,7 +328,9 @@ local function decide(KEYS, ARGV)
       for j = 1, h - 1 do
         if KEYS[j] == KEYS[h] then first = j break end
       end
-      if ARGV[a0 + 4 * (h - 1)] == '1' and not HIT[(h - 1) * 12 + 1].lease then
+      local A = HIT[(h - 1) * 12 + 1]
+      -- a distinct value is not given back (ARCHITECTURE.md "distinct")
+      if ARGV[a0 + 4 * (h - 1)] == '1' and not A.lease and not A.distinct then
         total[first] = (total[first] or 0) + HIT[(h - 1) * 12 + 3]
       end
     end
@@ -367,6 +382,8 @@ local function decide(KEYS, ARGV)
       end
     elseif A.lease then
       states = { { A.read(KEYS[h], mode == 0) } }
+    elseif A.distinct then
+      states = { A.read(KEYS[h], ps[1]) }
     else
       local raw = redis.call('GET', KEYS[h])
       if raw == false then raw = nil end
@@ -375,8 +392,13 @@ local function decide(KEYS, ARGV)
     end
     HIT[b + 6] = states
     local ok, never = true, 0
-    for w = #ps, 1, -1 do
-      if cost > ps[w][3] then never = w end
+    if A.distinct then
+      -- a value counts once, whatever the request's cost
+      A.value(states[1], KEYS[h], DV[h], ps[1])
+    else
+      for w = #ps, 1, -1 do
+        if cost > ps[w][3] then never = w end
+      end
     end
     local wi = #WR
     HIT[b + 10] = wi
@@ -423,6 +445,8 @@ local function decide(KEYS, ARGV)
     if counted then
       local t = now
       if DL and DL[h] then now = now + DL[h] end -- a reservation counts at its slot
+      -- (pass 1 left the state bound to the last value checked on it)
+      if A.distinct then A.value(states[1], KEYS[h], DV[h], ps[1]) end
       for w = 1, #ps do A.take(states[w], ps[w], HIT[b + 3]) end
       if now ~= t then
         now = t
@@ -446,7 +470,11 @@ local function decide(KEYS, ARGV)
       end
       local r = A.remaining(s, p)
       out[n + 3] = r
-      out[n + 4] = reset(A, s, p, r)
+      if A.distinct then
+        out[n + 4] = A.reset(s, p)
+      else
+        out[n + 4] = reset(A, s, p, r)
+      end
       n = n + 4
     end
   end
@@ -459,7 +487,9 @@ local function decide(KEYS, ARGV)
     HIT[b + 12] = raw
     if not HIT[b + 7] then
       local A, ps, states = HIT[b + 1], HIT[b + 4], HIT[b + 6]
-      if A.lease then
+      if A.distinct then
+        A.write(KEYS[h], states[1], ps[1], HIT[b + 11])
+      elseif A.lease then
         if HIT[b + 11] then
           -- The key outlives every lease in it; each lease ends by itself.
           A.write(KEYS[h], states[1][1])
