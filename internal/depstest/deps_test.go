@@ -89,7 +89,7 @@ var rules = map[string]rule{
 	// more than the standard library.
 	"upstream": {allow: []string{"internal/logthrottle"}},
 	// The request path.
-	"proxy": {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "upstream", "internal/logthrottle"}},
+	"proxy": {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "upstream", "adaptive", "internal/logthrottle"}},
 	// Stores.
 	// The algorithms' window states and the engine that applies them to a
 	// key's windows: only stores and the exact-log referee (accuracy) see
@@ -118,6 +118,10 @@ var rules = map[string]rule{
 	"admin":    {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "topk"}},
 	// Heavy-hitter sketches of limited clients; standard library only.
 	"topk": {},
+	// The adaptive concurrency limit: one gateway's limit learned from the
+	// upstream's latency, priorities and the waiting room. Standard
+	// library only, no HTTP, no clock of its own (time is a parameter).
+	"adaptive": {stdDeny: []string{"net/...", "log/..."}},
 	// Access log writer and parser (for replay).
 	"accesslog": {},
 	// Metrics and tracing against the OpenTelemetry API (the SDK is
