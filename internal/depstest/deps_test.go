@@ -68,7 +68,7 @@ var rules = map[string]rule{
 	"policy/config": {allow: []string{"keys"}, stdDeny: []string{"net/http/...", "log/..."}},
 	// Validation and compilation of a config.Config into the immutable
 	// Policy, route matching (no viper: decoding happens in cmd/gateway).
-	"policy": {allow: []string{"policy/config", "keys", "headers", "ratelimit", "consumers", "upstream", "rls/envoyconf"}},
+	"policy": {allow: []string{"policy/config", "keys", "headers", "ratelimit", "consumers", "upstream", "rls/envoyconf", "adaptive"}},
 	// envoyproxy/ratelimit's YAML read and matched, its rules compiled to
 	// limits: no gRPC, no HTTP. go.yaml.in/yaml/v3 parses the files as
 	// node trees (aliases are walked by the package under its own node
