@@ -65,6 +65,8 @@ type uiData struct {
 	StoreErrors   uint64    `json:"store_errors"`
 	Limits        []uiLimit `json:"limits"`
 	Top           *topk.Top `json:"top,omitempty"`
+	// Adaptive are the adaptive_concurrency limiters (omitted: none).
+	Adaptive []AdaptiveState `json:"adaptive,omitempty"`
 }
 
 // uiData answers GET /admin/ui/data[?top=NAME&span=1m|15m]: what the
@@ -103,6 +105,9 @@ func (h *handler) uiData(w http.ResponseWriter, r *http.Request) {
 		d.Limits = append(d.Limits, uiLimit{Name: name, Algorithm: l.Algorithm.String(), Shadow: l.Shadow,
 			Allowed: t.Allowed.Load(), Denied: t.Denied.Load(), ShadowDenied: t.ShadowDenied.Load(), Near: t.Near.Load(),
 			Rates: t.Rates(now, uiHistory), Utilisation: t.Utilisation(now, 6)})
+	}
+	if h.o.Adaptive != nil {
+		d.Adaptive = h.o.Adaptive()
 	}
 	if name := r.URL.Query().Get("top"); name != "" && (h.o.Policy().Limit(name) != nil || h.o.Policy().RLSLimit(name) != nil) {
 		span := r.URL.Query().Get("span")

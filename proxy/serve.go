@@ -136,7 +136,7 @@ func (h *Handler) serve(q *request) {
 	}
 
 	id := &q.id
-	if len(rt.Limits) > 0 || p.Consumers.Enabled() || rt.NeedsIdentity() || hashesClient(rt) {
+	if len(rt.Limits) > 0 || len(rt.Adaptive) > 0 || p.Consumers.Enabled() || rt.NeedsIdentity() || hashesClient(rt) {
 		*id = p.Identity.Identify(r, h.identityClock(p))
 		if h.observer != nil {
 			ev.ClientKind, ev.Client, ev.APIKey, ev.IP = id.ClientKind.String(), id.Client, id.APIKey, id.IP
@@ -187,6 +187,10 @@ func (h *Handler) serve(q *request) {
 		}
 	}
 
+	if len(rt.Adaptive) > 0 {
+		h.serveAdaptive(q) // adaptive.go: admitted first, then as below
+		return
+	}
 	if len(q.hits) > 0 {
 		if r.Context().Err() != nil {
 			// The client went away before its decision: an HTTP/2 stream
