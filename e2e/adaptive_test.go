@@ -297,6 +297,22 @@ priority_trusted_from = `+tc.trusted)}})
 			if s.Shed["normal"] == 0 {
 				t.Fatalf("shed counts %v, want the normal 503 counted", s.Shed)
 			}
+			m := scrape(t, g, "")
+			if f := m.family("tollgate_adaptive_shed_total", `limit="up"`, `priority="normal"`); len(f) != 1 {
+				t.Errorf("/metrics: shed series %v, want one for normal\n%v", f, m.family("tollgate_adaptive_shed_total"))
+			}
+			if f := m.family("tollgate_adaptive_limit", `limit="up"`); len(f) != 1 {
+				t.Errorf("/metrics: learned limit series %v\n%v", f, m)
+			} else {
+				for _, v := range f {
+					if v != 4 {
+						t.Errorf("/metrics: learned limit %v, want 4 (pinned)", v)
+					}
+				}
+			}
+			if f := m.family("http_server_request_duration_seconds_count", `tollgate_outcome="shed"`); len(f) == 0 {
+				t.Errorf("/metrics: no request counted with outcome shed\n%v", m.family("http_server_request_duration_seconds_count"))
+			}
 		})
 	}
 }

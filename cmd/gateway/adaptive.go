@@ -5,6 +5,8 @@ import (
 
 	"github.com/tollgate/gateway/adaptive"
 	"github.com/tollgate/gateway/admin"
+	"github.com/tollgate/gateway/telemetry"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // adaptiveView is the handler's adaptive limiters as the admin API shows
@@ -29,3 +31,16 @@ func (g *gateway) adaptiveView() []admin.AdaptiveState {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// registerAdaptive exports the adaptive limiters as metrics, read at each
+// scrape.
+func (g *gateway) registerAdaptive(meter metric.Meter) (metric.Registration, error) {
+	return telemetry.RegisterAdaptiveStats(meter, func() []telemetry.AdaptiveLimiter {
+		var out []telemetry.AdaptiveLimiter
+		for _, v := range g.adaptiveView() {
+			out = append(out, telemetry.AdaptiveLimiter{Limit: v.Limit, Route: v.Route, Learned: v.LearnedLimit,
+				InFlight: v.InFlight, MinLatency: v.MinLatencyMS / 1000, SampleLatency: v.SampleLatencyMS / 1000, Shed: v.Shed})
+		}
+		return out
+	})
+}
