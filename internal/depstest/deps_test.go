@@ -149,6 +149,9 @@ var rules = map[string]rule{
 	// The cost of active health checks, measured from outside the
 	// gateway (/proc): standard library only.
 	"bench/healthcost": {},
+	// The adaptive limit beside the best static one through the binary,
+	// plotted with image/png: standard library only.
+	"bench/adaptive": {},
 	// The rate limit service's load loop: a gRPC client of the binary
 	// (the service's own protos), CPU read from /proc.
 	"bench/rlsload": {allow: []string{"github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3",
