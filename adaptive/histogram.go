@@ -7,12 +7,12 @@ import (
 )
 
 // A window's latencies are kept in log-linear buckets of microseconds:
-// eight per power of two, so a bucket is at most 12.5% wide, and adding a
+// 32 per power of two, so a bucket is at most 3.1% wide, and adding a
 // sample is one atomic increment (no lock, no allocation, whatever the
 // number of requests finishing at once). The median is read from the
 // counts when the window closes.
 const (
-	subBits  = 3
+	subBits  = 5
 	subCount = 1 << subBits
 	// octaves covers 1µs to 2^40µs (about 12 days): anything longer lands
 	// in the last bucket.

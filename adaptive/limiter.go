@@ -61,10 +61,13 @@ const (
 	smoothing   = 0.5
 	minGradient = 0.5
 	maxGradient = 2.0
-	// atMinProbe is the number of windows in a row at MinLimit after which
-	// the base latency is measured again at once: a base that rose (a
-	// slower release of the upstream) would otherwise hold the limit at
-	// the floor until the next scheduled probe.
+	// atMinProbe is the number of windows in a row with the gradient at
+	// its floor (latency at least twice the base, while each window cuts
+	// the limit) after which the base latency is measured again at once:
+	// a queue drains within a few such windows, so latency that stays
+	// high is a base that rose (a slower release of the upstream), which
+	// would otherwise hold the limit at the floor until the next
+	// scheduled probe.
 	atMinProbe = 5
 )
 
@@ -153,7 +156,7 @@ type Limiter struct {
 	phase             phase
 	probeDeadline     time.Time
 	nextProbe         time.Time
-	atMin             int
+	atMin             int // windows in a row with the gradient at its floor
 	rng               *rand.Rand
 	queues            [Priorities]list.List // of *waiter
 	counts            [nBuckets]uint32      // scratch of a window's close
@@ -350,7 +353,7 @@ func (l *Limiter) close(now time.Time) {
 	}
 	g := tolerance * float64(l.minRTT) / float64(sample)
 	g = min(max(g, minGradient), maxGradient)
-	queue := math.Sqrt(l.limit) / 2
+	queue := max(1, math.Sqrt(l.limit)/4)
 	if uint64(fails) >= n || float64(peak) < l.limit/2 {
 		// As many failures as answers, or traffic that never came near
 		// the limit: nothing shows room for more.
@@ -359,8 +362,8 @@ func (l *Limiter) close(now time.Time) {
 	next := g*l.limit + queue
 	l.limit = (1-smoothing)*l.limit + smoothing*next
 	l.limit = min(max(l.limit, float64(l.cfg.MinLimit)), float64(l.cfg.MaxLimit))
-	if l.limit <= float64(l.cfg.MinLimit) && float64(sample) > 2*float64(l.minRTT) {
-		l.atMin++
+	if float64(sample) >= 2*tolerance*float64(l.minRTT) {
+		l.atMin++ // the gradient at its floor
 	} else {
 		l.atMin = 0
 	}

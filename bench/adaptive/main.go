@@ -46,7 +46,7 @@ func main() {
 	capacity := flag.Int("capacity", 16, "requests each upstream serves at once")
 	service := flag.Duration("service", 50*time.Millisecond, "the upstreams' service time")
 	phase := flag.Duration("phase", 15*time.Second, "length of each phase")
-	backoff := flag.Duration("backoff", 100*time.Millisecond, "a refused client's pause before its next request")
+	backoff := flag.Duration("backoff", time.Second, "a refused client's pause before its next request (the gateway's Retry-After)")
 	bin := flag.String("bin", "", "gateway binary (default: built from ./cmd/gateway)")
 	csvPath := flag.String("csv", "", "write the learned limit over time here")
 	pngPath := flag.String("png", "", "plot the learned limit over time here")
@@ -311,16 +311,29 @@ limits = ["prio"]
 	}
 	defer stop()
 
-	// Run 1: static beside adaptive, capacity C, C/2, C.
+	// Run 1: static beside adaptive, capacity C, C/2, C, after a warm-up
+	// at C that is not recorded (phase -1).
 	caps := []int{c, c / 2, c}
 	var ph atomic.Int32
+	ph.Store(-1)
 	var st [2][3]stats // route (static, adaptive) × phase
-	start := time.Now()
+	var warmup stats
+	n := 8 * c
+	startLoad := time.Now()
+	start := startLoad.Add(phase / 3)
 	end := start.Add(3 * phase)
 	cur := func() int { return int(ph.Load()) }
-	n := 8 * c
-	w1 := clients(n, "http://"+listen+"/static", end, backoff, nil, cur, func(_, p int) *stats { return &st[0][p] })
-	w2 := clients(n, "http://"+listen+"/adaptive", end, backoff, nil, cur, func(_, p int) *stats { return &st[1][p] })
+	rec := func(r int) func(_, p int) *stats {
+		return func(_, p int) *stats {
+			if p < 0 {
+				return &warmup
+			}
+			return &st[r][p]
+		}
+	}
+	w1 := clients(n, "http://"+listen+"/static", end, backoff, nil, cur, rec(0))
+	w2 := clients(n, "http://"+listen+"/adaptive", end, backoff, nil, cur, rec(1))
+	time.Sleep(time.Until(start))
 	var samples []sample
 	changed := [3]time.Duration{0, phase, 2 * phase}
 	for time.Now().Before(end) {
@@ -341,7 +354,7 @@ limits = ["prio"]
 	w1.Wait()
 	w2.Wait()
 
-	fmt.Printf("capacity %d, service %v, %d clients per route, phases of %v, backoff %v\n", c, service, n, phase, backoff)
+	fmt.Printf("capacity %d, service %v, %d clients per route, phases of %v after %v of warm-up, backoff %v\n", c, service, n, phase, phase/3, backoff)
 	names := []string{"static (max_in_flight = C)", "adaptive_concurrency"}
 	for p := range 3 {
 		// A phase's figures include its start: following the change.
