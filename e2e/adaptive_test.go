@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -314,5 +316,52 @@ priority_trusted_from = `+tc.trusted)}})
 				t.Errorf("/metrics: no request counted with outcome shed\n%v", m.family("http_server_request_duration_seconds_count"))
 			}
 		})
+	}
+}
+
+// TestAdaptiveCandidate: a candidate configuration with an adaptive limit
+// (pinned at 2) beside a live one without: with two requests held at the
+// upstream, a third is forwarded by the live configuration and reported
+// as one the candidate would have shed.
+func TestAdaptiveCandidate(t *testing.T) {
+	const token = "cand-secret"
+	gt := newGate(t)
+	live := fmt.Sprintf(`[[routes]]
+name = "all"
+path_prefix = "/"
+upstream = %q
+`, gt.URL)
+	next := filepath.Join(t.TempDir(), "next.toml")
+	if err := os.WriteFile(next, []byte(adaptiveBody(gt.URL, "min_in_flight = 2\nmax_in_flight = 2")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, "candidate.toml.tmpl", gwOpts{Data: map[string]any{"Redis": "", "Body": live},
+		Env: []string{"TG_CAND_TOKEN=" + token}, Args: []string{"--candidate", next}})
+	url := g.url("/x")
+	h1 := holdAdmitted(t, gt, url, "cand-1", nil)
+	h2 := holdAdmitted(t, gt, url, "cand-2", nil)
+	if r := do(t, http.DefaultClient, "GET", url, nil); r.Status != 200 {
+		t.Fatalf("third request: %s, want 200: a candidate never changes an answer", r)
+	}
+	finish(t, gt, h1)
+	finish(t, gt, h2)
+	var rep candidateReport
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := adminDo(t, g, "GET", "/admin/candidate", token)
+		if r.Status != 200 {
+			t.Fatalf("GET /admin/candidate: %s", r)
+		}
+		rep = candidateReport{}
+		if err := json.Unmarshal(r.Body, &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Requests >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if rep.Requests != 3 || rep.ExtraDenials != 1 || rep.Limits["up"].ExtraDenials != 1 {
+		t.Fatalf("report %+v: want 3 requests, 1 the candidate's adaptive limit \"up\" would have shed", rep)
 	}
 }

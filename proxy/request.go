@@ -46,8 +46,10 @@ type request struct {
 	// ids are the request ids this scratch space hands out; kept by
 	// reset, so that a batch serves 64 requests.
 	ids idBatch
-	// ad holds the request's slots of adaptive limits (adaptive.go).
-	ad adaptiveReq
+	// ad holds the request's slots of adaptive limits (adaptive.go), and
+	// candAd its places at the candidate's (candidate_adaptive.go).
+	ad     adaptiveReq
+	candAd []candHold
 	// hashKey is the request's hash key on a route balanced by hash (0:
 	// none, round robin), read by the route's transport.
 	hashKey uint64
@@ -128,6 +130,8 @@ func (q *request) reset() {
 	q.rid, q.cors, q.origin = nil, nil, ""
 	q.hashKey = 0
 	q.ad.reset()
+	clear(q.candAd)
+	q.candAd = q.candAd[:0]
 	q.r, q.snap, q.rt = nil, nil, nil
 	q.raw, q.path, q.start = "", "", time.Time{}
 }

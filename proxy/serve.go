@@ -35,6 +35,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if c := h.cand.p.Load(); c != nil {
 		// Runs before q is reset, after the response is complete.
 		defer h.decideCandidate(c, r, q)
+		h.acquireCandidate(c, r, q) // candidate_adaptive.go
 	}
 	q.w = statusWriter{ResponseWriter: rw, q: q}
 	w := &q.w
