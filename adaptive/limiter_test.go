@@ -231,3 +231,32 @@ func TestPriorityUnderOverload(t *testing.T) {
 	}
 	t.Logf("critical %+v, normal %+v, sheddable %+v, critical p99 %v", crit, norm, shed, p99(s.latByPrio[adaptive.Critical]))
 }
+
+// TestWaitingRoomBounded: past MaxWaiting a request is refused at once,
+// and a waiter whose client leaves holds nothing and leaves the room.
+func TestWaitingRoomBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, now := settled(t, adaptive.Config{InitialLimit: 2, MaxWaiting: 1, ProbeInterval: time.Hour})
+		for l.TryAcquire(adaptive.Critical) == adaptive.Admit {
+		}
+		gone := make(chan struct{})
+		res := make(chan bool, 1)
+		go func() { res <- l.Wait(adaptive.Normal, time.Hour, false, gone) }()
+		synctest.Wait()
+		start := time.Now()
+		if l.Wait(adaptive.Critical, time.Hour, false, nil) || time.Since(start) != 0 {
+			t.Fatal("a second waiter was taken past MaxWaiting 1, or not refused at once")
+		}
+		close(gone)
+		if <-res {
+			t.Fatal("a waiter whose client left was admitted")
+		}
+		if st := l.Stats(); st.Waiting != 0 || st.InFlight != 2 {
+			t.Fatalf("after the client left: %+v, want none waiting, 2 in flight", st)
+		}
+		l.Release(now, 10*time.Millisecond, adaptive.Success)
+		if st := l.Stats(); st.InFlight != 1 {
+			t.Fatalf("after a release: %d in flight, want 1", st.InFlight)
+		}
+	})
+}

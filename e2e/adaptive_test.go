@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -363,5 +364,52 @@ upstream = %q
 	}
 	if rep.Requests != 3 || rep.ExtraDenials != 1 || rep.Limits["up"].ExtraDenials != 1 {
 		t.Fatalf("report %+v: want 3 requests, 1 the candidate's adaptive limit \"up\" would have shed", rep)
+	}
+}
+
+// TestAdaptiveHostile: what a client may send as its priority, at a limit
+// pinned at 2 with reserve 0.5 (normal and sheddable requests: 1 in
+// flight; critical: 2) and one normal request held: only a believed
+// "critical" (any case, from a trusted peer) takes the reserved slot;
+// every other spelling is normal and shed, without error.
+func TestAdaptiveHostile(t *testing.T) {
+	gt := newGate(t)
+	g := startGateway(t, "adaptive.toml.tmpl", gwOpts{Data: map[string]any{
+		"Body": adaptiveBody(gt.URL, `min_in_flight = 2
+max_in_flight = 2
+reserve = 0.5
+priority_header = "X-Priority"
+priority_trusted_from = ["127.0.0.0/8", "::1/128"]`)}})
+	url := g.url("/x")
+	h := holdAdmitted(t, gt, url, "hostile-held", nil)
+	defer finish(t, gt, h)
+	for _, tc := range []struct {
+		name   string
+		values []string
+		want   int
+	}{
+		{"critical", []string{"critical"}, 200},
+		{"upper case", []string{"CRITICAL"}, 200},
+		{"padded", []string{"  critical\t"}, 200},
+		{"sent twice", []string{"critical", "critical"}, 503},
+		{"list in one field", []string{"critical, critical"}, 503},
+		{"unknown class", []string{"urgent"}, 503},
+		{"empty", []string{""}, 503},
+		{"8 KiB", []string{strings.Repeat("critical", 1024)}, 503},
+		{"sheddable", []string{"sheddable"}, 503},
+	} {
+		req, _ := http.NewRequest("GET", url, nil)
+		req.Header["X-Priority"] = tc.values
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			// Go's client refuses to send some bytes (NUL): nothing
+			// reached the gateway.
+			t.Logf("%s: not sent: %v", tc.name, err)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: X-Priority %q answered %d, want %d", tc.name, tc.values, resp.StatusCode, tc.want)
+		}
 	}
 }

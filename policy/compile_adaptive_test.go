@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/tollgate/gateway/adaptive"
@@ -82,5 +83,12 @@ func TestAdaptiveCompiled(t *testing.T) {
 	}
 	if got := a.Priority(p.Routes[1], &keys.Identity{}, nil, ""); got != adaptive.Normal {
 		t.Errorf("no priority anywhere: %v, want normal", got)
+	}
+	c.Limits[2].PriorityTrustedFrom = nil
+	if p, err = Compile(c, noEnv, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(p.Warnings, "\n"), "limits[2]: priority_header X-Priority is believed from every client") {
+		t.Errorf("a priority header believed from anyone: warnings %q", p.Warnings)
 	}
 }
