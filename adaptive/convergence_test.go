@@ -18,7 +18,11 @@ import (
 // from arrival to end, not derived from the limiter's formula.
 func TestConvergence(t *testing.T) {
 	rng := rand.New(rand.NewPCG(29, 29))
-	for trial := range 8 {
+	trials := 8
+	if raceEnabled {
+		trials = 2
+	}
+	for trial := range trials {
 		c := 8 + rng.IntN(57)                                       // 8..64
 		service := time.Duration(5+rng.IntN(46)) * time.Millisecond // 5..50ms
 		seed := rng.Uint64()
