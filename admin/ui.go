@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/topk"
 )
 
@@ -87,6 +88,9 @@ func (h *handler) uiData(w http.ResponseWriter, r *http.Request) {
 	d.StoreLatency, d.StoreCalls, d.StoreErrors = float64(mean)/float64(time.Millisecond), calls, errs
 	for _, l := range h.o.Policy().Limits {
 		row := uiLimit{Name: l.Name, Algorithm: l.Algorithm.String(), Shadow: l.Shadow, Utilisation: -1}
+		if l.Adaptive != nil {
+			row.Algorithm = policy.AlgorithmAdaptive
+		}
 		if t := h.o.Top.Lookup(l.Name); t != nil {
 			row.Allowed, row.Denied, row.ShadowDenied, row.Near = t.Allowed.Load(), t.Denied.Load(), t.ShadowDenied.Load(), t.Near.Load()
 			row.Rates = t.Rates(now, uiHistory)
