@@ -1,6 +1,8 @@
 package adaptive_test
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -259,4 +261,40 @@ func TestWaitingRoomBounded(t *testing.T) {
 			t.Fatalf("after a release: %d in flight, want 1", st.InFlight)
 		}
 	})
+}
+
+// TestConcurrentNeverOverLimit: goroutines deciding, waiting and
+// releasing at once never hold more slots than the limit, and leave
+// nothing held or waiting behind.
+func TestConcurrentNeverOverLimit(t *testing.T) {
+	l := adaptive.New(adaptive.Config{MinLimit: 8, MaxLimit: 8, MaxWaiting: 4}, t0)
+	var wg sync.WaitGroup
+	var over atomic.Int64
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := adaptive.Priority(g % 3)
+			for i := range 300 {
+				ok := l.TryAcquire(p) == adaptive.Admit
+				if !ok {
+					ok = l.Wait(p, time.Millisecond, false, nil)
+				}
+				if !ok {
+					continue
+				}
+				if n := l.Stats().InFlight; n > 8 {
+					over.Store(n)
+				}
+				l.Release(t0.Add(time.Duration(i)*time.Millisecond), time.Millisecond, adaptive.Success)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := over.Load(); n != 0 {
+		t.Fatalf("%d slots held at once, limit 8", n)
+	}
+	if st := l.Stats(); st.InFlight != 0 || st.Waiting != 0 {
+		t.Fatalf("after every request ended: %+v, want nothing held or waiting", st)
+	}
 }

@@ -27,11 +27,17 @@ func (l *Limiter) Wait(p Priority, d time.Duration, probe bool, done <-chan stru
 		p = Normal
 	}
 	l.mu.Lock()
-	// A slot may have come free since TryAcquire.
-	if l.inflight.Load() < l.thr[p].Load() && l.queues[p].Len() == 0 {
-		l.inflight.Add(1)
-		l.mu.Unlock()
-		return true
+	// A slot may have come free since TryAcquire (taken by compare and
+	// swap: TryAcquire takes slots without the lock).
+	for l.queues[p].Len() == 0 {
+		n := l.inflight.Load()
+		if n >= l.thr[p].Load() {
+			break
+		}
+		if l.inflight.CompareAndSwap(n, n+1) {
+			l.mu.Unlock()
+			return true
+		}
 	}
 	if l.waiting.Load() >= l.cfg.MaxWaiting {
 		l.mu.Unlock()
