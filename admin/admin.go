@@ -81,6 +81,9 @@ type Options struct {
 	// Upstreams returns the routes' upstream targets and their health,
 	// encoded as JSON for /admin/upstreams; nil answers 501 there.
 	Upstreams func() any
+	// Adaptive returns the state of this gateway's adaptive_concurrency
+	// limiters, for /admin/limits and the dashboard; nil shows none.
+	Adaptive func() []AdaptiveState
 }
 
 type handler struct {

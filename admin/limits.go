@@ -63,6 +63,9 @@ type Usage struct {
 
 // limits answers GET (usage) and DELETE (reset) of /admin/limits.
 func (h *handler) limits(w http.ResponseWriter, r *http.Request) {
+	if h.adaptiveLimit(w, r) { // adaptive.go: no counters, no key
+		return
+	}
 	l, key, ok := h.target(w, r)
 	if !ok {
 		return

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/topk"
 )
 
@@ -68,6 +69,8 @@ type uiData struct {
 	StoreErrors   uint64    `json:"store_errors"`
 	Limits        []uiLimit `json:"limits"`
 	Top           *topk.Top `json:"top,omitempty"`
+	// Adaptive are the adaptive_concurrency limiters (omitted: none).
+	Adaptive []AdaptiveState `json:"adaptive,omitempty"`
 }
 
 // uiData answers GET /admin/ui/data[?top=NAME&span=1m|15m]: what the
@@ -91,6 +94,9 @@ func (h *handler) uiData(w http.ResponseWriter, r *http.Request) {
 		if l.Distinct != nil {
 			row.Distinct = l.Distinct.String()
 		}
+		if l.Adaptive != nil {
+			row.Algorithm = policy.AlgorithmAdaptive
+		}
 		if t := h.o.Top.Lookup(l.Name); t != nil {
 			row.Allowed, row.Denied, row.ShadowDenied, row.Near = t.Allowed.Load(), t.Denied.Load(), t.ShadowDenied.Load(), t.Near.Load()
 			row.Rates = t.Rates(now, uiHistory)
@@ -109,6 +115,9 @@ func (h *handler) uiData(w http.ResponseWriter, r *http.Request) {
 		d.Limits = append(d.Limits, uiLimit{Name: name, Algorithm: l.Algorithm.String(), Shadow: l.Shadow,
 			Allowed: t.Allowed.Load(), Denied: t.Denied.Load(), ShadowDenied: t.ShadowDenied.Load(), Near: t.Near.Load(),
 			Rates: t.Rates(now, uiHistory), Utilisation: t.Utilisation(now, 6)})
+	}
+	if h.o.Adaptive != nil {
+		d.Adaptive = h.o.Adaptive()
 	}
 	if name := r.URL.Query().Get("top"); name != "" && (h.o.Policy().Limit(name) != nil || h.o.Policy().RLSLimit(name) != nil) {
 		span := r.URL.Query().Get("span")

@@ -168,7 +168,7 @@ func build(c *config.Config) (*Policy, []error) {
 		rt := buildRoute(&c.Routes[i], path, &e)
 		buildRouteMessages(rt, &c.Routes[i], c, path, &e)
 		own := resolveLimits(c.Routes[i].Limits, p.byName, path+".limits", &e)
-		rt.Limits = mergeLimits(global, own)
+		rt.Limits, rt.Adaptive = splitAdaptive(mergeLimits(global, own))
 		rl := make([]*ratelimit.Limit, len(rt.Limits))
 		for k, l := range rt.Limits {
 			rl[k] = l.Limit
@@ -195,6 +195,7 @@ func build(c *config.Config) (*Policy, []error) {
 		}
 		p.Routes = append(p.Routes, rt)
 	}
+	compilePriorities(p, c, &e) // compile_adaptive.go
 	for i, rt := range p.Routes {
 		if rt.Respond != nil && rt.Respond.Quota != nil {
 			resolveQuota(rt.Respond.Quota, c.Routes[i].Respond.Routes, p.Routes, fmt.Sprintf("routes[%d].respond.routes", i), &e)

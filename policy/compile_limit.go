@@ -11,6 +11,9 @@ import (
 )
 
 func buildLimit(c *config.LimitConfig, path string, e *problems) *Limit {
+	if c.Algorithm == AlgorithmAdaptive {
+		return buildAdaptive(c, path, e) // compile_adaptive.go
+	}
 	n := len(*e)
 	rl := &ratelimit.Limit{Name: c.Name, Burst: c.Burst, MaxInFlight: c.MaxInFlight}
 	l := &Limit{Limit: rl, Cost: c.Cost}

@@ -239,6 +239,10 @@ type Limit struct {
 	// Distinct is what a distinct limit counts the distinct values of;
 	// nil for the other algorithms (limit_distinct.go).
 	Distinct *keys.Distinct
+	// Adaptive, when not nil, makes this an adaptive_concurrency limit
+	// (compile_adaptive.go): decided in each gateway from the upstream's
+	// latency, never by the store; routes list it in Route.Adaptive.
+	Adaptive *Adaptive
 	// WaitShare bounds the requests of one counter key among them: a
 	// key's fair share of the waiting room, so that a few keys (which a
 	// client may invent) cannot fill it for everyone. It is MaxWaiting
@@ -359,6 +363,11 @@ type Route struct {
 	CORS *CORS
 	// Limits are gateway.limits then the route's own, duplicates removed.
 	Limits []*Limit
+	// Adaptive are the adaptive_concurrency limits among them, in the
+	// same order, kept out of Limits: no store decides them.
+	Adaptive []*Limit
+	// priority is the route's priority class (noPriority: none).
+	priority int8
 	// RateLimitPolicy is the RateLimit-Policy header value of Limits'
 	// enforced windows, built once (with quotas' nominal windows: see
 	// RateLimitPolicyAt).

@@ -47,6 +47,9 @@ type CandidateOutcome struct {
 type candidateSlot struct {
 	p    atomic.Pointer[Candidate]
 	pool sync.Pool // *candScratch
+	// ad are the running candidate's adaptive limiters
+	// (candidate_adaptive.go).
+	ad atomic.Pointer[candAdaptive]
 }
 
 // candScratch is one candidate decision's reusable space.
@@ -77,7 +80,7 @@ func (h *Handler) Candidate() *Candidate { return h.cand.p.Load() }
 // for the request's duration). A request the live configuration left
 // undecided because its client had gone is skipped.
 func (h *Handler) decideCandidate(c *Candidate, r *http.Request, q *request) {
-	if q.ev.Outcome == OutcomeCanceled && q.decider == nil {
+	if q.ev.Outcome == OutcomeCanceled && q.decider == nil && len(q.candAd) == 0 {
 		// The client went away before the live decision: the live
 		// configuration counted nothing, and the candidate, promoted,
 		// would count nothing either. Neither decided, it is not recorded.
@@ -97,6 +100,7 @@ func (h *Handler) decideCandidate(c *Candidate, r *http.Request, q *request) {
 	out := &sc.out
 	*out = CandidateOutcome{At: q.ev.Start, Method: r.Method, Path: q.ev.Path,
 		LiveDenied: sc.live[:0], CandidateDenied: sc.cand[:0]}
+	h.settleCandidate(q, out) // candidate_adaptive.go
 	if q.ev.Outcome == OutcomeLimited {
 		for i := range q.hits {
 			if i < len(q.ds) && !q.ds[i].Allowed && !q.hits[i].Limit.Shadow {

@@ -68,6 +68,9 @@ const (
 	// decided (nothing counted), or while it waited for the slot a delay
 	// limit reserved (the slot is given back); logged as 499.
 	OutcomeCanceled
+	// OutcomeShed: an adaptive_concurrency limit found the upstream at
+	// capacity for the request's priority (503 with Retry-After).
+	OutcomeShed
 )
 
 var outcomeNames = [...]string{
@@ -79,6 +82,7 @@ var outcomeNames = [...]string{
 	OutcomeBadRequest:    "bad_request",
 	OutcomeUnauthorized:  "unauthorized",
 	OutcomeCanceled:      "canceled",
+	OutcomeShed:          "shed",
 }
 
 // String returns the outcome's metric label, e.g. "limited".

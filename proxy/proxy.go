@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/gateway/adaptive"
 	"github.com/tollgate/gateway/headers"
 	"github.com/tollgate/gateway/override"
 	"github.com/tollgate/gateway/policy"
@@ -114,6 +115,8 @@ type Handler struct {
 	pool           sync.Pool // *request
 	// waiting counts the requests waiting for delay slots, per limit.
 	waiting rooms
+	// adaptive keeps the adaptive limits' limiters across swaps.
+	adaptive adaptiveLimiters
 	// cand is the configuration decided beside the live one, if any.
 	cand    candidateSlot
 	buffers bufferPool
@@ -129,6 +132,9 @@ type snapshot struct {
 	shadow  map[*ratelimit.Limit]*logThrottle
 	// pools are the targets of the routes that forward.
 	pools map[*policy.Route]*upstream.Pool
+	// adaptive are the limiters of each route's adaptive limits, in the
+	// order of Route.Adaptive (adaptive.go).
+	adaptive map[*policy.Route][]*adaptive.Limiter
 }
 
 // New returns a Handler serving p.
@@ -256,6 +262,7 @@ func (h *Handler) Swap(p *policy.Policy) error {
 			specs[rt.Name] = rt.Upstreams
 		}
 	}
+	s.adaptive = h.adaptive.update(p, h.now())
 	pools := h.upstreams.Update(specs)
 	h.pruneNamed(specs)
 	s.pools = make(map[*policy.Route]*upstream.Pool, len(pools))

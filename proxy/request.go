@@ -46,6 +46,10 @@ type request struct {
 	// ids are the request ids this scratch space hands out; kept by
 	// reset, so that a batch serves 64 requests.
 	ids idBatch
+	// ad holds the request's slots of adaptive limits (adaptive.go), and
+	// candAd its places at the candidate's (candidate_adaptive.go).
+	ad     adaptiveReq
+	candAd []candHold
 	// hashKey is the request's hash key on a route balanced by hash (0:
 	// none, round robin), read by the route's transport.
 	hashKey uint64
@@ -125,6 +129,9 @@ func (q *request) reset() {
 	q.resp.reset()
 	q.rid, q.cors, q.origin = nil, nil, ""
 	q.hashKey = 0
+	q.ad.reset()
+	clear(q.candAd)
+	q.candAd = q.candAd[:0]
 	q.r, q.snap, q.rt = nil, nil, nil
 	q.raw, q.path, q.start = "", "", time.Time{}
 }
@@ -143,6 +150,7 @@ func grow(ds []ratelimit.Decision, n int) []ratelimit.Decision {
 // is written: the request id (replacing an upstream's) and the CORS
 // headers.
 func (q *request) finishHeader(hd http.Header) {
+	q.ad.header()
 	if q.rid != nil {
 		hd[requestIDHeader] = q.rid
 	}

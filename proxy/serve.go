@@ -35,6 +35,7 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if c := h.cand.p.Load(); c != nil {
 		// Runs before q is reset, after the response is complete.
 		defer h.decideCandidate(c, r, q)
+		h.acquireCandidate(c, r, q) // candidate_adaptive.go
 	}
 	q.w = statusWriter{ResponseWriter: rw, q: q}
 	w := &q.w
@@ -136,7 +137,7 @@ func (h *Handler) serve(q *request) {
 	}
 
 	id := &q.id
-	if len(rt.Limits) > 0 || p.Consumers.Enabled() || rt.NeedsIdentity() || hashesClient(rt) {
+	if len(rt.Limits) > 0 || len(rt.Adaptive) > 0 || p.Consumers.Enabled() || rt.NeedsIdentity() || hashesClient(rt) {
 		*id = p.Identity.Identify(r, h.identityClock(p))
 		if h.observer != nil {
 			ev.ClientKind, ev.Client, ev.APIKey, ev.IP = id.ClientKind.String(), id.Client, id.APIKey, id.IP
@@ -198,6 +199,10 @@ func (h *Handler) serve(q *request) {
 		}
 	}
 
+	if len(rt.Adaptive) > 0 {
+		h.serveAdaptive(q) // adaptive.go: admitted first, then as below
+		return
+	}
 	if len(q.hits) > 0 {
 		if r.Context().Err() != nil {
 			// The client went away before its decision: an HTTP/2 stream

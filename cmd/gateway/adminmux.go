@@ -64,6 +64,7 @@ func (g *gateway) adminMux() http.Handler {
 		Now:          g.now,
 		Status:       g.uiStatus,
 		Upstreams:    func() any { return map[string]any{"routes": g.upstreamsView()} },
+		Adaptive:     g.adaptiveView,
 	}))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)

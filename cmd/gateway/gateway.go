@@ -62,6 +62,8 @@ type gateway struct {
 	upstreams *upstream.Registry
 	// upstreamsReg exports the upstreams' health as metrics.
 	upstreamsReg metric.Registration
+	// adaptiveReg exports the adaptive limits' state as metrics.
+	adaptiveReg metric.Registration
 	// now is the decision clock (nil: time.Now), which the admin API
 	// reads usage and resets counters by too: on another clock it would
 	// read other windows and periods than the requests counted in.
@@ -135,6 +137,9 @@ func newGateway(p *policy.Policy, path string, environ []string, log *slog.Logge
 		return nil, err
 	}
 	g.handler = h
+	if g.adaptiveReg, err = g.registerAdaptive(g.otel.Meter()); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	g.cand = g.candidateManager()
 	g.lastReload.Store(&reloadResult{At: time.Now(), OK: true})
 
@@ -208,6 +213,9 @@ func (g *gateway) close() {
 	}
 	if g.overrides != nil {
 		g.overrides.Stop()
+	}
+	if g.adaptiveReg != nil {
+		_ = g.adaptiveReg.Unregister()
 	}
 	if g.upstreamsReg != nil {
 		_ = g.upstreamsReg.Unregister()

@@ -45,6 +45,9 @@ func validateCommand(args, environ []string, stdout, stderr io.Writer) int {
 		for _, l := range rt.Limits {
 			names = append(names, l.Name)
 		}
+		for _, l := range rt.Adaptive {
+			names = append(names, l.Name)
+		}
 		fmt.Fprintf(stdout, "  route %q %s → %s limits=[%s]\n", rt.Name, rt.PathPrefix, target, strings.Join(names, ", "))
 	}
 	if c := &p.Consumers; c.Enabled() {
@@ -70,6 +73,12 @@ func printMemory(w io.Writer, p *policy.Policy) {
 	}
 	fmt.Fprintf(w, "  memory store: at most %d keys and %d bytes%s\n", p.Store.MemoryMaxKeys, maxBytes, how)
 	for _, l := range p.Limits {
+		if l.Adaptive != nil {
+			// No store keys: a limiter in each gateway's memory.
+			fmt.Fprintf(w, "  limit %q %s: no store keys; about 11 KB in each gateway per limiter (one, or one per route with by = [\"route\"])\n",
+				l.Name, policy.AlgorithmAdaptive)
+			continue
+		}
 		kb := memstore.KeyBytes(l.Limit)
 		fmt.Fprintf(w, "  limit %q %s: up to %d bytes a key at worst; max_bytes holds %d such keys\n",
 			l.Name, l.Algorithm, kb, maxBytes/kb)

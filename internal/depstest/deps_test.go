@@ -68,7 +68,7 @@ var rules = map[string]rule{
 	"policy/config": {allow: []string{"keys"}, stdDeny: []string{"net/http/...", "log/..."}},
 	// Validation and compilation of a config.Config into the immutable
 	// Policy, route matching (no viper: decoding happens in cmd/gateway).
-	"policy": {allow: []string{"policy/config", "keys", "headers", "ratelimit", "consumers", "upstream", "rls/envoyconf"}},
+	"policy": {allow: []string{"policy/config", "keys", "headers", "ratelimit", "consumers", "upstream", "rls/envoyconf", "adaptive"}},
 	// envoyproxy/ratelimit's YAML read and matched, its rules compiled to
 	// limits: no gRPC, no HTTP. go.yaml.in/yaml/v3 parses the files as
 	// node trees (aliases are walked by the package under its own node
@@ -95,7 +95,7 @@ var rules = map[string]rule{
 	// more than the standard library.
 	"upstream": {allow: []string{"internal/logthrottle"}},
 	// The request path.
-	"proxy": {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "upstream", "internal/logthrottle"}},
+	"proxy": {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "upstream", "adaptive", "internal/logthrottle"}},
 	// Stores.
 	// The algorithms' window states and the engine that applies them to a
 	// key's windows: only stores and the exact-log referee (accuracy) see
@@ -124,6 +124,10 @@ var rules = map[string]rule{
 	"admin":    {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "topk"}},
 	// Heavy-hitter sketches of limited clients; standard library only.
 	"topk": {},
+	// The adaptive concurrency limit: one gateway's limit learned from the
+	// upstream's latency, priorities and the waiting room. Standard
+	// library only, no HTTP, no clock of its own (time is a parameter).
+	"adaptive": {stdDeny: []string{"net/...", "log/..."}},
 	// Access log writer and parser (for replay).
 	"accesslog": {},
 	// The usage export: an Observer of the proxy's events aggregating the
@@ -156,6 +160,9 @@ var rules = map[string]rule{
 	// The cost of active health checks, measured from outside the
 	// gateway (/proc): standard library only.
 	"bench/healthcost": {},
+	// The adaptive limit beside the best static one through the binary,
+	// plotted with image/png: standard library only.
+	"bench/adaptive": {},
 	// The rate limit service's load loop: a gRPC client of the binary
 	// (the service's own protos), CPU read from /proc.
 	"bench/rlsload": {allow: []string{"github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3",

@@ -146,6 +146,11 @@ type PlanConfig struct {
 	// Name identifies the plan in the registry, limits' plan_rates, logs
 	// and metrics: 1..64 letters, digits, '-' and '_'. Required.
 	Name string `mapstructure:"name" json:"name"`
+	// Priority is the priority class of the plan's requests under an
+	// adaptive_concurrency limit: "critical", "normal" or "sheddable"; a
+	// believed priority_header wins. Default "" (the route's, else
+	// normal).
+	Priority string `mapstructure:"priority" json:"priority,omitempty"`
 }
 
 // AdminConfig is the [admin] table.
@@ -499,8 +504,28 @@ type LimitConfig struct {
 	// network) or "path" (the normal path). Required with algorithm
 	// "distinct", refused with the others. Default "".
 	Distinct string `mapstructure:"distinct" json:"distinct"`
-	// MaxInFlight is the concurrency algorithm's capacity. Default 0.
+	// MaxInFlight is the concurrency algorithm's capacity, and the
+	// ceiling of adaptive_concurrency's learned limit. Default 0 (for
+	// adaptive_concurrency: 1000).
 	MaxInFlight int64 `mapstructure:"max_in_flight" json:"max_in_flight"`
+	// MinInFlight is the floor of adaptive_concurrency's learned limit,
+	// which neither overload nor a measure of the base latency takes it
+	// below. Only for adaptive_concurrency. Default 0 (1).
+	MinInFlight int64 `mapstructure:"min_in_flight" json:"min_in_flight,omitempty"`
+	// PriorityHeader names a request header whose value, "critical",
+	// "normal" or "sheddable", is the request's priority class under an
+	// adaptive_concurrency limit (absent or another value: the plan's,
+	// the route's, else normal). Default "".
+	PriorityHeader string `mapstructure:"priority_header" json:"priority_header,omitempty"`
+	// PriorityTrustedFrom lists the peer CIDRs (the direct peer) whose
+	// priority header is believed; from any other peer it is ignored.
+	// Default [] (every peer: the gateway warns).
+	PriorityTrustedFrom []string `mapstructure:"priority_trusted_from" json:"priority_trusted_from,omitempty"`
+	// Reserve is the share of an adaptive_concurrency limit kept for
+	// critical requests, 0..0.5: normal requests are admitted up to
+	// (1 − reserve) of the limit, sheddable ones up to (1 − reserve)².
+	// Default 0.
+	Reserve float64 `mapstructure:"reserve" json:"reserve,omitempty"`
 	// Exempt lists clients that this limit never limits.
 	Exempt ExemptConfig `mapstructure:"exempt" json:"exempt"`
 	// PlanRates are the rates of each plan ([limits.plan_rates], plan
@@ -545,7 +570,8 @@ type LimitConfig struct {
 	// within MaxDelay, else 429). Default "reject".
 	OnLimit string `mapstructure:"on_limit" json:"on_limit"`
 	// MaxDelay is the longest wait of a delayed request, with on_limit =
-	// "delay" (required then). Default "".
+	// "delay" (required then); with adaptive_concurrency, the longest a
+	// request waits for a slot before it is shed (503). Default "".
 	MaxDelay string `mapstructure:"max_delay" json:"max_delay"`
 	// MaxWaiting bounds the requests waiting on this limit in one gateway,
 	// with on_limit = "delay"; past it a request is rejected. One counter
@@ -675,6 +701,11 @@ type RouteConfig struct {
 	// Limits names the route's own limits, applied after gateway.limits.
 	// Default none.
 	Limits []string `mapstructure:"limits" json:"limits"`
+	// Priority is the priority class of the route's requests under an
+	// adaptive_concurrency limit: "critical", "normal" or "sheddable"; a
+	// believed priority_header and the client's plan's priority win.
+	// Default "" (normal).
+	Priority string `mapstructure:"priority" json:"priority,omitempty"`
 	// Respond, when set, answers the request itself instead of proxying.
 	Respond *RespondConfig `mapstructure:"respond" json:"respond,omitempty"`
 	// RequestHeaders change the request's headers before it is forwarded:
