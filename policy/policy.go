@@ -240,6 +240,25 @@ type Limit struct {
 	// when the key is the same for every client (by = [] or only
 	// route), where there is no one to share with.
 	WaitShare int
+	// Exprs are the limit's expressions (when, key, cost_expr); nil
+	// without any, so a limit without them pays one nil check
+	// (limit_expr.go).
+	Exprs *Exprs
+	// Answer is the limit's own answer to a request it denies (response);
+	// nil: the 429 problem (limit_answer.go).
+	Answer *Answer
+	// Tag is set for mode = "tag": the limit is a shadow limit whose
+	// denials are forwarded with a header (limit_rollout.go).
+	Tag *Tag
+	// EnforcePercent is the share of keys the limit is enforced for,
+	// 0..100; the rest see it as a shadow limit (limit_rollout.go).
+	EnforcePercent int
+	// Jitter is retry_after_jitter (0: none): the most added to a
+	// denial's wait (limit_rollout.go).
+	Jitter time.Duration
+	// twins are the shadow copies of this limit's definitions, for the
+	// keys EnforcePercent leaves out (limit_rollout.go).
+	twins twinCache
 
 	exemptKeys      map[[32]byte]struct{}
 	exemptConsumers map[string]struct{}

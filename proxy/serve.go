@@ -152,10 +152,25 @@ func (h *Handler) serve(q *request) {
 			ovs = h.overrides.For(p)
 		}
 		for _, l := range rt.Limits {
+			if l.Tag != nil {
+				// Only the gateway tags a request (limit_answer.go).
+				delete(r.Header, l.Tag.Header)
+			}
 			if l.Exempt(id) {
 				continue
 			}
+			var xr exprResult
+			if l.Exprs != nil {
+				if xr = h.limitExprs(q, l); xr.answered { // limit_expr.go
+					return
+				} else if xr.skip {
+					continue
+				}
+			}
 			cost, err := l.RequestCost(r.Header, r.RemoteAddr)
+			if xr.cost > 0 {
+				cost, err = xr.cost, nil
+			}
 			if err != nil {
 				ev.Outcome = OutcomeBadRequest
 				headers.WriteProblem(w, headers.Problem{
@@ -166,6 +181,10 @@ func (h *Handler) serve(q *request) {
 				return
 			}
 			parts, ok := l.KeyParts(id, r.Header)
+			vals := keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header}
+			if xr.keyed {
+				parts, ok = exprKeyParts(l, &xr, &vals), true
+			}
 			if !ok {
 				ev.Outcome = OutcomeUnauthorized
 				headers.WriteProblem(w, headers.Problem{
@@ -177,10 +196,13 @@ func (h *Handler) serve(q *request) {
 			}
 			// A key repeated from one request to the next is remembered
 			// by the extractor: neither hashed nor allocated again.
-			key := p.Identity.Key(parts, id, &keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header})
+			key := p.Identity.Key(parts, id, &vals)
 			base := l.For(id)
 			lim := h.limitFor(ovs, p, l, base, parts, key, id)
 			q.varied = q.varied || lim != base
+			if l.EnforcePercent < 100 && !l.Enforces(key) {
+				lim = l.ShadowOf(lim) // limit_rollout.go
+			}
 			q.hits = append(q.hits, ratelimit.Hit{Limit: lim, Key: key, Cost: cost})
 			q.peekResponse(l)
 			h.noWaitIfFull(q, l)
@@ -372,6 +394,9 @@ func (h *Handler) decide(q *request) bool {
 		}
 	}
 	ev.Hits, ev.Decisions = q.hits, q.ds
+	if !allowed {
+		jitter(p, q.hits, q.ds, now) // limit_answer.go
+	}
 	pol := rt.RateLimitPolicyAt(&q.id, now)
 	if q.varied {
 		pol = variedPolicy(q.hits, now)
@@ -379,9 +404,13 @@ func (h *Handler) decide(q *request) bool {
 	h.answers.Set(w.Header(), p.Headers, pol, q.hits, q.ds, now)
 	h.logShadow(snap, q.hits, q.ds, now)
 	if allowed {
+		tagShadowed(p, r, q.hits, q.ds) // limit_answer.go
 		return true
 	}
 	ev.Outcome = OutcomeLimited
+	if !isGRPC(r) && h.limitAnswer(q) { // limit_answer.go
+		return false
+	}
 	if isGRPC(r) {
 		pb := headers.TooManyRequests(q.hits, q.ds)
 		if pb.RetryAfter > 0 {

@@ -1,0 +1,152 @@
+package proxy
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"strconv"
+
+	"github.com/tollgate/gateway/headers"
+	"github.com/tollgate/gateway/keys"
+	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/expr"
+)
+
+// exprResult is what a limit's expressions made of a request.
+type exprResult struct {
+	// skip: the limit does not apply (when is false, or an expression
+	// failed under on_error = "skip").
+	skip bool
+	// answered: the request was answered (on_error = "deny", or its body
+	// could not be read); serve stops.
+	answered bool
+	// cost is the cost to count, 0 when the limit's own applies.
+	cost int64
+	// keyed: the counter key is built from key (policy.Exprs.KeyExprParts).
+	keyed bool
+	key   string
+}
+
+// limitExprs evaluates l's expressions for q, l.Exprs being set.
+func (h *Handler) limitExprs(q *request, l *policy.Limit) (res exprResult) {
+	x := l.Exprs
+	v := q.exprVars()
+	if x.Body && !q.peeked {
+		if !h.peekExprBody(q) {
+			return exprResult{answered: true}
+		}
+	}
+	var err error
+	field := "when"
+	if x.When != nil {
+		var ok bool
+		if ok, err = x.When.Bool(v); err == nil && !ok {
+			return exprResult{skip: true}
+		}
+	}
+	if err == nil && x.Key != nil {
+		field = "key"
+		res.keyed = true
+		res.key, err = x.Key.String(v)
+	}
+	if err == nil && x.Cost != nil {
+		field = "cost_expr"
+		res.cost, err = x.Cost.Int(v)
+		if err == nil && !policy.ExprCost(res.cost) {
+			err = errors.New("gave " + strconv.FormatInt(res.cost, 10) + ", not a cost in 1..2^53")
+		}
+	}
+	if err == nil {
+		return res
+	}
+	switch x.OnError {
+	case policy.ExprErrorSkip:
+		return exprResult{skip: true}
+	case policy.ExprErrorDeny:
+		q.ev.Outcome = OutcomeBadRequest
+		headers.WriteProblem(&q.w, headers.Problem{
+			Status: http.StatusBadRequest,
+			Title:  "Bad Request",
+			Detail: "limit " + strconv.Quote(l.Name) + ": " + field + " failed: " + headers.Sanitize(truncateErr(err.Error())),
+		})
+		return exprResult{answered: true}
+	}
+	// shared: one counter for every request whose expressions failed.
+	return exprResult{keyed: true}
+}
+
+// maxErrDetail bounds an expression's error in an answer.
+const maxErrDetail = 200
+
+func truncateErr(s string) string {
+	if len(s) > maxErrDetail {
+		return s[:maxErrDetail] + "…"
+	}
+	return s
+}
+
+// exprVars returns the request's expression variables, filled on first
+// use.
+func (q *request) exprVars() *expr.Vars {
+	v := &q.vars
+	if q.varsSet {
+		return v
+	}
+	q.varsSet = true
+	r, id := q.r, &q.id
+	v.Method, v.Path, v.Header, v.RawQuery = r.Method, q.path, r.Header, r.URL.RawQuery
+	v.IP, v.ClientID, v.ClientKind = id.IP, id.Client, id.ClientKind.String()
+	v.Consumer, v.Plan, v.Claims = id.ConsumerName(), id.Plan, id.Claims
+	v.Route = q.rt.Name
+	return v
+}
+
+// peekExprBody reads the request body (bounded, JSON only) for the
+// expressions that name it, at most once per request. It returns false
+// when the request was answered: its body could not be read.
+func (h *Handler) peekExprBody(q *request) bool {
+	q.peeked = true
+	v := q.exprVars()
+	r := q.r
+	if r.Body == nil || r.Body == http.NoBody {
+		v.BodyErr = errNoBody
+		return true
+	}
+	if !jsonContent(firstValue(r.Header, "Content-Type")) {
+		v.BodyErr = errNotJSON
+		return true
+	}
+	b, complete, err := peekBody(r, q.w.ResponseWriter, maxPeekBody, q.rt.Timeout)
+	if err != nil {
+		peekFailed(q, err)
+		return false
+	}
+	if !complete {
+		v.BodyErr = errBodyTooLong
+		return true
+	}
+	v.Body = b
+	return true
+}
+
+// peekFailed answers a request whose body could not be read before it was
+// decided: 408 when it did not arrive in time, 400 otherwise (it ended
+// early or broke). The connection is closed: its body is unread.
+func peekFailed(q *request, err error) {
+	q.ev.Outcome = OutcomeBadRequest
+	closeAfter(&q.w, q.r)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		headers.WriteProblem(&q.w, headers.Problem{Status: http.StatusRequestTimeout, Title: "Request Timeout",
+			Detail: "the request body did not arrive in time"})
+		return
+	}
+	headers.WriteProblem(&q.w, headers.Problem{Status: http.StatusBadRequest, Title: "Bad Request",
+		Detail: "the request body could not be read"})
+}
+
+// exprKeyParts returns the key parts and values of a limit keyed by its
+// expression.
+func exprKeyParts(l *policy.Limit, res *exprResult, v *keys.Values) []keys.Part {
+	v.Expr = res.key
+	return l.Exprs.KeyExprParts()
+}
