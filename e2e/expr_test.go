@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -120,6 +122,13 @@ on_error = "deny"
 		}
 		if r := send(t, c, "POST", g.url("/v1/orders"), bb, "{}"); r.Status != 200 {
 			t.Fatalf("tenant b's first POST: %s", r)
+		}
+		// The admin API names an expression's counter by its value.
+		if u := limitUsage(t, g, "", "orders", "&expr=a"); u.Windows[0].Used != 2 {
+			t.Errorf("admin usage of orders expr=a: %+v, want 2 used", u.Windows[0])
+		}
+		if u := limitUsage(t, g, "", "orders", "&expr=b"); u.Windows[0].Used != 1 {
+			t.Errorf("admin usage of orders expr=b: %+v, want 1 used", u.Windows[0])
 		}
 		// No x-tenant: the expression fails; on_error = "shared" counts
 		// every such request on one counter.
@@ -263,6 +272,10 @@ mode = "tag"
 				t.Fatalf("request %d: %s, upstream saw tag %q, want 200 and %q", i+1, r, r.Header.Get("X-Seen-Tag"), want)
 			}
 		}
+		// The dashboard says what the limit is.
+		if r := adminDo(t, g, "GET", "/admin/ui/data", ""); r.Status != 200 || !strings.Contains(string(r.Body), `"name":"soft","algorithm":"fixed_window","shadow":true`) || !strings.Contains(string(r.Body), `"mode":"tag"`) {
+			t.Errorf("GET /admin/ui/data: %s, want the soft limit in mode tag", r)
+		}
 	})
 }
 
@@ -278,6 +291,9 @@ func TestEnforcePercent(t *testing.T) {
 		}
 		g := startExprGateway(t, backend, lim(50), `"roll"`, "30s")
 		c := newClient(t, "")
+		if r := adminDo(t, g, "GET", "/admin/ui/data", ""); !strings.Contains(string(r.Body), `"enforce_percent":50`) {
+			t.Errorf("GET /admin/ui/data: %s, want enforce_percent 50 shown", r)
+		}
 		const users = 40
 		enforced := map[int]bool{}
 		for u := 0; u < users; u++ {
@@ -392,4 +408,68 @@ func TestExprValidate(t *testing.T) {
 			t.Errorf("case %d (%s): exit %d, output:\n%s%s\nwant exit 2 and %q", i, tc.limit, code, out, stderr, tc.want)
 		}
 	}
+}
+
+// TestExprHostileBody: a limit reading the body, against bodies that do
+// not cooperate: one that never finishes arriving is answered 408 when the
+// route's timeout runs out (the gateway does not wait on it forever), one
+// nested 30,000 deep, and a chunked one larger than the 64 KiB read, each
+// skip the limit (on_error = "skip") and reach the upstream whole.
+func TestExprHostileBody(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, backend string) {
+		body := `
+[[limits]]
+name = "login"
+rates = ["1/1h"]
+algorithm = "fixed_window"
+key = 'body.user'
+on_error = "skip"
+`
+		g := startExprGateway(t, backend, body, `"login"`, "1s")
+		conn, err := net.DialTimeout("tcp", g.Listen, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second)) // hang guard
+		_, _ = io.WriteString(conn, "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"user\":")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("a body that never ends: %v, want an answer", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout {
+			t.Fatalf("a body that never ends: %d, want 408", resp.StatusCode)
+		}
+
+		c := newClient(t, "")
+		js := map[string]string{"Content-Type": "application/json"}
+		deep := strings.Repeat("[", 30_000) + strings.Repeat("]", 30_000)
+		for i := 0; i < 3; i++ {
+			if r := send(t, c, "POST", g.url("/login"), js, deep); r.Status != 200 || !strings.HasPrefix(r.Header.Get("X-Seen-Body"), "60000:") {
+				t.Fatalf("deep JSON %d: %s (upstream saw %q), want 200 and the whole body", i, r, r.Header.Get("X-Seen-Body"))
+			}
+		}
+		// Chunked (no Content-Length), larger than the read.
+		pr, pw := io.Pipe()
+		go func() {
+			_, _ = io.WriteString(pw, `{"user":"x","pad":"`)
+			for i := 0; i < 100; i++ {
+				_, _ = io.WriteString(pw, strings.Repeat("z", 1000))
+			}
+			_, _ = io.WriteString(pw, `"}`)
+			pw.Close()
+		}()
+		req, _ := http.NewRequest("POST", g.url("/login"), pr)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err = c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("X-Seen-Body"), "100021:") {
+			t.Fatalf("chunked 100 kB body: %d (upstream saw %q), want 200 and the whole body", resp.StatusCode, resp.Header.Get("X-Seen-Body"))
+		}
+	})
 }

@@ -27,21 +27,37 @@ type exprResult struct {
 	key   string
 }
 
-// limitExprs evaluates l's expressions for q, l.Exprs being set.
-func (h *Handler) limitExprs(q *request, l *policy.Limit) (res exprResult) {
-	x := l.Exprs
+// limitExprs evaluates l's expressions for q, l.Exprs being set, and
+// applies on_error = "deny" (a 400) when one fails.
+func (h *Handler) limitExprs(q *request, l *policy.Limit) exprResult {
 	v := q.exprVars()
-	if x.Body && !q.peeked {
+	if l.Exprs.Body && !q.peeked {
 		if !h.peekExprBody(q) {
 			return exprResult{answered: true}
 		}
 	}
-	var err error
-	field := "when"
+	res, field, err := evalExprs(l.Exprs, v)
+	if err != nil {
+		q.ev.Outcome = OutcomeBadRequest
+		headers.WriteProblem(&q.w, headers.Problem{
+			Status: http.StatusBadRequest,
+			Title:  "Bad Request",
+			Detail: "limit " + strconv.Quote(l.Name) + ": " + field + " failed: " + headers.Sanitize(truncateErr(err.Error())),
+		})
+		return exprResult{answered: true}
+	}
+	return res
+}
+
+// evalExprs evaluates x on v. An expression that fails is handled by
+// on_error: skip and shared give their result; deny returns the error and
+// the name of the field whose expression failed.
+func evalExprs(x *policy.Exprs, v *expr.Vars) (res exprResult, field string, err error) {
+	field = "when"
 	if x.When != nil {
 		var ok bool
 		if ok, err = x.When.Bool(v); err == nil && !ok {
-			return exprResult{skip: true}
+			return exprResult{skip: true}, "", nil
 		}
 	}
 	if err == nil && x.Key != nil {
@@ -57,22 +73,16 @@ func (h *Handler) limitExprs(q *request, l *policy.Limit) (res exprResult) {
 		}
 	}
 	if err == nil {
-		return res
+		return res, "", nil
 	}
 	switch x.OnError {
 	case policy.ExprErrorSkip:
-		return exprResult{skip: true}
+		return exprResult{skip: true}, "", nil
 	case policy.ExprErrorDeny:
-		q.ev.Outcome = OutcomeBadRequest
-		headers.WriteProblem(&q.w, headers.Problem{
-			Status: http.StatusBadRequest,
-			Title:  "Bad Request",
-			Detail: "limit " + strconv.Quote(l.Name) + ": " + field + " failed: " + headers.Sanitize(truncateErr(err.Error())),
-		})
-		return exprResult{answered: true}
+		return exprResult{}, field, err
 	}
 	// shared: one counter for every request whose expressions failed.
-	return exprResult{keyed: true}
+	return exprResult{keyed: true}, "", nil
 }
 
 // maxErrDetail bounds an expression's error in an answer.
@@ -149,4 +159,20 @@ func peekFailed(q *request, err error) {
 func exprKeyParts(l *policy.Limit, res *exprResult, v *keys.Values) []keys.Part {
 	v.Expr = res.key
 	return l.Exprs.KeyExprParts()
+}
+
+// candidateVars returns the variables a candidate configuration's
+// expressions see for the live request q: the candidate's identity and
+// route, and the body as the live path read it (a body it did not read is
+// not offered: the request has been forwarded).
+func candidateVars(q *request, r *http.Request, id *keys.Identity, rt *policy.Route, path string) *expr.Vars {
+	v := &expr.Vars{Method: r.Method, Path: path, Header: r.Header, RawQuery: r.URL.RawQuery,
+		IP: id.IP, ClientID: id.Client, ClientKind: id.ClientKind.String(),
+		Consumer: id.ConsumerName(), Plan: id.Plan, Claims: id.Claims, Route: rt.Name}
+	if q.peeked {
+		v.Body, v.BodyErr = q.vars.Body, q.vars.BodyErr
+	} else {
+		v.BodyErr = errors.New("the request body was not read for the live configuration")
+	}
+	return v
 }

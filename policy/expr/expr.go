@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
@@ -101,9 +102,16 @@ func Compile(text string, k Kind) (*Program, error) {
 	}
 	ast, iss := env.Compile(text)
 	if iss.Err() != nil {
-		return nil, errors.New(strings.ReplaceAll(iss.Err().Error(), "\n", " "))
+		msg := strings.ReplaceAll(iss.Err().Error(), "\n", " ")
+		if strings.Contains(msg, "undeclared reference") {
+			msg += " (the variables are " + strings.Join(Variables(), ", ") + ")"
+		}
+		return nil, errors.New(msg)
 	}
 	if err := checkType(ast.OutputType(), k); err != nil {
+		return nil, err
+	}
+	if err := checkCalls(ast); err != nil {
 		return nil, err
 	}
 	p := &Program{Text: text, kind: k}
@@ -256,4 +264,50 @@ func (sizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 
 func (sizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
 	return nil
+}
+
+// amplifiers are the overloads whose result can be far larger than their
+// arguments (replace inserts a client's string at every match; join and
+// format repeat list elements, which a comprehension can make many
+// references to one large string). The cost limit is checked after a call
+// returns, so one such call could allocate gigabytes before it stops:
+// they are refused at load. Every other function's result is at most
+// linear in its arguments, so the cost limit bounds an evaluation's memory.
+var amplifiers = map[string]string{
+	"string_replace_string_string":     "replace",
+	"string_replace_string_string_int": "replace",
+	"list_join":                        "join",
+	"list_join_string":                 "join",
+	"string_format":                    "format",
+}
+
+// checkCalls refuses amplifiers and a matches whose pattern is not a
+// literal: a pattern from the request would be compiled on every
+// evaluation, as large as the client makes it.
+func checkCalls(a *cel.Ast) error {
+	native := a.NativeRep()
+	for _, r := range native.ReferenceMap() {
+		for _, o := range r.OverloadIDs {
+			if name, bad := amplifiers[o]; bad {
+				return fmt.Errorf("%s is not allowed: its result can be far larger than its arguments", name)
+			}
+		}
+	}
+	calls := celast.MatchDescendants(celast.NavigateAST(native), celast.FunctionMatcher("matches"))
+	for _, c := range calls {
+		call := c.AsCall()
+		args := call.Args()
+		pat := args[len(args)-1]
+		if pat.Kind() != celast.LiteralKind {
+			return errors.New("matches needs a literal pattern (a pattern from the request would be compiled on every request)")
+		}
+	}
+	return nil
+}
+
+// Variables returns the names of the variables expressions can read, in
+// the README's order.
+func Variables() []string {
+	return []string{varMethod, varPath, varHeaders, varQuery, varClientIP, varClientID, varClientKind,
+		varConsumer, varPlan, varClaims, varRoute, varBody}
 }
