@@ -131,3 +131,9 @@ func (l *Limit) JitterFor(key string, now time.Time, window time.Duration) time.
 	ticks := l.Jitter.Microseconds() + 1
 	return time.Duration(h.Sum64()%uint64(ticks)) * time.Microsecond
 }
+
+// noteExtras records in p what l asks of the request path.
+func (p *Policy) noteExtras(l *Limit) {
+	p.DenyExtras = p.DenyExtras || l.Answer != nil || l.Jitter > 0
+	p.Tags = p.Tags || l.Tag != nil
+}

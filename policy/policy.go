@@ -60,6 +60,11 @@ type Policy struct {
 	// policy itself touches no network.
 	JWKS *JWKS
 
+	// DenyExtras is set when a limit has its own answer or a Retry-After
+	// jitter, and Tags when one is in mode "tag": the request path looks
+	// for them only then.
+	DenyExtras, Tags bool
+
 	byName map[string]*Limit
 	// identity is the [identity] table as build parsed and checked it,
 	// without secrets; Compile adds them and builds Identity from it.

@@ -394,7 +394,7 @@ func (h *Handler) decide(q *request) bool {
 		}
 	}
 	ev.Hits, ev.Decisions = q.hits, q.ds
-	if !allowed {
+	if !allowed && p.DenyExtras {
 		jitter(p, q.hits, q.ds, now) // limit_answer.go
 	}
 	pol := rt.RateLimitPolicyAt(&q.id, now)
@@ -404,11 +404,13 @@ func (h *Handler) decide(q *request) bool {
 	h.answers.Set(w.Header(), p.Headers, pol, q.hits, q.ds, now)
 	h.logShadow(snap, q.hits, q.ds, now)
 	if allowed {
-		tagShadowed(p, r, q.hits, q.ds) // limit_answer.go
+		if p.Tags {
+			tagShadowed(p, r, q.hits, q.ds) // limit_answer.go
+		}
 		return true
 	}
 	ev.Outcome = OutcomeLimited
-	if !isGRPC(r) && h.limitAnswer(q) { // limit_answer.go
+	if p.DenyExtras && !isGRPC(r) && h.limitAnswer(q) { // limit_answer.go
 		return false
 	}
 	if isGRPC(r) {

@@ -62,6 +62,10 @@ type Program struct {
 	kind    Kind
 	body    bool
 	tracked bool
+	// nb and ns are the Go form of a Bool or String expression in the
+	// subset native.go compiles; nil otherwise.
+	nb nativeBool
+	ns nativeStr
 }
 
 // env is the environment every expression is checked in: the variables
@@ -129,6 +133,7 @@ func Compile(text string, k Kind) (*Program, error) {
 	if p.prg, err = env.Program(ast, opts...); err != nil {
 		return nil, err
 	}
+	p.nb, p.ns = compileNative(ast, k)
 	return p, nil
 }
 
@@ -186,6 +191,12 @@ func (p *Program) eval(v *Vars) (ref.Val, error) {
 
 // Bool evaluates a Bool expression.
 func (p *Program) Bool(v *Vars) (bool, error) {
+	if p.nb != nil {
+		if b, ok := p.nb(v); ok {
+			return b, nil
+		}
+		// CEL words the failure.
+	}
 	out, err := p.eval(v)
 	if err != nil {
 		return false, err
@@ -200,6 +211,11 @@ func (p *Program) Bool(v *Vars) (bool, error) {
 // String evaluates a String expression; numbers and booleans are
 // formatted.
 func (p *Program) String(v *Vars) (string, error) {
+	if p.ns != nil {
+		if s, ok := p.ns(v); ok {
+			return s, nil
+		}
+	}
 	out, err := p.eval(v)
 	if err != nil {
 		return "", err

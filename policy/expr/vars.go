@@ -59,8 +59,9 @@ type Vars struct {
 	Body    []byte
 	BodyErr error
 
-	ip                          string
-	headers, query, claims, bod ref.Val
+	ip                 string
+	hm                 headerMap
+	query, claims, bod ref.Val
 }
 
 var _ interpreter.Activation = (*Vars)(nil)
@@ -72,14 +73,17 @@ func (v *Vars) Reset() { *v = Vars{} }
 func (v *Vars) ResolveName(name string) (any, bool) {
 	switch name {
 	case varMethod:
-		return types.String(v.Method), true
+		return methodValue(v.Method), true
 	case varPath:
 		return types.String(v.Path), true
 	case varHeaders:
-		if v.headers == nil {
-			v.headers = &headerMap{h: v.Header}
+		if v.hm.h == nil {
+			v.hm.h = v.Header
+			if v.hm.h == nil {
+				v.hm.h = http.Header{}
+			}
 		}
-		return v.headers, true
+		return &v.hm, true
 	case varQuery:
 		if v.query == nil {
 			v.query = firstValues(v.RawQuery)
@@ -185,7 +189,13 @@ func (m *headerMap) Find(key ref.Val) (ref.Val, bool) {
 	if !ok {
 		return types.MaybeNoSuchOverloadErr(key), false
 	}
-	vs := m.h[http.CanonicalHeaderKey(string(k))]
+	var vs []string
+	var buf [64]byte
+	if c, ok := canonicalInto(buf[:0], string(k)); ok {
+		vs = m.h[string(c)] // looked up without allocating the name
+	} else {
+		vs = m.h[http.CanonicalHeaderKey(string(k))]
+	}
 	if len(vs) == 0 {
 		return nil, false
 	}
@@ -220,3 +230,51 @@ func (m *headerMap) ConvertToType(t ref.Type) ref.Val { return m.all().ConvertTo
 func (m *headerMap) Equal(o ref.Val) ref.Val          { return m.all().Equal(o) }
 func (m *headerMap) Type() ref.Type                   { return types.MapType }
 func (m *headerMap) Value() any                       { return m.all().Value() }
+
+// canonicalInto appends the canonical form of a header name of at most
+// cap(dst) token bytes (as net/http's CanonicalHeaderKey writes it) to
+// dst; ok is false for a longer name or one with a byte that is not a
+// letter, digit or '-', which the caller canonicalizes the slow way.
+func canonicalInto(dst []byte, s string) ([]byte, bool) {
+	if len(s) > cap(dst) {
+		return dst, false
+	}
+	upper := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z':
+			if upper {
+				c -= 'a' - 'A'
+			}
+		case 'A' <= c && c <= 'Z':
+			if !upper {
+				c += 'a' - 'A'
+			}
+		case '0' <= c && c <= '9' || c == '-':
+		default:
+			return dst, false
+		}
+		dst = append(dst, c)
+		upper = c == '-'
+	}
+	return dst, true
+}
+
+// methods are the common methods as CEL values, boxed once: a method is
+// read by most conditions, and boxing it would allocate per request.
+// Read-only.
+var methods = func() map[string]ref.Val {
+	m := map[string]ref.Val{}
+	for _, name := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
+		m[name] = types.String(name)
+	}
+	return m
+}()
+
+func methodValue(m string) ref.Val {
+	if v, ok := methods[m]; ok {
+		return v
+	}
+	return types.String(m)
+}
