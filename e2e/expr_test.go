@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bufio"
+	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -470,6 +472,59 @@ on_error = "skip"
 		resp.Body.Close()
 		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("X-Seen-Body"), "100021:") {
 			t.Fatalf("chunked 100 kB body: %d (upstream saw %q), want 200 and the whole body", resp.StatusCode, resp.Header.Get("X-Seen-Body"))
+		}
+	})
+}
+
+// signClaims signs an HS256 token whose payload is claims (JSON).
+func signClaims(secret, claims string) string {
+	enc := base64.RawURLEncoding
+	signed := enc.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "." + enc.EncodeToString([]byte(claims))
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(signed))
+	return signed + "." + enc.EncodeToString(m.Sum(nil))
+}
+
+// TestExprJWTClaims: a key from a verified token's claim puts every user
+// of an organisation on one counter; a token signed with another secret
+// has no claims to read (the limit is skipped under on_error = "skip")
+// and counts nothing for the organisation it names.
+func TestExprJWTClaims(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, backend string) {
+		body := `
+[[limits]]
+name = "per-org"
+rates = ["2/1h"]
+algorithm = "fixed_window"
+key = 'jwt.claims.org'
+on_error = "skip"
+`
+		data := map[string]any{"Body": body, "Limits": `"per-org"`, "Upstream": echoUpstream(t), "Redis": "", "Timeout": "30s", "JWT": true}
+		if backend == "redis" {
+			rs := redistest.Standalone(t)
+			data["Redis"], data["Prefix"] = rs.Addr, "exprjwt:"
+		}
+		const secret = "e2e-secret-for-claims-0123456789abcdef"
+		g := startGateway(t, "expr.toml.tmpl", gwOpts{Data: data, Env: []string{"E2E_JWT_SECRET=" + secret}})
+		c := newClient(t, "")
+		exp := time.Now().Add(time.Hour).Unix()
+		tok := func(secret, sub, org string) map[string]string {
+			return map[string]string{"Authorization": "Bearer " + signClaims(secret, fmt.Sprintf(`{"sub":%q,"org":%q,"exp":%d}`, sub, org, exp))}
+		}
+		a1, a2 := get(t, c, g.url("/x"), tok(secret, "u1", "acme")), get(t, c, g.url("/x"), tok(secret, "u1", "acme"))
+		a3 := get(t, c, g.url("/x"), tok(secret, "u2", "acme"))
+		if statusList(a1, a2, a3) != "200,200,429" {
+			t.Fatalf("two users of acme: %s, want 200,200,429 (one counter per organisation)", statusList(a1, a2, a3))
+		}
+		for i := 0; i < 3; i++ {
+			if r := get(t, c, g.url("/x"), tok("forged", "u9", "beta")); r.Status != 200 {
+				t.Fatalf("forged token %d: %s, want 200 (no claims: the limit is skipped)", i, r)
+			}
+		}
+		b1, b2, b3 := get(t, c, g.url("/x"), tok(secret, "u3", "beta")), get(t, c, g.url("/x"), tok(secret, "u3", "beta")), get(t, c, g.url("/x"), tok(secret, "u3", "beta"))
+		if statusList(b1, b2, b3) != "200,200,429" {
+			t.Fatalf("beta after forged tokens: %s, want 200,200,429 (forged tokens counted nothing)", statusList(b1, b2, b3))
 		}
 	})
 }
