@@ -105,6 +105,9 @@ func (c *twinCache) of(lim *ratelimit.Limit) *ratelimit.Limit {
 	t := new(ratelimit.Limit)
 	*t = *lim
 	t.Shadow = true
+	// Batching is for enforced limits: a shadowed key is decided exactly
+	// (a key is on one side only, so no counter mixes the two).
+	t.Batch = nil
 	if c.m == nil {
 		c.m = make(map[*ratelimit.Limit]*ratelimit.Limit)
 	}

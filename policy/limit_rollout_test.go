@@ -61,7 +61,8 @@ func TestJitterFor(t *testing.T) {
 // TestShadowOf: the twin shares the ID (the same counters), is shadow,
 // and is one value per definition.
 func TestShadowOf(t *testing.T) {
-	rl := &ratelimit.Limit{Name: "a", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{{Limit: 1, Window: time.Second}}}
+	rl := &ratelimit.Limit{Name: "a", Algorithm: ratelimit.FixedWindow, Rates: []ratelimit.Rate{{Limit: 1, Window: time.Second}},
+		Batch: &ratelimit.Batch{Interval: 100 * time.Millisecond, Lease: 1}}
 	if err := rl.Finish(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +70,9 @@ func TestShadowOf(t *testing.T) {
 	tw := l.ShadowOf(rl)
 	if !tw.Shadow || tw.ID != rl.ID || rl.Shadow {
 		t.Fatalf("twin %+v of %+v: want shadow, same ID, original untouched", tw, rl)
+	}
+	if tw.Batch != nil {
+		t.Error("a twin keeps Batch: batching is for enforced limits")
 	}
 	if l.ShadowOf(rl) != tw {
 		t.Error("a second twin of one definition")
