@@ -528,3 +528,59 @@ on_error = "skip"
 		}
 	})
 }
+
+// TestExprBodyOnlyWhenApplies: a limit keyed by a body field whose when
+// does not read the body does not wait for the body of a request it does
+// not apply to: that request is forwarded at once, and its body streams
+// to the upstream as it arrives.
+func TestExprBodyOnlyWhenApplies(t *testing.T) {
+	t.Parallel()
+	body := `
+[[limits]]
+name = "login"
+rates = ["1/1h"]
+algorithm = "fixed_window"
+when = 'request.path == "/login"'
+key = 'body.user'
+`
+	seen := make(chan string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.URL.Path // the upstream has the request before its body is complete
+		b, _ := io.ReadAll(r.Body)
+		_, _ = io.WriteString(w, strconv.Itoa(len(b)))
+	}))
+	t.Cleanup(up.Close)
+	g := startGateway(t, "expr.toml.tmpl", gwOpts{Data: map[string]any{"Body": body, "Limits": `"login"`, "Upstream": up.URL, "Redis": "", "Timeout": "30s"}})
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, _ := http.NewRequest("POST", g.url("/upload"), pr)
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan *http.Response, 1)
+	go func() {
+		resp, err := newClient(t, "").Do(req)
+		if err == nil {
+			done <- resp
+		}
+	}()
+	_, _ = io.WriteString(pw, `{"user":"x",`)
+	select {
+	case p := <-seen:
+		if p != "/upload" {
+			t.Fatalf("upstream saw %q", p)
+		}
+	case <-time.After(20 * time.Second): // hang guard
+		t.Fatal("the request was held for its body although the limit does not apply to it")
+	}
+	_, _ = io.WriteString(pw, `"pad":1}`)
+	pw.Close()
+	select {
+	case resp := <-done:
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "20" {
+			t.Fatalf("answer %d %q, want 200 and the 20-byte body upstream", resp.StatusCode, b)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no answer")
+	}
+}

@@ -31,7 +31,14 @@ type exprResult struct {
 // applies on_error = "deny" (a 400) when one fails.
 func (h *Handler) limitExprs(q *request, l *policy.Limit) exprResult {
 	v := q.exprVars()
-	if l.Exprs.Body && !q.peeked {
+	if x := l.Exprs; x.Body && !q.peeked {
+		if x.When != nil && !x.When.UsesBody() {
+			// A request the limit does not apply to is not made to
+			// wait for its body.
+			if ok, err := x.When.Bool(v); err == nil && !ok {
+				return exprResult{skip: true}
+			}
+		}
 		if !h.peekExprBody(q) {
 			return exprResult{answered: true}
 		}
