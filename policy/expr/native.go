@@ -9,18 +9,23 @@ import (
 )
 
 // The common conditions and keys (comparisons, prefixes and header
-// lookups of the request's strings, joined by &&, || and !) are compiled
-// to Go closures as well, which give CEL's answer without its
-// interpreter: no activation, no value boxed. Any other expression runs
-// on CEL alone. The subset cannot loop nor build strings, so it needs no
-// cost bound; TestNativeMatchesCEL holds it to CEL's results, errors
-// included.
+// lookups of the request's strings, string claims, short concatenations,
+// joined by &&, || and !) are compiled to Go closures as well, which give
+// CEL's answer without its interpreter: no activation, no value boxed.
+// Where the Go form is not sure (a header missing, a claim that is not a
+// plain string, a long concatenation) it defers (ok false) and CEL
+// evaluates the expression, so CEL alone words every failure. Any other
+// expression runs on CEL alone. The subset cannot loop and builds at most
+// maxNativeConcat bytes, far below the cost bound; TestNativeMatchesCEL
+// holds it to CEL's results.
 
-// nativeStr is a string-valued subexpression; ok is false where CEL
-// would fail (a header indexed that the request lacks).
+// nativeStr is a string-valued subexpression; ok false defers the
+// whole expression to CEL.
 type nativeStr func(v *Vars) (s string, ok bool)
 
-// nativeBool is a bool-valued subexpression; ok as for nativeStr.
+// nativeBool is a bool-valued subexpression; ok as for nativeStr. The
+// logic operators treat a deferral as CEL treats an error (false && x is
+// false whatever x is), which is right for a value too.
 type nativeBool func(v *Vars) (b, ok bool)
 
 // stringVars read the request's string variables.
@@ -53,8 +58,38 @@ func compileNative(a *cel.Ast, k Kind) (nb nativeBool, ns nativeStr) {
 	return nil, nil
 }
 
+// maxNativeConcat bounds what the Go form of a concatenation builds,
+// and maxNativeTerms the terms it joins: within them CEL's cost is far
+// below MaxCost, so both give the same answer; past them the Go form
+// defers to CEL.
+const (
+	maxNativeConcat = 4096
+	maxNativeTerms  = 8
+)
+
 func nativeStrOf(e celast.Expr) nativeStr {
 	switch e.Kind() {
+	case celast.SelectKind:
+		// jwt.claims.NAME: a claim that is a plain JSON string is read
+		// without decoding; any other defers to CEL.
+		sel := e.AsSelect()
+		if sel.IsTestOnly() || sel.Operand().Kind() != celast.IdentKind || sel.Operand().AsIdent() != varClaims {
+			return nil
+		}
+		name := sel.FieldName()
+		return func(v *Vars) (string, bool) {
+			raw := v.Claims[name]
+			if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+				return "", false
+			}
+			in := raw[1 : len(raw)-1]
+			for _, c := range in {
+				if c == '\\' || c == '"' || c < 0x20 || c >= 0x80 {
+					return "", false
+				}
+			}
+			return string(in), true
+		}
 	case celast.LiteralKind:
 		s, ok := e.AsLiteral().(types.String)
 		if !ok {
@@ -65,6 +100,9 @@ func nativeStrOf(e celast.Expr) nativeStr {
 		return stringVars[e.AsIdent()]
 	case celast.CallKind:
 		c := e.AsCall()
+		if c.FunctionName() == "_+_" && !c.IsMemberFunction() && len(c.Args()) == 2 {
+			return nativeConcat(e)
+		}
 		if c.FunctionName() != "_[_]" || c.IsMemberFunction() || len(c.Args()) != 2 {
 			return nil
 		}
@@ -196,4 +234,45 @@ func nativeBoolOf(e celast.Expr) nativeBool {
 		return func(v *Vars) (bool, bool) { return len(v.Header[h]) > 0, true }
 	}
 	return nil
+}
+
+// nativeConcat is the Go form of a chain of string concatenations of at
+// most maxNativeTerms terms, each in the subset; a result longer than
+// maxNativeConcat defers to CEL.
+func nativeConcat(e celast.Expr) nativeStr {
+	var terms []nativeStr
+	var walk func(e celast.Expr) bool
+	walk = func(e celast.Expr) bool {
+		if e.Kind() == celast.CallKind {
+			if c := e.AsCall(); c.FunctionName() == "_+_" && !c.IsMemberFunction() && len(c.Args()) == 2 {
+				return walk(c.Args()[0]) && walk(c.Args()[1])
+			}
+		}
+		if e.Kind() == celast.LiteralKind {
+			if _, ok := e.AsLiteral().(types.String); !ok {
+				return false // a list or bytes concatenation
+			}
+		}
+		t := nativeStrOf(e)
+		if t == nil || len(terms) == maxNativeTerms {
+			return false
+		}
+		terms = append(terms, t)
+		return true
+	}
+	if !walk(e) {
+		return nil
+	}
+	return func(v *Vars) (string, bool) {
+		var buf [maxNativeConcat]byte
+		out := buf[:0]
+		for _, t := range terms {
+			s, ok := t(v)
+			if !ok || len(out)+len(s) > maxNativeConcat {
+				return "", false
+			}
+			out = append(out, s...)
+		}
+		return string(out), true
+	}
 }
