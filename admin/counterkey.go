@@ -25,6 +25,7 @@ import (
 // may use: "route", "method" and "header:<Name>". The limit's on_missing
 // rule applies as on the live path: for a limit by ["api_key"] with
 // on_missing = "ip", "ip:A" is the counter of A's requests without a key.
+// A limit keyed by an expression is named by its value, q's "expr".
 func counterKey(p *policy.Policy, name, client string, q url.Values) (*ratelimit.Limit, string, error) {
 	l := p.Limit(name)
 	if l == nil {
@@ -36,6 +37,13 @@ func counterKey(p *policy.Policy, name, client string, q url.Values) (*ratelimit
 	}
 	if err := withConsumer(p, client, &id); err != nil {
 		return nil, "", err
+	}
+	if l.Exprs != nil && l.Exprs.Key != nil {
+		// A limit keyed by an expression: its counters are named by the
+		// expression's value (expr=V; "" names the one shared by requests
+		// whose expression failed).
+		v := keys.Values{Expr: q.Get("expr")}
+		return l.For(&id), string(p.Identity.AppendKey(nil, l.Exprs.KeyExprParts(), &id, &v)), nil
 	}
 	if i := slices.IndexFunc(l.By, isCredentialPart); i >= 0 && strings.HasPrefix(client, "consumer:") {
 		// Each of the consumer's keys (or users, certificates) has a

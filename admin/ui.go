@@ -57,6 +57,16 @@ type uiLimit struct {
 	// Utilisation is the mean share of the window decisions found used
 	// over the last minute, -1 when there were none.
 	Utilisation float64 `json:"utilisation"`
+	// What the limit is set to do beyond counting (limit_ui.go): its
+	// mode, the share of keys it is enforced for when not all, its
+	// expressions, its own answer's status and its jitter.
+	Mode           string `json:"mode,omitempty"`
+	EnforcePercent *int   `json:"enforce_percent,omitempty"`
+	When           string `json:"when,omitempty"`
+	Key            string `json:"key,omitempty"`
+	CostExpr       string `json:"cost_expr,omitempty"`
+	AnswerStatus   int    `json:"answer_status,omitempty"`
+	Jitter         string `json:"retry_after_jitter,omitempty"`
 }
 
 // uiData is GET /admin/ui/data.
@@ -97,6 +107,7 @@ func (h *handler) uiData(w http.ResponseWriter, r *http.Request) {
 		if l.Adaptive != nil {
 			row.Algorithm = policy.AlgorithmAdaptive
 		}
+		describeLimit(&row, l) // limit_ui.go
 		if t := h.o.Top.Lookup(l.Name); t != nil {
 			row.Allowed, row.Denied, row.ShadowDenied, row.Near = t.Allowed.Load(), t.Denied.Load(), t.ShadowDenied.Load(), t.Near.Load()
 			row.Rates = t.Rates(now, uiHistory)

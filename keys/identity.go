@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/netip"
 	"time"
@@ -53,6 +54,9 @@ type Identity struct {
 	// PlanIndex is Plan's position in the configured plans plus one; 0
 	// for none.
 	PlanIndex int
+	// Claims are every claim of the bearer token that was verified, raw;
+	// nil without one. Nothing of a token that failed is kept.
+	Claims map[string]json.RawMessage
 	// UnknownKey reports that the request carried an API key no
 	// registered consumer owns (or one too long to be any). The key is
 	// not an identity: APIKey is "".
@@ -71,6 +75,7 @@ func (e *Extractor) Identify(r *http.Request, now time.Time) Identity {
 	id.APIKey = e.apiKey(r, &id)
 	var tok tokenClaims
 	id.User = e.user(r, peer, now, &id, &tok)
+	id.Claims = tok.all
 	var keyConsumer, tokenConsumer *Consumer
 	if e.consumers != nil {
 		keyConsumer, tokenConsumer = e.resolveConsumers(&id, &tok)

@@ -122,6 +122,8 @@ type tokenClaims struct {
 	consumer string
 	// plan names a plan (consumers.plan_claim).
 	plan string
+	// all are every claim of the verified token, raw.
+	all map[string]json.RawMessage
 }
 
 func newJWTVerifier(c *JWTConfig, consumerClaim, planClaim string) (*jwtVerifier, error) {
@@ -207,6 +209,7 @@ func (v *jwtVerifier) verify(ctx context.Context, tok string, now time.Time, out
 		return err
 	}
 	out.user = u
+	out.all = claims
 	// A claim that is not a string names nothing. Decoded into locals:
 	// out itself handed to json.Unmarshal would move the caller's claims
 	// to the heap on every request, token or not.

@@ -36,6 +36,9 @@ const (
 	// from none is keyed by its client identity instead, in the client's
 	// own namespace, unless on_missing says otherwise.
 	PartConsumer
+	// PartExpr is the value of a limit's key expression (Values.Expr);
+	// never named in a by list.
+	PartExpr
 )
 
 var partNames = [...]string{
@@ -48,6 +51,7 @@ var partNames = [...]string{
 	PartHeader:   "header",
 	PartMTLS:     "mtls",
 	PartConsumer: "consumer",
+	PartExpr:     "expr",
 }
 
 // String returns the configuration name of k, e.g. "api_key".
@@ -77,7 +81,7 @@ func ParsePart(s string) (Part, error) {
 		return Part{Kind: PartHeader, Header: canonicalHeader(name)}, nil
 	}
 	for k, name := range partNames {
-		if k != 0 && PartKind(k) != PartHeader && name == s {
+		if k != 0 && PartKind(k) != PartHeader && PartKind(k) != PartExpr && name == s {
 			return Part{Kind: PartKind(k)}, nil
 		}
 	}
@@ -108,7 +112,15 @@ const (
 	valMissing // the literal "-" for a part absent on this request
 	valMTLS    // a verified client certificate's subject
 	valConsumer
+	valExpr     // a key expression's value
+	valExprHash // the SHA-256 of a key expression's value longer than maxExprValue
 )
+
+// maxExprValue bounds a key expression's value as it enters a key's
+// input: a longer one (an expression may concatenate whole headers or
+// a body field) enters as its SHA-256, so that the key cache, which keeps
+// inputs, holds no more per key than for any other part.
+const maxExprValue = 64
 
 // MissingValue is the literal value of a key part that a request
 // lacks. It is hashed under its own kind, so it never equals a real "-".
@@ -141,6 +153,9 @@ type Values struct {
 	// Header holds the header parts' values under canonical names; only
 	// the first value of a name is read. Nil reads as no headers.
 	Header http.Header
+	// Expr is the value of a limit's key expression (PartExpr); "" is
+	// the missing "-", which an expression that failed also keys as.
+	Expr string
 }
 
 // AppendKey appends the counter key "{TAG}HASH" of the given parts for the
@@ -242,6 +257,12 @@ func (e *Extractor) appendPart(buf []byte, p Part, id *Identity, v *Values) []by
 			hv = vs[0]
 		}
 		return appendString(buf, valHeaderV, hv)
+	case PartExpr:
+		if len(v.Expr) > maxExprValue {
+			sum := sha256.Sum256([]byte(v.Expr))
+			return append(appendValue(buf, valExprHash, len(sum)), sum[:]...)
+		}
+		return appendString(buf, valExpr, v.Expr)
 	}
 	return append(appendValue(buf, valMissing, 2), 0, '-')
 }

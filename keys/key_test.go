@@ -398,3 +398,33 @@ func TestSourceOrderWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestExprPart: a key expression's value keys apart from every other part
+// and value, a long value enters as its hash (two long values differ),
+// and "expr" is no part a by list can name.
+func TestExprPart(t *testing.T) {
+	e, err := NewExtractor(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := &Identity{}
+	parts := []Part{{Kind: PartExpr}}
+	key := func(v string) string { return e.Key(parts, id, &Values{Expr: v}) }
+	if a1, a2 := key("a"), key("a"); key("a") == key("b") || a1 != a2 {
+		t.Fatal("values must key apart, and alike when equal")
+	}
+	long1, long2 := strings.Repeat("x", 100)+"1", strings.Repeat("x", 100)+"2"
+	if key(long1) == key(long2) {
+		t.Fatal("two long values share a key")
+	}
+	if e1, e2 := key(""), key(""); e1 != e2 || e1 == key("-") {
+		t.Fatal("the empty value is the missing one, apart from a literal -")
+	}
+	hdr := e.Key([]Part{{Kind: PartHeader, Header: "X"}}, id, &Values{Header: http.Header{"X": {"a"}}})
+	if hdr == key("a") {
+		t.Fatal("an expression's value keys like a header's")
+	}
+	if _, err := ParsePart("expr"); err == nil {
+		t.Fatal(`ParsePart("expr") = nil error, want unknown`)
+	}
+}

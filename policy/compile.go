@@ -153,6 +153,7 @@ func build(c *config.Config) (*Policy, []error) {
 			}
 		}
 		p.Limits = append(p.Limits, l)
+		p.noteExtras(l) // limit_rollout.go
 	}
 	p.Warnings = append(p.Warnings, quotaWarnings(p)...)
 	p.Warnings = append(p.Warnings, penaltyWarnings(p)...)

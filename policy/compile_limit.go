@@ -54,8 +54,10 @@ func buildLimit(c *config.LimitConfig, path string, e *problems) *Limit {
 	case "enforce":
 	case "shadow":
 		rl.Shadow = true
+	case "tag":
+		rl.Shadow = true // counted as shadow is; its denials tag the request
 	default:
-		e.add(path+".mode", "unknown mode %q (want enforce or shadow)", c.Mode)
+		e.add(path+".mode", "unknown mode %q (want enforce, shadow or tag)", c.Mode)
 	}
 	if c.Burst < 0 {
 		e.add(path+".burst", "must be positive, got %d", c.Burst)
@@ -123,6 +125,9 @@ func buildLimit(c *config.LimitConfig, path string, e *problems) *Limit {
 	compileDistinct(l, c, path, e)
 	compileCostTrust(l, c, path, e)
 	compileResponse(l, c, path, e)
+	compileExprs(l, c, path, e)   // limit_expr.go
+	compileAnswer(l, c, path, e)  // limit_answer.go
+	compileRollout(l, c, path, e) // limit_rollout.go
 	buildSync(c, rl, path, e)
 	l.ExemptIPs = prefixes(c.Exempt.IPs, path+".exempt.ips", e)
 	apiKeysSource(c.Exempt, path).check(e)
@@ -206,6 +211,10 @@ func limitScope(l *Limit) string {
 	if l.Distinct != nil {
 		// Counts of one value kind are not counts of another.
 		b.WriteString(";distinct=" + l.Distinct.String())
+	}
+	if l.Exprs != nil && l.Exprs.Key != nil {
+		// Another key expression keys other counters.
+		fmt.Fprintf(&b, ";key=%q", l.Exprs.Key.Text)
 	}
 	return b.String()
 }

@@ -62,6 +62,11 @@ type Policy struct {
 	// Usage is the compiled [usage] table, nil without a sink.
 	Usage *Usage
 
+	// DenyExtras is set when a limit has its own answer or a Retry-After
+	// jitter, and Tags when one is in mode "tag": the request path looks
+	// for them only then.
+	DenyExtras, Tags bool
+
 	byName map[string]*Limit
 	// identity is the [identity] table as build parsed and checked it,
 	// without secrets; Compile adds them and builds Identity from it.
@@ -252,6 +257,25 @@ type Limit struct {
 	// NotifyAt are the fractions of the limit whose first crossing in a
 	// period posts a threshold notice (usage export); nil: none.
 	NotifyAt []float64
+	// Exprs are the limit's expressions (when, key, cost_expr); nil
+	// without any, so a limit without them pays one nil check
+	// (limit_expr.go).
+	Exprs *Exprs
+	// Answer is the limit's own answer to a request it denies (response);
+	// nil: the 429 problem (limit_answer.go).
+	Answer *Answer
+	// Tag is set for mode = "tag": the limit is a shadow limit whose
+	// denials are forwarded with a header (limit_rollout.go).
+	Tag *Tag
+	// EnforcePercent is the share of keys the limit is enforced for,
+	// 0..100; the rest see it as a shadow limit (limit_rollout.go).
+	EnforcePercent int
+	// Jitter is retry_after_jitter (0: none): the most added to a
+	// denial's wait (limit_rollout.go).
+	Jitter time.Duration
+	// twins are the shadow copies of this limit's definitions, for the
+	// keys EnforcePercent leaves out (limit_rollout.go).
+	twins twinCache
 
 	exemptKeys      map[[32]byte]struct{}
 	exemptConsumers map[string]struct{}

@@ -112,7 +112,7 @@ func (h *Handler) decideCandidate(c *Candidate, r *http.Request, q *request) {
 	if raw == "" {
 		raw = r.URL.EscapedPath()
 	}
-	rt, _, err := p.Match(r.Host, r.Method, raw)
+	rt, path, err := p.Match(r.Host, r.Method, raw)
 	if err != nil || rt == nil || len(rt.Limits) == 0 {
 		c.Record(out)
 		return
@@ -128,15 +128,30 @@ func (h *Handler) decideCandidate(c *Candidate, r *http.Request, q *request) {
 		if l.Exempt(&id) || l.Algorithm == ratelimit.Concurrency {
 			continue
 		}
+		var xr exprResult
+		if l.Exprs != nil {
+			// Evaluated as the live path does (limit_expr.go); a failure
+			// the candidate would answer 400 counts nothing here.
+			var err error
+			if xr, _, err = evalExprs(l.Exprs, candidateVars(q, r, &id, rt, path)); err != nil || xr.skip {
+				continue
+			}
+		}
 		cost, err := l.RequestCost(r.Header, r.RemoteAddr)
+		if xr.cost > 0 {
+			cost, err = xr.cost, nil
+		}
 		if err != nil {
 			continue
 		}
 		parts, ok := l.KeyParts(&id, r.Header)
+		vals := keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header}
+		if xr.keyed {
+			parts, ok = exprKeyParts(l, &xr, &vals), true
+		}
 		if !ok {
 			continue
 		}
-		vals := keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header}
 		value, ok := l.DistinctValue(p.Identity, &id, &vals, q.path)
 		if !ok {
 			continue

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate/gateway/keys"
 	"github.com/tollgate/gateway/policy"
+	"github.com/tollgate/gateway/policy/expr"
 	"github.com/tollgate/gateway/ratelimit"
 )
 
@@ -63,6 +64,10 @@ type request struct {
 	rt        *policy.Route
 	raw, path string
 	start     time.Time
+	// vars are the limits' expression variables (limit_expr.go), filled
+	// once varsSet; peeked says the body was read for them.
+	vars            expr.Vars
+	varsSet, peeked bool
 }
 
 // bodyReader records the first error reading the client's body, so that a
@@ -134,6 +139,10 @@ func (q *request) reset() {
 	q.candAd = q.candAd[:0]
 	q.r, q.snap, q.rt = nil, nil, nil
 	q.raw, q.path, q.start = "", "", time.Time{}
+	if q.varsSet {
+		q.vars.Reset()
+		q.varsSet, q.peeked = false, false
+	}
 }
 
 func grow(ds []ratelimit.Decision, n int) []ratelimit.Decision {

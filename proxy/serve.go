@@ -153,10 +153,25 @@ func (h *Handler) serve(q *request) {
 			ovs = h.overrides.For(p)
 		}
 		for _, l := range rt.Limits {
+			if l.Tag != nil {
+				// Only the gateway tags a request (limit_answer.go).
+				delete(r.Header, l.Tag.Header)
+			}
 			if l.Exempt(id) {
 				continue
 			}
+			var xr exprResult
+			if l.Exprs != nil {
+				if xr = h.limitExprs(q, l); xr.answered { // limit_expr.go
+					return
+				} else if xr.skip {
+					continue
+				}
+			}
 			cost, err := l.RequestCost(r.Header, r.RemoteAddr)
+			if xr.cost > 0 {
+				cost, err = xr.cost, nil
+			}
 			if err != nil {
 				ev.Outcome = OutcomeBadRequest
 				headers.WriteProblem(w, headers.Problem{
@@ -167,6 +182,10 @@ func (h *Handler) serve(q *request) {
 				return
 			}
 			parts, ok := l.KeyParts(id, r.Header)
+			vals := keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header}
+			if xr.keyed {
+				parts, ok = exprKeyParts(l, &xr, &vals), true
+			}
 			if !ok {
 				ev.Outcome = OutcomeUnauthorized
 				headers.WriteProblem(w, headers.Problem{
@@ -176,7 +195,6 @@ func (h *Handler) serve(q *request) {
 				})
 				return
 			}
-			vals := keys.Values{Route: rt.Name, Method: r.Method, Header: r.Header}
 			value, ok := l.DistinctValue(p.Identity, id, &vals, q.path)
 			if !ok {
 				ev.Outcome = OutcomeUnauthorized
@@ -193,6 +211,9 @@ func (h *Handler) serve(q *request) {
 			base := l.For(id)
 			lim := h.limitFor(ovs, p, l, base, parts, key, id)
 			q.varied = q.varied || lim != base
+			if l.EnforcePercent < 100 && !l.Enforces(key) {
+				lim = l.ShadowOf(lim) // limit_rollout.go
+			}
 			q.hits = append(q.hits, ratelimit.Hit{Limit: lim, Key: key, Cost: cost, Value: value})
 			q.peekResponse(l)
 			h.noWaitIfFull(q, l)
@@ -388,6 +409,9 @@ func (h *Handler) decide(q *request) bool {
 		}
 	}
 	ev.Hits, ev.Decisions = q.hits, q.ds
+	if !allowed && p.DenyExtras {
+		jitter(p, q.hits, q.ds, now) // limit_answer.go
+	}
 	pol := rt.RateLimitPolicyAt(&q.id, now)
 	if q.varied {
 		pol = variedPolicy(q.hits, now)
@@ -395,9 +419,15 @@ func (h *Handler) decide(q *request) bool {
 	h.answers.Set(w.Header(), p.Headers, pol, q.hits, q.ds, now)
 	h.logShadow(snap, q.hits, q.ds, now)
 	if allowed {
+		if p.Tags {
+			tagShadowed(p, r, q.hits, q.ds) // limit_answer.go
+		}
 		return true
 	}
 	ev.Outcome = OutcomeLimited
+	if p.DenyExtras && !isGRPC(r) && h.limitAnswer(q) { // limit_answer.go
+		return false
+	}
 	if isGRPC(r) {
 		pb := headers.TooManyRequests(q.hits, q.ds)
 		if pb.RetryAfter > 0 {

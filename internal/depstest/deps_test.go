@@ -68,7 +68,14 @@ var rules = map[string]rule{
 	"policy/config": {allow: []string{"keys"}, stdDeny: []string{"net/http/...", "log/..."}},
 	// Validation and compilation of a config.Config into the immutable
 	// Policy, route matching (no viper: decoding happens in cmd/gateway).
-	"policy": {allow: []string{"policy/config", "keys", "headers", "ratelimit", "consumers", "upstream", "rls/envoyconf", "adaptive"}},
+	// policy/expr: limits' CEL expressions (when, key, cost_expr) with
+	// cel-go, Google's implementation of the Common Expression Language
+	// that Envoy and Kubernetes evaluate requests with: a checked,
+	// non-Turing-complete language with a cost model, which a gateway
+	// must not write its own of. Only policy (compiles) and proxy
+	// (evaluates) import it.
+	"policy/expr": {allow: []string{"github.com/google/cel-go/..."}, stdDeny: []string{"log/..."}},
+	"policy":      {allow: []string{"policy/config", "policy/expr", "keys", "headers", "ratelimit", "consumers", "upstream", "rls/envoyconf", "adaptive"}},
 	// envoyproxy/ratelimit's YAML read and matched, its rules compiled to
 	// limits: no gRPC, no HTTP. go.yaml.in/yaml/v3 parses the files as
 	// node trees (aliases are walked by the package under its own node
@@ -95,7 +102,7 @@ var rules = map[string]rule{
 	// more than the standard library.
 	"upstream": {allow: []string{"internal/logthrottle"}},
 	// The request path.
-	"proxy": {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "upstream", "adaptive", "internal/logthrottle"}},
+	"proxy": {allow: []string{"policy", "policy/expr", "override", "keys", "headers", "ratelimit", "upstream", "adaptive", "internal/logthrottle"}},
 	// Stores.
 	// The algorithms' window states and the engine that applies them to a
 	// key's windows: only stores and the exact-log referee (accuracy) see

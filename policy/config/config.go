@@ -597,6 +597,56 @@ type LimitConfig struct {
 	// usage.sink (required then), once per period and fraction, across
 	// the fleet on Redis. Not for concurrency. Default [] (none).
 	NotifyAt []float64 `mapstructure:"notify_at" json:"notify_at,omitempty"`
+	// When, when set, is a CEL condition over the request's variables
+	// (README "Expressions"): the limit applies only to requests for which
+	// it is true. Default "" (every request).
+	When string `mapstructure:"when" json:"when"`
+	// Key, when set, is a CEL expression whose value keys the limit's
+	// counters instead of by (a string, or a number or bool, formatted).
+	// Default "" (by decides).
+	Key string `mapstructure:"key" json:"key"`
+	// CostExpr, when set, is a CEL expression whose integer value is the
+	// request's cost (1..2^53) instead of cost and cost_header. Default "".
+	CostExpr string `mapstructure:"cost_expr" json:"cost_expr"`
+	// OnError is what a request gets when one of the limit's expressions
+	// fails at run time (a missing header indexed, a type error, the cost
+	// limit, a body that is not JSON): "skip" (the limit does not apply),
+	// "deny" (400, counted nowhere) or "shared" (the request is counted
+	// under one key shared by every failing request, at cost). Default
+	// "shared".
+	OnError string `mapstructure:"on_error" json:"on_error"`
+	// Response, when set, is the limit's own answer to a request it
+	// denies, instead of the 429 problem. Default none.
+	Response *LimitResponseConfig `mapstructure:"response" json:"response,omitempty"`
+	// TagHeader is, with mode = "tag", the request header a request over
+	// the limit is forwarded with (its value the limit's name); a client's
+	// own copy is removed. Default "X-RateLimit-Exceeded".
+	TagHeader string `mapstructure:"tag_header" json:"tag_header"`
+	// EnforcePercent enforces the limit for that share of its keys (a
+	// stable hash of the counter key picks them) and shadows it for the
+	// rest, 0..100. Default 100.
+	EnforcePercent int `mapstructure:"enforce_percent" json:"enforce_percent"`
+	// RetryAfterJitter, when set ("5s"), adds to a denial's Retry-After
+	// and RateLimit reset a per-client share of it, stable for a client
+	// within a window. Default "" (none).
+	RetryAfterJitter string `mapstructure:"retry_after_jitter" json:"retry_after_jitter"`
+}
+
+// LimitResponseConfig is a limit's own answer to a request it denies:
+// `response = { status = 503, body = "...", content_type = "...", headers = { ... } }`.
+type LimitResponseConfig struct {
+	// Status is the answer's status, 400..599. Default 429.
+	Status int `mapstructure:"status" json:"status"`
+	// Body is the answer's body, a template: {limit} is the limit's name,
+	// {retry_after} the seconds to wait. Default "" (empty).
+	Body string `mapstructure:"body" json:"body"`
+	// ContentType is the body's Content-Type. Default
+	// "text/plain; charset=utf-8".
+	ContentType string `mapstructure:"content_type" json:"content_type"`
+	// Headers are further response headers (name = value); not hop-by-hop
+	// headers, Content-Type, Content-Length, nor Retry-After and the
+	// rate-limit headers, which the gateway sets. Default none.
+	Headers map[string]string `mapstructure:"headers" json:"headers,omitempty"`
 }
 
 // ExemptConfig is `exempt = { ips = [...], api_keys_env = "..." }`.
@@ -900,6 +950,9 @@ func DefaultLimit() LimitConfig {
 		Count:      "request",
 		OnLimit:    "reject",
 		MaxWaiting: DefaultMaxWaiting,
+		OnError:    "shared",
+
+		EnforcePercent: 100,
 	}
 }
 

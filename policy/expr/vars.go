@@ -1,0 +1,280 @@
+package expr
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"reflect"
+	"strings"
+
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/common/types/traits"
+	"github.com/google/cel-go/interpreter"
+)
+
+// The variables' names as expressions spell them.
+const (
+	varMethod     = "request.method"
+	varPath       = "request.path"
+	varHeaders    = "request.headers"
+	varQuery      = "request.query"
+	varClientIP   = "client.ip"
+	varClientID   = "client.id"
+	varClientKind = "client.kind"
+	varConsumer   = "consumer.name"
+	varPlan       = "consumer.plan"
+	varClaims     = "jwt.claims"
+	varRoute      = "route.name"
+	varBody       = "body"
+)
+
+// Vars are one request's variables. The caller fills the exported
+// fields; the maps CEL sees (headers, query, claims, body) are built on
+// first use and kept for the request's other expressions. Reset before
+// reuse. Not safe for concurrent use.
+type Vars struct {
+	// Method is the request method; Path its normal path (the one the
+	// route matched).
+	Method, Path string
+	// Header is the request's header (read, never changed).
+	Header http.Header
+	// RawQuery is the request's query string, undecoded.
+	RawQuery string
+	// IP is the client IP; ClientID the client identity's value and
+	// ClientKind its source ("api_key", "user", "ip", ...).
+	IP                   netip.Addr
+	ClientID, ClientKind string
+	// Consumer and Plan name the registered consumer and the plan, "" for
+	// none.
+	Consumer, Plan string
+	// Claims are the claims of a verified bearer token, nil without one.
+	Claims map[string]json.RawMessage
+	// Route is the matched route's name.
+	Route string
+	// Body is the request body as read for expressions, and BodyErr why
+	// it is not a JSON value to offer (not JSON, too large, unread):
+	// expressions reading body then fail with it.
+	Body    []byte
+	BodyErr error
+
+	ip                 string
+	hm                 headerMap
+	query, claims, bod ref.Val
+}
+
+var _ interpreter.Activation = (*Vars)(nil)
+
+// Reset clears v for another request.
+func (v *Vars) Reset() { *v = Vars{} }
+
+// ResolveName implements interpreter.Activation.
+func (v *Vars) ResolveName(name string) (any, bool) {
+	switch name {
+	case varMethod:
+		return methodValue(v.Method), true
+	case varPath:
+		return types.String(v.Path), true
+	case varHeaders:
+		if v.hm.h == nil {
+			v.hm.h = v.Header
+			if v.hm.h == nil {
+				v.hm.h = http.Header{}
+			}
+		}
+		return &v.hm, true
+	case varQuery:
+		if v.query == nil {
+			v.query = firstValues(v.RawQuery)
+		}
+		return v.query, true
+	case varClientIP:
+		if v.ip == "" && v.IP.IsValid() {
+			v.ip = v.IP.String()
+		}
+		return types.String(v.ip), true
+	case varClientID:
+		return types.String(v.ClientID), true
+	case varClientKind:
+		return types.String(v.ClientKind), true
+	case varConsumer:
+		return types.String(v.Consumer), true
+	case varPlan:
+		return types.String(v.Plan), true
+	case varClaims:
+		if v.claims == nil {
+			v.claims = claimsValue(v.Claims)
+		}
+		return v.claims, true
+	case varRoute:
+		return types.String(v.Route), true
+	case varBody:
+		if v.bod == nil {
+			v.bod = bodyValue(v.Body, v.BodyErr)
+		}
+		return v.bod, true
+	}
+	return nil, false
+}
+
+// Parent implements interpreter.Activation.
+func (v *Vars) Parent() interpreter.Activation { return nil }
+
+// firstValues is the query's first value of each name. A malformed pair
+// is skipped, as url.ParseQuery skips it.
+func firstValues(raw string) ref.Val {
+	q, _ := url.ParseQuery(raw)
+	m := make(map[string]string, len(q))
+	for k, vs := range q {
+		if len(vs) > 0 {
+			m[k] = vs[0]
+		}
+	}
+	return types.NewStringStringMap(types.DefaultTypeAdapter, m)
+}
+
+// claimsValue decodes a verified token's claims; a claim that does not
+// decode is left out.
+func claimsValue(raw map[string]json.RawMessage) ref.Val {
+	m := make(map[string]any, len(raw))
+	for k, r := range raw {
+		var x any
+		if json.Unmarshal(r, &x) == nil {
+			m[k] = x
+		}
+	}
+	return types.DefaultTypeAdapter.NativeToValue(m)
+}
+
+// bodyValue decodes the body as one JSON value, or is the error that
+// says why there is none.
+func bodyValue(b []byte, err error) ref.Val {
+	if err != nil {
+		return types.NewErr("body: %v", err)
+	}
+	var x any
+	if err := json.Unmarshal(b, &x); err != nil {
+		return types.NewErr("body is not JSON: %v", err)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(x)
+}
+
+// headerMap is request.headers: lower-case names to first values, read
+// straight from the http.Header on a lookup; the whole map (for size,
+// iteration, comparison) is built only when an expression asks for it.
+type headerMap struct {
+	h    http.Header
+	full traits.Mapper
+}
+
+var _ traits.Mapper = (*headerMap)(nil)
+
+func (m *headerMap) all() traits.Mapper {
+	if m.full == nil {
+		f := make(map[string]string, len(m.h))
+		for k, vs := range m.h {
+			if len(vs) > 0 {
+				f[strings.ToLower(k)] = vs[0]
+			}
+		}
+		m.full = types.NewStringStringMap(types.DefaultTypeAdapter, f)
+	}
+	return m.full
+}
+
+// Find looks a name up case-insensitively, as HTTP names compare.
+func (m *headerMap) Find(key ref.Val) (ref.Val, bool) {
+	k, ok := key.(types.String)
+	if !ok {
+		return types.MaybeNoSuchOverloadErr(key), false
+	}
+	var vs []string
+	var buf [64]byte
+	if c, ok := canonicalInto(buf[:0], string(k)); ok {
+		vs = m.h[string(c)] // looked up without allocating the name
+	} else {
+		vs = m.h[http.CanonicalHeaderKey(string(k))]
+	}
+	if len(vs) == 0 {
+		return nil, false
+	}
+	return types.String(vs[0]), true
+}
+
+func (m *headerMap) Get(key ref.Val) ref.Val {
+	v, found := m.Find(key)
+	if found {
+		return v
+	}
+	if v != nil {
+		return v
+	}
+	return types.NewErr("no such key: %v", key)
+}
+
+func (m *headerMap) Contains(key ref.Val) ref.Val {
+	v, found := m.Find(key)
+	if !found && v != nil {
+		return v
+	}
+	return types.Bool(found)
+}
+
+func (m *headerMap) Iterator() traits.Iterator { return m.all().Iterator() }
+func (m *headerMap) Size() ref.Val             { return m.all().Size() }
+func (m *headerMap) ConvertToNative(t reflect.Type) (any, error) {
+	return m.all().ConvertToNative(t)
+}
+func (m *headerMap) ConvertToType(t ref.Type) ref.Val { return m.all().ConvertToType(t) }
+func (m *headerMap) Equal(o ref.Val) ref.Val          { return m.all().Equal(o) }
+func (m *headerMap) Type() ref.Type                   { return types.MapType }
+func (m *headerMap) Value() any                       { return m.all().Value() }
+
+// canonicalInto appends the canonical form of a header name of at most
+// cap(dst) token bytes (as net/http's CanonicalHeaderKey writes it) to
+// dst; ok is false for a longer name or one with a byte that is not a
+// letter, digit or '-', which the caller canonicalizes the slow way.
+func canonicalInto(dst []byte, s string) ([]byte, bool) {
+	if len(s) > cap(dst) {
+		return dst, false
+	}
+	upper := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z':
+			if upper {
+				c -= 'a' - 'A'
+			}
+		case 'A' <= c && c <= 'Z':
+			if !upper {
+				c += 'a' - 'A'
+			}
+		case '0' <= c && c <= '9' || c == '-':
+		default:
+			return dst, false
+		}
+		dst = append(dst, c)
+		upper = c == '-'
+	}
+	return dst, true
+}
+
+// methods are the common methods as CEL values, boxed once: a method is
+// read by most conditions, and boxing it would allocate per request.
+// Read-only.
+var methods = func() map[string]ref.Val {
+	m := map[string]ref.Val{}
+	for _, name := range []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {
+		m[name] = types.String(name)
+	}
+	return m
+}()
+
+func methodValue(m string) ref.Val {
+	if v, ok := methods[m]; ok {
+		return v
+	}
+	return types.String(m)
+}
