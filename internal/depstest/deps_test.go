@@ -58,6 +58,10 @@ var rules = map[string]rule{
 	"jwks": {allow: []string{"keys", "internal/logthrottle", "github.com/go-jose/go-jose/v4"}},
 	// Header formatting and problem bodies: pure functions of decisions.
 	"headers": {allow: []string{"ratelimit"}},
+	// A number at a JSON path read from a body or an event stream as it
+	// passes (token budgets' usage and estimates): bytes in, standard
+	// library only, nothing of HTTP.
+	"costscan": {stdDeny: []string{"net/...", "log/..."}},
 	// The consumer registry: its own file (TOML, decoded here because it
 	// is not the configuration viper reads), compiled to a key → consumer
 	// map. No HTTP.
@@ -68,7 +72,7 @@ var rules = map[string]rule{
 	"policy/config": {allow: []string{"keys"}, stdDeny: []string{"net/http/...", "log/..."}},
 	// Validation and compilation of a config.Config into the immutable
 	// Policy, route matching (no viper: decoding happens in cmd/gateway).
-	"policy": {allow: []string{"policy/config", "keys", "headers", "ratelimit", "consumers", "upstream", "rls/envoyconf"}},
+	"policy": {allow: []string{"policy/config", "keys", "headers", "ratelimit", "consumers", "upstream", "rls/envoyconf", "costscan"}},
 	// envoyproxy/ratelimit's YAML read and matched, its rules compiled to
 	// limits: no gRPC, no HTTP. go.yaml.in/yaml/v3 parses the files as
 	// node trees (aliases are walked by the package under its own node
@@ -89,7 +93,7 @@ var rules = map[string]rule{
 	// more than the standard library.
 	"upstream": {allow: []string{"internal/logthrottle"}},
 	// The request path.
-	"proxy": {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "upstream", "internal/logthrottle"}},
+	"proxy": {allow: []string{"policy", "override", "keys", "headers", "ratelimit", "upstream", "internal/logthrottle", "costscan"}},
 	// Stores.
 	// The algorithms' window states and the engine that applies them to a
 	// key's windows: only stores and the exact-log referee (accuracy) see
