@@ -35,14 +35,14 @@ func RunSettle(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 			{at: ms(10), back: true, from: ms(0), cost: 5, want: 7},
 			{at: ms(20), back: true, from: ms(0), cost: 9, want: 10}, // never below zero
 			{at: ms(30), cost: 6, want: 4},
-			{at: ms(40), back: true, from: -ms(500), cost: 6, want: 4}, // another window
+			{at: ms(40), back: true, from: -ms(500), cost: 6, want: 4},  // another window
 			{at: ms(1010), back: true, from: ms(30), cost: 6, want: 10}, // that window has ended
 		}},
 		{"SlidingLog", ratelimit.SlidingWindowLog, "10/1s", []settleStep{
 			{at: ms(0), cost: 8, want: 2},
 			{at: ms(10), back: true, from: ms(0), cost: 5, want: 7},
 			{at: ms(20), cost: 4, want: 3},
-			{at: ms(30), back: true, from: ms(5), cost: 4, want: 3}, // nothing logged then
+			{at: ms(30), back: true, from: ms(5), cost: 4, want: 3},  // nothing logged then
 			{at: ms(40), back: true, from: ms(20), cost: 9, want: 7}, // only what was logged
 			{at: ms(50), back: true, from: ms(0), cost: 3, want: 10},
 		}},
