@@ -119,6 +119,7 @@ func buildLimit(c *config.LimitConfig, path string, e *problems) *Limit {
 	}
 	compileCostTrust(l, c, path, e)
 	compileResponse(l, c, path, e)
+	compileUsage(l, c, path, e)
 	buildSync(c, rl, path, e)
 	l.ExemptIPs = prefixes(c.Exempt.IPs, path+".exempt.ips", e)
 	apiKeysSource(c.Exempt, path).check(e)

@@ -181,8 +181,15 @@ func (h *Handler) serve(q *request) {
 			base := l.For(id)
 			lim := h.limitFor(ovs, p, l, base, parts, key, id)
 			q.varied = q.varied || lim != base
+			reqCost := cost
+			if l.Response != nil && l.Response.Usage.Reserves() {
+				// A token budget reserves its estimate (usage.go).
+				if cost, ok = h.estimate(q, l, lim, cost); !ok {
+					return
+				}
+			}
 			q.hits = append(q.hits, ratelimit.Hit{Limit: lim, Key: key, Cost: cost})
-			q.peekResponse(l)
+			q.peekResponse(l, reqCost)
 			h.noWaitIfFull(q, l)
 		}
 	}
