@@ -433,6 +433,11 @@ func TestTokenHostileRequests(t *testing.T) {
 		{"repeated: the last counts", `{"max_tokens":1,"max_tokens":900}`, 200, 900},
 		{"above the budget: capped at it", `{"max_tokens":5000}`, 429, 900},
 		{"nested path elsewhere", `{"x":{"max_tokens":50}}`, 200, 901},
+		{"exponent", `{"max_tokens":1e3}`, 400, 901},
+		{"array", `{"max_tokens":[12]}`, 400, 901},
+		{"null", `{"max_tokens":null}`, 400, 901},
+		{"too deep", strings.Repeat("[", 600) + strings.Repeat("]", 600), 400, 901},
+		{"escaped key: not the path", `{"max\u005ftokens":700}`, 200, 902},
 	} {
 		r := postBody(t, c, g.url("/v1/chat"), tc.body, map[string]string{"X-API-Key": "x", "X-Usage": "none"})
 		if r.Status != tc.status {
@@ -440,9 +445,39 @@ func TestTokenHostileRequests(t *testing.T) {
 		}
 		waitTokens(t, g, "tokens", "x", tc.want)
 	}
-	if n := u.arrived.Load(); n != 2 {
-		t.Errorf("%d requests reached the upstream, want 2", n)
+	if n := u.arrived.Load(); n != 3 {
+		t.Errorf("%d requests reached the upstream, want 3", n)
 	}
+	// Hostile usage values from the upstream: no usage, so the estimate
+	// (50) stays; a repeated usage: the last counts.
+	for _, v := range []string{"-5", "1e3", "12.0", `"12"`, "null", `{"n":1}`, "99999999999999999999", "9007199254740993"} {
+		before, _ := used(t, g, "tokens", "y")
+		if r := chat(t, c, g.url("/v1/chat"), 50, map[string]string{"X-API-Key": "y", "X-Usage": v}); r.Status != 200 {
+			t.Fatalf("usage %s: %s", v, r)
+		}
+		waitTokens(t, g, "tokens", "y", before+50)
+	}
+	if r := chat(t, c, g.url("/v1/chat"), 50, map[string]string{"X-API-Key": "z", "X-Usage": `3},"usage":{"total_tokens":9`}); r.Status != 200 {
+		t.Fatalf("a repeated usage: %s", r)
+	}
+	waitTokens(t, g, "tokens", "z", 9)
+
+	// A request body that never ends: 408 at the route's timeout (3s),
+	// nothing reserved.
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = pw.Write([]byte(`{"max_tokens":5,"pad":"`)) }()
+	req, _ := http.NewRequest(http.MethodPost, g.url("/v1/chat"), pr)
+	req.Header.Set("X-API-Key", "n")
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != 408 {
+		t.Errorf("a body that never ends: %v %v, want 408", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if u, _ := used(t, g, "tokens", "n"); u != 0 {
+		t.Errorf("a body that never ends reserved %d", u)
+	}
+
 	// A body past cost_request_bytes (1 MiB) is refused.
 	big := `{"max_tokens":1,"pad":"` + strings.Repeat("x", 1<<20) + `"}`
 	if r := postBody(t, c, g.url("/v1/chat"), big, map[string]string{"X-API-Key": "x"}); r.Status != 413 {

@@ -157,15 +157,16 @@ func (h *Handler) readEstimateBody(q *request, limit int64) bool {
 	}
 	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	switch {
-	case err != nil && r.Context().Err() != nil:
-		q.ev.Outcome = OutcomeCanceled
-		q.w.WriteHeader(499)
-		return false
 	case err != nil && errors.Is(err, os.ErrDeadlineExceeded):
+		// (Before the context: the failed read cancels it too.)
 		q.ev.Outcome = OutcomeBadRequest
 		closeAfter(&q.w, r)
 		headers.WriteProblem(&q.w, headers.Problem{Status: http.StatusRequestTimeout, Title: "Request Timeout",
 			Detail: "the request body did not arrive within the route's timeout"})
+		return false
+	case err != nil && r.Context().Err() != nil:
+		q.ev.Outcome = OutcomeCanceled
+		q.w.WriteHeader(499)
 		return false
 	case err != nil:
 		q.ev.Outcome = OutcomeBadRequest
