@@ -164,6 +164,8 @@ func (p *Parser) field(k, v []byte) (identity bool, err error) {
 	case "request_id":
 		// Unique per line: not interned.
 		e.RequestID, err = p.token(v, false)
+	case "units":
+		e.Units, err = p.units(v)
 	}
 	return identity, err
 }

@@ -221,8 +221,12 @@ func FuzzJSON(f *testing.F) {
 
 func BenchmarkScan(b *testing.B) {
 	p := mustPath(b, "usage.total_tokens")
-	content := strings.Repeat(`Lorem ipsum dolor sit amet, \"quoted\" text\n `, 1<<14)
-	body := []byte(`{"choices":[{"message":{"content":"` + content + `"}}],"usage":{"total_tokens":12}}`)
+	// Prose: an escaped newline every line, an escaped quotation every
+	// few lines; dense: a quotation every 32 bytes (the worst case).
+	prose := strings.Repeat(`The gateway counts the tokens an upstream reports, reading the answer as it passes.\n`+
+		`A \"usage\" object at the end of the body carries the count, which the scanner finds.\n`, 1<<13)
+	body := []byte(`{"choices":[{"message":{"content":"` + prose + `"}}],"usage":{"total_tokens":12}}`)
+	dense := []byte(`{"choices":[{"message":{"content":"` + strings.Repeat(`Lorem ipsum \"dolor\" sit amet, `, 1<<15) + `"}}],"usage":{"total_tokens":12}}`)
 	var ev strings.Builder
 	for ev.Len() < len(body) {
 		ev.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Lorem ipsum dolor"}}],"usage":null}` + "\n\n")
@@ -233,7 +237,7 @@ func BenchmarkScan(b *testing.B) {
 		name string
 		sse  bool
 		body []byte
-	}{{"json", false, body}, {"sse", true, sse}} {
+	}{{"json", false, body}, {"dense", false, dense}, {"sse", true, sse}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(c.body)))
 			b.ReportAllocs()

@@ -2,7 +2,11 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -58,6 +62,9 @@ func (u *llmUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, `{"id":"c1","choices":[{"message":{"content":"`)
 		chunk := strings.Repeat("tokens \\\"quoted\\\" ", 4096)
+		if r.Header.Get("X-Prose") == "1" {
+			chunk = strings.Repeat(proseLine, 64<<10/len(proseLine))
+		}
 		for pad > 0 {
 			n := min(pad, len(chunk))
 			if _, err := io.WriteString(w, chunk[:n]); err != nil {
@@ -245,7 +252,7 @@ func TestTokenBudget(t *testing.T) {
 func TestTokenStream(t *testing.T) {
 	t.Parallel()
 	stores(t, func(t *testing.T, redis string) {
-		g, u, _ := tokensGateway(t, redis, "fixed_window", "1000/24h")
+		g, u, logPath := tokensGateway(t, redis, "fixed_window", "1000/24h")
 		c := newClient(t, "")
 		req, _ := http.NewRequest(http.MethodPost, g.url("/v1/chat"), strings.NewReader(`{"max_tokens":200}`))
 		req.Header.Set("X-API-Key", "s")
@@ -268,6 +275,18 @@ func TestTokenStream(t *testing.T) {
 			t.Fatalf("the rest of the stream: %q, %v", rest, err)
 		}
 		waitTokens(t, g, "tokens", "s", 42)
+		// The access log records the units the budget settled to.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			b, _ := os.ReadFile(logPath)
+			if bytes.Contains(b, []byte(`"units":{"tokens":42}`)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no access-log line with the units counted:\n%s", b)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 
 		r := chat(t, c, g.url("/peek"), -1, map[string]string{"X-API-Key": "p", "X-Stream": "1", "X-Usage": "64"})
 		if r.Status != 200 {
@@ -482,5 +501,90 @@ func TestTokenHostileRequests(t *testing.T) {
 	big := `{"max_tokens":1,"pad":"` + strings.Repeat("x", 1<<20) + `"}`
 	if r := postBody(t, c, g.url("/v1/chat"), big, map[string]string{"X-API-Key": "x"}); r.Status != 413 {
 		t.Errorf("a body past the bound: %s, want 413", r)
+	}
+}
+
+// proseLine is an answer's content as a JSON string holds it: text with
+// an escaped newline and an escaped quotation per ~90 bytes.
+const proseLine = `The gateway counts the tokens an upstream reports, reading the answer as it passes.\n` +
+	`A \"usage\" object at the end of the body carries the count, which the scanner finds.\n`
+
+// TestTokenScanCost measures, through the binary, the gateway process's
+// CPU time (user + system, /proc) per MB of a 100 MB answer forwarded by
+// a route that reads its usage and by one that does not, alternating,
+// and the time to the first byte of a stream on each. It only reports
+// (BENCHMARKS.md, Token budgets); run it with
+//
+//	TOLLGATE_MEASURE=1 go test -count=1 -run TestTokenScanCost -v ./e2e
+func TestTokenScanCost(t *testing.T) {
+	if os.Getenv("TOLLGATE_MEASURE") == "" {
+		t.Skip("a measurement: set TOLLGATE_MEASURE=1")
+	}
+	g, _, _ := tokensGateway(t, "", "fixed_window", "1000000000/24h")
+	c := newClient(t, "")
+	pid := g.cmd.Process.Pid
+	cpu := func() time.Duration {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
+	}
+	const pad = 100 << 20
+	for _, content := range []string{"prose", "dense"} {
+		total := map[string]time.Duration{}
+		mb := map[string]float64{}
+		for round := range 6 {
+			for _, route := range []string{"/plain/chat", "/peek/chat"} {
+				if round%2 == 1 {
+					route = map[string]string{"/plain/chat": "/peek/chat", "/peek/chat": "/plain/chat"}[route]
+				}
+				req, _ := http.NewRequest(http.MethodPost, g.url(route), strings.NewReader(`{}`))
+				req.Header.Set("X-API-Key", "m")
+				req.Header.Set("X-Usage", "7")
+				req.Header.Set("X-Pad", strconv.Itoa(pad))
+				if content == "prose" {
+					req.Header.Set("X-Prose", "1")
+				}
+				c0 := cpu()
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				total[route] += cpu() - c0
+				mb[route] += float64(n) / 1e6
+			}
+		}
+		plain := float64(total["/plain/chat"].Microseconds()) / mb["/plain/chat"]
+		scan := float64(total["/peek/chat"].Microseconds()) / mb["/peek/chat"]
+		t.Logf("%s: unscanned %.0f µs CPU/MB, scanned %.0f µs CPU/MB: %+.1f%%", content, plain, scan, 100*(scan/plain-1))
+	}
+	for _, route := range []string{"/plain/chat", "/peek/chat", "/plain/chat", "/peek/chat"} {
+		var lat []time.Duration
+		for range 2000 {
+			req, _ := http.NewRequest(http.MethodPost, g.url(route), strings.NewReader(`{}`))
+			req.Header.Set("X-API-Key", "m")
+			req.Header.Set("X-Usage", "7")
+			req.Header.Set("X-Stream", "1")
+			start := time.Now()
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(resp.Body)
+			if _, err := br.ReadByte(); err != nil {
+				t.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+			_, _ = io.Copy(io.Discard, br)
+			resp.Body.Close()
+		}
+		slices.Sort(lat)
+		t.Logf("%s: time to first byte of a stream p50 %v, p99 %v", route, lat[len(lat)/2], lat[len(lat)*99/100])
 	}
 }
