@@ -114,9 +114,15 @@ func (u *llmUpstream) serve(w http.ResponseWriter, r *http.Request) {
 // rate are the "tokens" limit's.
 func tokensGateway(t *testing.T, redis, algorithm, rate string) (*gw, *llmUpstream, string) {
 	t.Helper()
+	return tokensGatewaySync(t, redis, algorithm, rate, "")
+}
+
+// tokensGatewaySync is tokensGateway with the limit's sync ("" exact).
+func tokensGatewaySync(t *testing.T, redis, algorithm, rate, sync string) (*gw, *llmUpstream, string) {
+	t.Helper()
 	u, url := startLLM(t)
 	logPath := filepath.Join(t.TempDir(), "access.log")
-	data := map[string]any{"Upstream": url, "Redis": "", "Algorithm": algorithm, "Rate": rate, "AccessLog": logPath, "Sync": ""}
+	data := map[string]any{"Upstream": url, "Redis": "", "Algorithm": algorithm, "Rate": rate, "AccessLog": logPath, "Sync": sync}
 	if redis != "" {
 		data["Redis"], data["Prefix"] = redis, "tk:"
 	}
@@ -184,22 +190,41 @@ func waitTokens(t testing.TB, g *gw, limit, key string, want int64) {
 	}
 }
 
+// waitTokensWithin polls until limit's key has used between lo and hi
+// units.
+func waitTokensWithin(t testing.TB, g *gw, limit, key string, lo, hi int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		u, _ := used(t, g, limit, key)
+		if u >= lo && u <= hi {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s for %s: %d units used, want %d..%d", limit, key, u, lo, hi)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestTokenBudget: a budget of 1000 tokens reserves each request's
 // max_tokens and settles to the usage the upstream reports, on every
 // algorithm that can and on both stores: a usage below the estimate gives
 // the rest back, above it is charged past it, an answer without usage
 // keeps the estimate, a 5xx settles to zero, a request without max_tokens
-// reserves its cost (1), and the RateLimit header shows tokens.
+// reserves its cost (1), and the RateLimit header shows tokens; with
+// sync = "batched" too (Redis: leases of the budget; memory: exact).
 func TestTokenBudget(t *testing.T) {
 	t.Parallel()
-	for _, a := range []struct{ alg, rate string }{
-		{"fixed_window", "1000/24h"}, {"sliding_window_log", "1000/24h"}, {"sliding_window_counter", "1000/24h"},
-		{"token_bucket", "1000/240h"}, {"gcra", "1000/240h"}, {"quota", "1000/month"},
+	for _, a := range []struct{ alg, rate, sync string }{
+		{"fixed_window", "1000/24h", ""}, {"sliding_window_log", "1000/24h", ""}, {"sliding_window_counter", "1000/24h", ""},
+		{"token_bucket", "1000/240h", ""}, {"gcra", "1000/240h", ""}, {"quota", "1000/month", ""},
+		{"fixed_window", "1000/24h", "batched"}, {"sliding_window_counter", "1000/24h", "batched"},
 	} {
-		t.Run(a.alg, func(t *testing.T) {
+		t.Run(a.alg+a.sync, func(t *testing.T) {
 			t.Parallel()
 			stores(t, func(t *testing.T, redis string) {
-				g, _, _ := tokensGateway(t, redis, a.alg, a.rate)
+				g, _, _ := tokensGatewaySync(t, redis, a.alg, a.rate, a.sync)
 				c := newClient(t, "")
 				key := "k-" + a.alg
 				h := func(kv ...string) map[string]string {
@@ -228,16 +253,30 @@ func TestTokenBudget(t *testing.T) {
 					if r.Status != s.status {
 						t.Fatalf("%s: %s", s.what, r)
 					}
-					waitTokens(t, g, "tokens", key, s.want)
+					if a.sync == "" {
+						waitTokens(t, g, "tokens", key, s.want)
+					} else {
+						// Batched: the store also holds the units of
+						// this gateway's lease not yet admitted (fewer
+						// than its size, 10), until the lease ends.
+						waitTokensWithin(t, g, "tokens", key, s.want, s.want+9)
+					}
 				}
-				// 760 used: a reservation of 300 does not fit; 240 does,
-				// and the RateLimit header counts it.
+				// 760 used: a reservation of 300 does not fit; the rest
+				// does, and the RateLimit header counts it.
 				if r := chat(t, c, g.url("/v1/chat/completions"), 300, h("X-Usage", "1")); r.Status != 429 {
 					t.Fatalf("a reservation past the budget: %s", r)
 				}
-				r := chat(t, c, g.url("/v1/chat/completions"), 240, h("X-Usage", "240"))
+				u, _ := used(t, g, "tokens", key)
+				r := chat(t, c, g.url("/v1/chat/completions"), int(1000-u), h("X-Usage", "1"))
+				for deadline := time.Now().Add(10 * time.Second); a.sync != "" && r.Status == 429 && time.Now().Before(deadline); {
+					// Batched: the 429 above is repeated locally until
+					// sync_interval (100ms) has passed.
+					time.Sleep(50 * time.Millisecond)
+					r = chat(t, c, g.url("/v1/chat/completions"), int(1000-u), h("X-Usage", "1"))
+				}
 				if r.Status != 200 || !strings.Contains(r.Header.Get("RateLimit"), "r=0") {
-					t.Fatalf("a reservation of the rest: %s, want 200 with r=0", r)
+					t.Fatalf("a reservation of the rest (%d): %s, want 200 with r=0", 1000-u, r)
 				}
 			})
 		})
@@ -355,8 +394,15 @@ func TestTokenHangUp(t *testing.T) {
 // is 1000 - 37 per admitted request.
 func TestTokenConcurrentReservations(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []string{"", "batched"} {
+		t.Run("sync="+mode, func(t *testing.T) { concurrentReservations(t, mode) })
+	}
+}
+
+func concurrentReservations(t *testing.T, mode string) {
+	t.Parallel()
 	stores(t, func(t *testing.T, redis string) {
-		g, u, _ := tokensGateway(t, redis, "fixed_window", "1000/24h")
+		g, u, _ := tokensGatewaySync(t, redis, "fixed_window", "1000/24h", mode)
 		c := newClient(t, "")
 		var wg sync.WaitGroup
 		var ok, denied atomic.Int64
@@ -389,9 +435,15 @@ func TestTokenConcurrentReservations(t *testing.T) {
 		if n != u.arrived.Load() || n+denied.Load() != 50 {
 			t.Fatalf("%d admitted, %d denied, %d at the upstream", n, denied.Load(), u.arrived.Load())
 		}
-		waitTokens(t, g, "tokens", "c", 37*n)
-		if _, rem := used(t, g, "tokens", "c"); rem != 1000-37*n {
-			t.Errorf("remaining %d, want %d", rem, 1000-37*n)
+		if mode == "" {
+			waitTokens(t, g, "tokens", "c", 37*n)
+			if _, rem := used(t, g, "tokens", "c"); rem != 1000-37*n {
+				t.Errorf("remaining %d, want %d", rem, 1000-37*n)
+			}
+		} else {
+			// Leases of the budget: up to a lease's unused units (fewer
+			// than its size, 10) stay counted until the lease ends.
+			waitTokensWithin(t, g, "tokens", "c", 37*n, 37*n+9)
 		}
 		t.Logf("%d admitted at once", n)
 	})

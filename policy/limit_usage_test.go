@@ -2,6 +2,7 @@ package policy
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/tollgate/gateway/policy/config"
@@ -58,5 +59,21 @@ func TestCompileUsage(t *testing.T) {
 	}
 	if !l.Response.Counts(499) || l.Response.Counts(500) || l.Response.Counts(503) {
 		t.Errorf("statuses %v: want 5xx not counted", l.Response.Statuses)
+	}
+}
+
+// TestUsageBatched: a token budget that reserves may be batched (its
+// reservation is a count a lease holds); one that only reads the usage
+// may not, as any limit counting by response.
+func TestUsageBatched(t *testing.T) {
+	c := base()
+	c.Limits[0].Algorithm, c.Limits[0].Rates, c.Limits[0].Sync = "fixed_window", []string{"1000/1h"}, "batched"
+	c.Limits[0].Count, c.Limits[0].CostResponseJSON, c.Limits[0].CostRequestJSON = "response", "usage.total_tokens", "max_tokens"
+	if _, err := Compile(c, noEnv, os.ReadFile); err != nil {
+		t.Fatalf("a batched token budget: %v", err)
+	}
+	c.Limits[0].CostRequestJSON = ""
+	if _, err := Compile(c, noEnv, os.ReadFile); err == nil || !strings.Contains(err.Error(), `"batched" cannot be combined with count = "response"`) {
+		t.Fatalf("a batched budget without a reservation: %v", err)
 	}
 }
