@@ -314,6 +314,15 @@ func TestTokenStream(t *testing.T) {
 			t.Fatalf("the rest of the stream: %q, %v", rest, err)
 		}
 		waitTokens(t, g, "tokens", "s", 42)
+		// The quota route shows tokens.
+		qr := get(t, c, g.url("/rate_limit"), map[string]string{"X-API-Key": "s"})
+		var qa quotaAnswer
+		if err := json.Unmarshal(qr.Body, &qa); err != nil || qr.Status != 200 {
+			t.Fatalf("quota: %s", qr)
+		}
+		if rem := qa.remaining(t, "llm", "tokens"); rem != 958 {
+			t.Errorf("quota route: %d tokens remaining, want 958", rem)
+		}
 		// The access log records the units the budget settled to.
 		deadline := time.Now().Add(20 * time.Second)
 		for {
