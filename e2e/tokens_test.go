@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -55,6 +56,14 @@ func (u *llmUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	status := 200
 	if s, err := strconv.Atoi(r.Header.Get("X-Status")); err == nil {
 		status = s
+	}
+	if r.Header.Get("X-Gzip") == "1" {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = io.WriteString(zw, `{"choices":[]`+usage+`}`)
+		_ = zw.Close()
+		return
 	}
 	if r.Header.Get("X-Stream") != "1" {
 		w.Header().Set("Content-Type", "application/json")
@@ -537,6 +546,18 @@ func TestTokenHostileRequests(t *testing.T) {
 		}
 		waitTokens(t, g, "tokens", "y", before+50)
 	}
+	// A gzip answer is passed on untouched and not decoded: no usage,
+	// the estimate stays.
+	if r := chat(t, c, g.url("/v1/chat"), 50, map[string]string{"X-API-Key": "gz", "X-Usage": "7", "X-Gzip": "1", "Accept-Encoding": "gzip"}); r.Status != 200 || r.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("a gzip answer: %s", r)
+	}
+	waitTokens(t, g, "tokens", "gz", 50)
+	// Asked without Accept-Encoding, the gateway's own transport asks
+	// for gzip and decodes the answer for the client: its usage is read.
+	if r := chat(t, c, g.url("/v1/chat"), 50, map[string]string{"X-API-Key": "gz2", "X-Usage": "7", "X-Gzip": "1"}); r.Status != 200 || r.Header.Get("Content-Encoding") != "" {
+		t.Fatalf("an answer decoded by the gateway: %s", r)
+	}
+	waitTokens(t, g, "tokens", "gz2", 7)
 	if r := chat(t, c, g.url("/v1/chat"), 50, map[string]string{"X-API-Key": "z", "X-Usage": `3},"usage":{"total_tokens":9`}); r.Status != 200 {
 		t.Fatalf("a repeated usage: %s", r)
 	}
