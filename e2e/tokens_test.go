@@ -129,6 +129,11 @@ func tokensGateway(t *testing.T, redis, algorithm, rate string) (*gw, *llmUpstre
 // tokensGatewaySync is tokensGateway with the limit's sync ("" exact).
 func tokensGatewaySync(t *testing.T, redis, algorithm, rate, sync string) (*gw, *llmUpstream, string) {
 	t.Helper()
+	// The budgets' windows are UTC days (and a month): a test must not
+	// straddle midnight.
+	if left := 24*time.Hour - time.Duration(time.Now().UTC().UnixNano()%int64(24*time.Hour)); left < 2*time.Minute {
+		time.Sleep(left + time.Second)
+	}
 	u, url := startLLM(t)
 	logPath := filepath.Join(t.TempDir(), "access.log")
 	data := map[string]any{"Upstream": url, "Redis": "", "Algorithm": algorithm, "Rate": rate, "AccessLog": logPath, "Sync": sync}
