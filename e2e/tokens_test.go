@@ -101,6 +101,13 @@ func (u *llmUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	if gate == "usage" {
 		send(final)
 	}
+	if pad, _ := strconv.Atoi(r.Header.Get("X-Pad")); pad > 0 {
+		for n := 0; n < pad; n += len(chunk) {
+			if !send(chunk) {
+				return
+			}
+		}
+	}
 	send(chunk)
 	if gate != "" {
 		<-u.gate
@@ -621,7 +628,7 @@ func TestTokenScanCost(t *testing.T) {
 		return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
 	}
 	const pad = 100 << 20
-	for _, content := range []string{"prose", "dense"} {
+	for _, content := range []string{"prose", "dense", "stream"} {
 		total := map[string]time.Duration{}
 		mb := map[string]float64{}
 		for round := range 6 {
@@ -633,8 +640,11 @@ func TestTokenScanCost(t *testing.T) {
 				req.Header.Set("X-API-Key", "m")
 				req.Header.Set("X-Usage", "7")
 				req.Header.Set("X-Pad", strconv.Itoa(pad))
-				if content == "prose" {
+				switch content {
+				case "prose":
 					req.Header.Set("X-Prose", "1")
+				case "stream":
+					req.Header.Set("X-Stream", "1")
 				}
 				c0 := cpu()
 				resp, err := c.Do(req)
