@@ -30,6 +30,8 @@ import (
 type llmUpstream struct {
 	arrived atomic.Int64
 	release chan struct{}
+	freed   sync.Once
+	opened  sync.Once
 	gate    chan struct{}
 	// done is signalled when a gated stream's handler has ended (written
 	// everything or failed to).
@@ -40,8 +42,20 @@ func startLLM(t *testing.T) (*llmUpstream, string) {
 	u := &llmUpstream{release: make(chan struct{}), gate: make(chan struct{}), done: make(chan struct{}, 16)}
 	srv := httptest.NewServer(http.HandlerFunc(u.serve))
 	t.Cleanup(srv.Close)
+	// Before the server closes (cleanups run last first): a failed test
+	// must not leave held answers that Close would wait for.
+	t.Cleanup(u.free)
 	return u, srv.URL
 }
+
+// free releases the held answers and opens the gate (once).
+func (u *llmUpstream) free() {
+	u.freed.Do(func() { close(u.release) })
+	u.opened.Do(func() { close(u.gate) })
+}
+
+// open opens the gate of gated streams (once).
+func (u *llmUpstream) open() { u.opened.Do(func() { close(u.gate) }) }
 
 func (u *llmUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.arrived.Add(1)
@@ -329,7 +343,7 @@ func TestTokenStream(t *testing.T) {
 		if err != nil || !strings.HasPrefix(first, "data: ") {
 			t.Fatalf("first event: %q, %v", first, err)
 		}
-		close(u.gate)
+		u.open()
 		rest, err := io.ReadAll(br)
 		if err != nil || !strings.Contains(string(rest), `"total_tokens":42`) || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
 			t.Fatalf("the rest of the stream: %q, %v", rest, err)
@@ -407,7 +421,7 @@ func TestTokenHangUp(t *testing.T) {
 			}
 			resp.Body.Close()
 			cl.CloseIdleConnections()
-			close(u.gate)
+			u.open()
 			select {
 			case <-u.done:
 			case <-time.After(30 * time.Second):
@@ -459,7 +473,7 @@ func concurrentReservations(t *testing.T, mode string) {
 		if n := u.arrived.Load(); n > 10 {
 			t.Fatalf("%d requests reserved 100 of 1000 tokens each", n)
 		}
-		close(u.release)
+		u.free()
 		wg.Wait()
 		n := ok.Load()
 		if n != u.arrived.Load() || n+denied.Load() != 50 {
