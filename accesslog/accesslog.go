@@ -30,7 +30,8 @@ const (
 	//	CLIENT - - [02/Jan/2006:15:04:05.000000 -0700] "GET /path HTTP/1.1" 200 512 "REFERER" "USER-AGENT" route=R outcome=O decision=D limit=L latency=0.001234 kind=K key=H ip=I
 	//
 	// followed by consumer=C plan=P when the request had a consumer or a
-	// plan, and request_id=ID when it had an id. A rate limit service
+	// plan, request_id=ID when it had an id, and units=L:N,L:N (limit
+	// names and units counted) when it has Units. A rate limit service
 	// call's line is laid out apart (see RLSCall and Writer.appendRLS).
 	//
 	// Every value is written with %XX escapes for bytes outside printable
@@ -117,7 +118,26 @@ type Entry struct {
 	// code) are the call's, Method is "RLS" when read back, and the
 	// other request fields are empty.
 	RLS *RLSCall
+	// Units are the units each limit finally counted for the request,
+	// logged when some were known only after the answer (a limit counting
+	// by response, a token budget's settled reservation); nil otherwise.
+	// Replay counts a limit's logged usage again (see the replay package).
+	Units []Units
 }
+
+// Units is what one limit counted for one request.
+type Units struct {
+	// Limit is the limit's name.
+	Limit string
+	// N is the units counted, 0..2^53.
+	N int64
+}
+
+// maxUnits is the largest units value a line may carry: 2^53.
+const maxUnits = int64(1) << 53
+
+// maxUnitsPerLine bounds the limits a line's units name.
+const maxUnitsPerLine = 64
 
 // Hash returns the logged form of an identity value of the given kind:
 // the first 12 bytes of SHA-256(salt, kind, value), base64url (16

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +32,27 @@ func sample() []Entry {
 		{Time: t0, Client: "u2", ClientKind: "user", Method: "GET", Path: "/v1", Status: 200, Bytes: 2, RequestID: "0123456789abcdef0123456789abcdef"},
 		{Time: t0, Client: "acme", ClientKind: "consumer", Method: "GET", Path: "/v1", Status: 429, Bytes: 2, Consumer: "acme",
 			Plan: "pro", RequestID: "lb-7f3a/0001~%-"},
+		{Time: t0, Client: "k", ClientKind: "api_key", Method: "POST", Path: "/v1/chat", Status: 200, Bytes: 90,
+			Units: []Units{{Limit: "peek", N: 0}, {Limit: "tokens", N: 9007199254740992}}},
+	}
+}
+
+// TestUnitsHostile: a line's units must name limits with integers in
+// 0..2^53, at most 64 of them; anything else fails the line.
+func TestUnitsHostile(t *testing.T) {
+	base := `{"time":"2024-01-02T03:04:05Z","method":"GET","path":"/","status":200,"latency":0.1,"units":`
+	for _, bad := range []string{`{"t":-1}`, `{"t":1.5}`, `{"t":"3"}`, `{"t":9007199254740993}`, `{"t":1e3}`, `{"":3}`, `[1]`, `{"t":{"n":1}}`} {
+		p := NewParser(nil, Auto)
+		if err := p.parse([]byte(base + bad + `}`)); err == nil {
+			t.Errorf("jsonl units %s accepted: %+v", bad, p.e.Units)
+		}
+	}
+	cbase := `k - - [02/Jan/2024:03:04:05.000000 +0000] "GET / HTTP/1.1" 200 2 "-" "-" route=r outcome=forwarded decision=allowed limit=l latency=0.1 kind=ip key=- ip=1.2.3.4 units=`
+	for _, bad := range []string{"t", "t:", ":3", "t:-1", "t:1.5", "t:9007199254740993", "t:3,", strings.Repeat("t:1,", 65) + "t:1"} {
+		p := NewParser(nil, Auto)
+		if err := p.parse([]byte(cbase + bad)); err == nil {
+			t.Errorf("combined units %q accepted: %+v", bad, p.e.Units)
+		}
 	}
 }
 
@@ -51,8 +74,10 @@ func logged(e Entry, o Options) Entry {
 
 func sameEntry(a, b Entry) bool {
 	ta, tb := a.Time, b.Time
+	ua, ub := a.Units, b.Units
 	a.Time, b.Time = time.Time{}, time.Time{}
-	return a == b && ta.Equal(tb)
+	a.Units, b.Units = nil, nil
+	return reflect.DeepEqual(a, b) && ta.Equal(tb) && slices.Equal(ua, ub)
 }
 
 func TestRoundTrip(t *testing.T) {

@@ -194,6 +194,8 @@ func (p *Parser) field(k, v []byte) (identity bool, err error) {
 		default:
 			e.RLS.Dropped, err = atoi(v)
 		}
+	case "units":
+		e.Units, err = p.units(v)
 	}
 	return identity, err
 }

@@ -4,33 +4,36 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // jsonEntry is the jsonl line as encoding/json decodes it.
 type jsonEntry struct {
-	Time      string   `json:"time"`
-	Client    string   `json:"client"`
-	Kind      string   `json:"kind"`
-	Key       string   `json:"key"`
-	IP        string   `json:"ip"`
-	Method    string   `json:"method"`
-	Path      string   `json:"path"`
-	Proto     string   `json:"proto"`
-	Status    int      `json:"status"`
-	Bytes     *int64   `json:"bytes"`
-	Referer   string   `json:"referer"`
-	UserAgent string   `json:"user_agent"`
-	Route     string   `json:"route"`
-	Outcome   string   `json:"outcome"`
-	Decision  string   `json:"decision"`
-	Limit     string   `json:"limit"`
-	Consumer  string   `json:"consumer"`
-	Plan      string   `json:"plan"`
-	RequestID string   `json:"request_id"`
-	Latency   *float64 `json:"latency"`
-	RLS       *jsonRLS `json:"rls"`
+	Time      string                     `json:"time"`
+	Client    string                     `json:"client"`
+	Kind      string                     `json:"kind"`
+	Key       string                     `json:"key"`
+	IP        string                     `json:"ip"`
+	Method    string                     `json:"method"`
+	Path      string                     `json:"path"`
+	Proto     string                     `json:"proto"`
+	Status    int                        `json:"status"`
+	Bytes     *int64                     `json:"bytes"`
+	Referer   string                     `json:"referer"`
+	UserAgent string                     `json:"user_agent"`
+	Route     string                     `json:"route"`
+	Outcome   string                     `json:"outcome"`
+	Decision  string                     `json:"decision"`
+	Limit     string                     `json:"limit"`
+	Consumer  string                     `json:"consumer"`
+	Plan      string                     `json:"plan"`
+	RequestID string                     `json:"request_id"`
+	Units     map[string]json.RawMessage `json:"units"`
+	Latency   *float64                   `json:"latency"`
+	RLS       *jsonRLS                   `json:"rls"`
 }
 
 func (p *Parser) parseJSON(line []byte) error {
@@ -56,6 +59,17 @@ func (p *Parser) fromJSON() error {
 		Referer: j.Referer, UserAgent: j.UserAgent, Route: p.strS(j.Route), Outcome: p.strS(j.Outcome),
 		Decision: p.strS(j.Decision), Limit: p.strS(j.Limit), Consumer: p.strS(j.Consumer), Plan: p.strS(j.Plan),
 		RequestID: j.RequestID}
+	if len(j.Units) > maxUnitsPerLine {
+		return fmt.Errorf("units name %d limits, more than %d", len(j.Units), maxUnitsPerLine)
+	}
+	for name, n := range j.Units {
+		v, err := parseUnits(n)
+		if err != nil || name == "" {
+			return fmt.Errorf("units of %q: %q is not an integer in 0..2^53", name, n)
+		}
+		e.Units = append(e.Units, Units{Limit: p.strS(name), N: v})
+	}
+	slices.SortFunc(e.Units, func(a, b Units) int { return strings.Compare(a.Limit, b.Limit) })
 	if j.Bytes != nil {
 		if *j.Bytes < 0 {
 			return fmt.Errorf("bytes %d is negative", *j.Bytes)

@@ -209,6 +209,17 @@ func appendCombined(b []byte, e *Entry, client, ip, key []byte) []byte {
 		b = append(b, " request_id="...)
 		b = appendToken(b, e.RequestID)
 	}
+	if len(e.Units) > 0 {
+		b = append(b, " units="...)
+		for i, u := range e.Units {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendToken(b, u.Limit)
+			b = append(b, ':')
+			b = strconv.AppendInt(b, u.N, 10)
+		}
+	}
 	return append(b, '\n')
 }
 
@@ -275,6 +286,18 @@ func appendJSON(b []byte, e *Entry, client, ip, key []byte) []byte {
 	b = appendField(b, "consumer", e.Consumer)
 	b = appendField(b, "plan", e.Plan)
 	b = appendField(b, "request_id", e.RequestID)
+	if len(e.Units) > 0 {
+		b = append(b, `,"units":{`...)
+		for i, u := range e.Units {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, u.Limit)
+			b = append(b, ':')
+			b = strconv.AppendInt(b, u.N, 10)
+		}
+		b = append(b, '}')
+	}
 	b = append(b, `,"latency":`...)
 	b = appendSeconds(b, e.Latency)
 	return append(b, "}\n"...)

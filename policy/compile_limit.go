@@ -128,6 +128,7 @@ func buildLimit(c *config.LimitConfig, path string, e *problems) *Limit {
 	compileExprs(l, c, path, e)   // limit_expr.go
 	compileAnswer(l, c, path, e)  // limit_answer.go
 	compileRollout(l, c, path, e) // limit_rollout.go
+	compileUsage(l, c, path, e)
 	buildSync(c, rl, path, e)
 	l.ExemptIPs = prefixes(c.Exempt.IPs, path+".exempt.ips", e)
 	apiKeysSource(c.Exempt, path).check(e)

@@ -22,9 +22,11 @@ func buildSync(c *config.LimitConfig, rl *ratelimit.Limit, path string, e *probl
 		}
 		return
 	case "batched":
-		if c.Count == "response" {
+		if c.Count == "response" && c.CostRequestJSON == "" {
 			// A response-counted limit is checked without counting and
 			// counted after the response: nothing a lease could hold.
+			// (A token budget's reservation is a count: leases hold it,
+			// and its settling goes to the store.)
 			e.add(path+".sync", `"batched" cannot be combined with count = "response"`)
 			return
 		}

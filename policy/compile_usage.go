@@ -10,9 +10,9 @@ import (
 	"github.com/tollgate/gateway/ratelimit"
 )
 
-// Usage is the compiled [usage] table: where usage records and threshold
+// UsageExport is the compiled [usage] table: where usage records and threshold
 // notices are posted.
-type Usage struct {
+type UsageExport struct {
 	// Sink is the URL as written, user info included (see Secret).
 	Sink Secret
 	// FlushInterval is the least time between two records of one key.
@@ -30,11 +30,11 @@ type Usage struct {
 const maxNotifyAt = 16
 
 // buildUsage checks [usage]; nil when no sink is set.
-func buildUsage(c *config.UsageConfig, e *problems) *Usage {
+func buildUsage(c *config.UsageConfig, e *problems) *UsageExport {
 	if c.Sink == "" {
 		return nil
 	}
-	u := &Usage{Sink: Secret(c.Sink.Reveal()), MaxPending: c.MaxPending, BatchSize: c.BatchSize}
+	u := &UsageExport{Sink: Secret(c.Sink.Reveal()), MaxPending: c.MaxPending, BatchSize: c.BatchSize}
 	checkSink(c.Sink.Reveal(), e)
 	u.FlushInterval = duration(c.FlushInterval, "usage.flush_interval", true, e)
 	u.Timeout = duration(c.Timeout, "usage.timeout", true, e)
@@ -65,7 +65,7 @@ func checkSink(s string, e *problems) {
 
 // buildNotifyAt checks a limit's notify_at: fractions in (0, 1],
 // ascending, on a limit with windows, with a sink to post to.
-func buildNotifyAt(l *Limit, fs []float64, usage *Usage, path string, e *problems) {
+func buildNotifyAt(l *Limit, fs []float64, usage *UsageExport, path string, e *problems) {
 	if len(fs) == 0 {
 		return
 	}

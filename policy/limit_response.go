@@ -22,6 +22,10 @@ type ResponseCount struct {
 	// CostHeader is the canonical name of the response header carrying
 	// the units to count; "" means the request's cost.
 	CostHeader string
+	// Usage, when non-nil, reads the units from the response body
+	// (cost_response_json) or reserves an estimate before forwarding
+	// (cost_request_json); see limit_usage.go.
+	Usage *Usage
 }
 
 // StatusRange is an inclusive range of HTTP statuses.

@@ -60,7 +60,7 @@ type Policy struct {
 	// policy itself touches no network.
 	JWKS *JWKS
 	// Usage is the compiled [usage] table, nil without a sink.
-	Usage *Usage
+	Usage *UsageExport
 
 	// DenyExtras is set when a limit has its own answer or a Retry-After
 	// jitter, and Tags when one is in mode "tag": the request path looks

@@ -156,9 +156,17 @@ func (h *Handler) decideCandidate(c *Candidate, r *http.Request, q *request) {
 		if !ok {
 			continue
 		}
+		mode := ratelimit.HitCount
+		if l.Response != nil && l.Response.Usage != nil {
+			// A token budget: the usage the live answer reported
+			// (candidate_usage.go), checked and counted at once.
+			if cost = liveUsage(q, l.Name, cost); cost == 0 {
+				cost, mode = 1, ratelimit.HitPeek
+			}
+		}
 		n := len(buf)
 		buf = p.Identity.AppendKey(buf, parts, &id, &vals)
-		hits = append(hits, ratelimit.Hit{Limit: l.For(&id), Key: string(buf[n:]), Cost: cost, Value: value})
+		hits = append(hits, ratelimit.Hit{Limit: l.For(&id), Key: string(buf[n:]), Cost: cost, Value: value, Mode: mode})
 	}
 	sc.hits, sc.buf = hits, buf
 	if len(hits) == 0 {

@@ -27,6 +27,8 @@ type respCount struct {
 	// request's context was detached from it (a wait for a delay slot
 	// still ends when the client goes).
 	clientDone <-chan struct{}
+	// usage is the state of the token budgets among them (usage.go).
+	usage usageState
 }
 
 func (c *respCount) reset() {
@@ -35,6 +37,7 @@ func (c *respCount) reset() {
 	c.takes, c.tds = c.takes[:0], c.tds[:0]
 	c.status = 0
 	c.clientDone = nil
+	c.usage.reset()
 }
 
 // respKey carries the request's scratch space to ModifyResponse.
@@ -42,13 +45,18 @@ type respKey struct{}
 
 // peekResponse marks the hit just appended for l as a peek when l counts
 // by response: it is checked before the request is forwarded but counts
-// nothing until the upstream answers.
-func (q *request) peekResponse(l *policy.Limit) {
+// nothing until the upstream answers. A token budget that reserves its
+// estimate stays a count (the reservation), settled after the answer;
+// reqCost is the request's own cost (cost, cost_header).
+func (q *request) peekResponse(l *policy.Limit, reqCost int64) {
 	if l.Response == nil {
 		return
 	}
 	i := len(q.hits) - 1
-	q.hits[i].Mode = ratelimit.HitPeek
+	q.resp.usage.reqCost = append(q.resp.usage.reqCost, reqCost)
+	if !l.Response.Usage.Reserves() {
+		q.hits[i].Mode = ratelimit.HitPeek
+	}
 	q.resp.idx = append(q.resp.idx, i)
 	q.resp.lims = append(q.resp.lims, l)
 }
@@ -82,6 +90,7 @@ func (h *Handler) recordResponse(resp *http.Response) error {
 		}
 		c.costs = append(c.costs, cost)
 	}
+	h.recordUsage(q, resp)
 	for _, l := range c.lims {
 		if l.Response.CostHeader != "" {
 			resp.Header.Del(l.Response.CostHeader)
@@ -97,12 +106,13 @@ func (h *Handler) recordResponse(resp *http.Response) error {
 // counted.
 func (h *Handler) countResponse(q *request, p *policy.Policy) {
 	c := &q.resp
+	h.settleUsage(q, p) // the token budgets (usage.go)
 	if c.status == 0 || q.decider == nil || len(q.hits) == 0 {
 		return
 	}
 	c.takes = c.takes[:0]
 	for k, l := range c.lims {
-		if !l.Response.Counts(c.status) {
+		if l.Response.Usage != nil || !l.Response.Counts(c.status) {
 			continue
 		}
 		hit := q.hits[c.idx[k]]

@@ -214,8 +214,15 @@ func (h *Handler) serve(q *request) {
 			if l.EnforcePercent < 100 && !l.Enforces(key) {
 				lim = l.ShadowOf(lim) // limit_rollout.go
 			}
+			reqCost := cost
+			if l.Response != nil && l.Response.Usage.Reserves() {
+				// A token budget reserves its estimate (usage.go).
+				if cost, ok = h.estimate(q, l, lim, cost); !ok {
+					return
+				}
+			}
 			q.hits = append(q.hits, ratelimit.Hit{Limit: lim, Key: key, Cost: cost, Value: value})
-			q.peekResponse(l)
+			q.peekResponse(l, reqCost)
 			h.noWaitIfFull(q, l)
 		}
 	}

@@ -403,7 +403,9 @@ type Decision struct {
 	// the now passed to Decide (Redis TIME), the instant it decided at, in
 	// ticks since the Unix epoch on that clock: a counted hit's units are
 	// in the window or bucket of At, which is where Returner.Return finds
-	// them. 0 when the store decided at the caller's now.
+	// them. 0 when the store decided at the caller's now. A hybrid
+	// store's hit admitted from a lease reports the instant the lease was
+	// counted at (where its units are, for ratelimit.Settler).
 	At int64
 }
 

@@ -207,7 +207,7 @@ func Run(ctx context.Context, p *policy.Policy, log io.Reader, o Options) (*Repo
 	h, err := proxy.New(p, proxy.Options{
 		Store:     store,
 		Now:       clk.Now,
-		Transport: okTransport{},
+		Transport: newStandIn(p),
 		Observer:  obs,
 		Logger:    slog.New(slog.DiscardHandler),
 	})
@@ -352,22 +352,7 @@ type clock struct{ now atomic.Int64 }
 // Now returns the clock's instant.
 func (c *clock) Now() time.Time { return time.UnixMicro(c.now.Load()) }
 
-// okTransport answers every upstream request with an empty body, 200 or
-// the status its line logged (loggedStatus).
-type okTransport struct{}
-
-// loggedStatus carries a line's logged status to okTransport, so that a
-// limit counting by response counts what the upstream answered then.
+// loggedStatus carries a line's logged status to the upstream stand-in
+// (standIn, usage.go), so that a limit counting by response counts what
+// the upstream answered then.
 type loggedStatus struct{}
-
-func (okTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	code := http.StatusOK
-	if c, ok := r.Context().Value(loggedStatus{}).(int); ok {
-		code = c
-	}
-	return &http.Response{
-		Status: http.StatusText(code), StatusCode: code,
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{}, Body: http.NoBody, Request: r,
-	}, nil
-}

@@ -114,5 +114,9 @@ func (b *builder) request(ctx context.Context, e *accesslog.Entry) *http.Request
 	if b.byResponse && e.Status >= 100 && e.Status <= 599 {
 		ctx = context.WithValue(ctx, loggedStatus{}, e.Status)
 	}
+	if b.byResponse && len(e.Units) > 0 {
+		// A token budget counts the usage the line logged (usage.go).
+		ctx = context.WithValue(ctx, loggedUnits{}, e.Units)
+	}
 	return r.WithContext(ctx)
 }

@@ -44,8 +44,25 @@ func (a AccessLog) Observe(ev *proxy.Event) {
 		Consumer:   ev.Consumer,
 		Plan:       ev.Plan,
 		RequestID:  ev.RequestID,
+		Units:      units(ev),
 	}
 	a.W.Log(&e)
+}
+
+// units lists what each limit finally counted, when the event knows it
+// only after the answer (Event.Counted): a token budget's usage, a
+// response-counted limit's units. nil otherwise, as for most requests.
+func units(ev *proxy.Event) []accesslog.Units {
+	if ev.Counted == nil {
+		return nil
+	}
+	out := make([]accesslog.Units, 0, len(ev.Counted))
+	for i, n := range ev.Counted {
+		if i < len(ev.Hits) && ev.Hits[i].Limit != nil {
+			out = append(out, accesslog.Units{Limit: ev.Hits[i].Limit.Name, N: n})
+		}
+	}
+	return out
 }
 
 // shadowDenied reports whether a shadow limit would have denied ev.

@@ -79,7 +79,7 @@ type gateway struct {
 	usage    *usagex.Exporter
 	usageReg metric.Registration
 	// startedUsage is the [usage] the export started with (restart only).
-	startedUsage *policy.Usage
+	startedUsage *policy.UsageExport
 
 	public, admin     *http.Server
 	publicLn, adminLn net.Listener

@@ -58,6 +58,10 @@ var rules = map[string]rule{
 	"jwks": {allow: []string{"keys", "internal/logthrottle", "github.com/go-jose/go-jose/v4"}},
 	// Header formatting and problem bodies: pure functions of decisions.
 	"headers": {allow: []string{"ratelimit"}},
+	// A number at a JSON path read from a body or an event stream as it
+	// passes (token budgets' usage and estimates): bytes in, standard
+	// library only, nothing of HTTP.
+	"costscan": {stdDeny: []string{"net/...", "log/..."}},
 	// The consumer registry: its own file (TOML, decoded here because it
 	// is not the configuration viper reads), compiled to a key → consumer
 	// map. No HTTP.
@@ -75,7 +79,7 @@ var rules = map[string]rule{
 	// must not write its own of. Only policy (compiles) and proxy
 	// (evaluates) import it.
 	"policy/expr": {allow: []string{"github.com/google/cel-go/..."}, stdDeny: []string{"log/..."}},
-	"policy":      {allow: []string{"policy/config", "policy/expr", "keys", "headers", "ratelimit", "consumers", "upstream", "rls/envoyconf", "adaptive"}},
+	"policy":      {allow: []string{"policy/config", "policy/expr", "keys", "headers", "ratelimit", "consumers", "upstream", "rls/envoyconf", "adaptive", "costscan"}},
 	// envoyproxy/ratelimit's YAML read and matched, its rules compiled to
 	// limits: no gRPC, no HTTP. go.yaml.in/yaml/v3 parses the files as
 	// node trees (aliases are walked by the package under its own node
@@ -102,7 +106,7 @@ var rules = map[string]rule{
 	// more than the standard library.
 	"upstream": {allow: []string{"internal/logthrottle"}},
 	// The request path.
-	"proxy": {allow: []string{"policy", "policy/expr", "override", "keys", "headers", "ratelimit", "upstream", "adaptive", "internal/logthrottle"}},
+	"proxy": {allow: []string{"policy", "policy/expr", "override", "keys", "headers", "ratelimit", "upstream", "adaptive", "internal/logthrottle", "costscan"}},
 	// Stores.
 	// The algorithms' window states and the engine that applies them to a
 	// key's windows: only stores and the exact-log referee (accuracy) see

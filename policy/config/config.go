@@ -565,6 +565,30 @@ type LimitConfig struct {
 	// absent or malformed); the header is removed from the response.
 	// Default "".
 	CostResponseHeader string `mapstructure:"cost_response_header" json:"cost_response_header"`
+	// CostResponseJSON, with count = "response", is a dotted path
+	// ("usage.total_tokens") into the upstream's JSON response body, or,
+	// for a text/event-stream, into the last data event that carries it:
+	// its integer value is the units counted. The body is read as it
+	// streams to the client, up to CostScanBytes. Default "".
+	CostResponseJSON string `mapstructure:"cost_response_json" json:"cost_response_json"`
+	// CostRequestJSON, with count = "response" and a response cost
+	// (CostResponseJSON or CostResponseHeader), is a dotted path
+	// ("max_tokens") into the request's JSON body whose integer value is
+	// the estimate: the limit reserves it before forwarding and settles
+	// to the usage after the answer. Default "".
+	CostRequestJSON string `mapstructure:"cost_request_json" json:"cost_request_json"`
+	// OnMissingUsage is what an answer without usage counts, with
+	// CostResponseJSON or CostRequestJSON: "estimate" (the reservation,
+	// or the request's cost), "zero" or "cost" (the request's cost).
+	// Default "estimate".
+	OnMissingUsage string `mapstructure:"on_missing_usage" json:"on_missing_usage"`
+	// CostScanBytes bounds the response body read for CostResponseJSON:
+	// a longer body has no usage. Default 67108864 (64 MiB).
+	CostScanBytes int64 `mapstructure:"cost_scan_bytes" json:"cost_scan_bytes"`
+	// CostRequestBytes bounds the request body read (and held) for
+	// CostRequestJSON: a longer body is refused (413). Default 1048576
+	// (1 MiB).
+	CostRequestBytes int64 `mapstructure:"cost_request_bytes" json:"cost_request_bytes"`
 	// OnLimit is what a request over a token_bucket or gcra limit gets:
 	// "reject" (429) or "delay" (it waits for its slot when that comes
 	// within MaxDelay, else 429). Default "reject".
@@ -953,6 +977,11 @@ func DefaultLimit() LimitConfig {
 		OnError:    "shared",
 
 		EnforcePercent: 100,
+
+		// Token budgets (cost_response_json, cost_request_json).
+		OnMissingUsage:   "estimate",
+		CostScanBytes:    64 << 20,
+		CostRequestBytes: 1 << 20,
 	}
 }
 

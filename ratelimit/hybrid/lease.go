@@ -105,8 +105,19 @@ func (l *lease) takeBack(key string, t int64) []giveBack {
 // locally admissible hit of a denied request (not counted).
 func (l *lease) report(h ratelimit.Hit, t int64, counted bool) ratelimit.Decision {
 	el := time.Duration(t-l.at) * ratelimit.Tick
-	return ratelimit.Decision{Allowed: true, Counted: counted, Limit: l.capacity,
+	d := ratelimit.Decision{Allowed: true, Counted: counted, Limit: l.capacity,
 		Remaining: min(l.capacity, l.remaining+l.units), Reset: max(0, l.reset-el)}
+	if counted {
+		// The units were counted by the store with the lease (or an
+		// older one still held, whose instant is in the same window
+		// and no newer bucket): a settled reservation gives back there
+		// (ratelimit.Settler).
+		d.At = l.counted
+		if l.prev > 0 {
+			d.At = l.prevCounted
+		}
+	}
+	return d
 }
 
 // denial is the cached denial as seen at t.

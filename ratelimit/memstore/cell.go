@@ -20,6 +20,9 @@ type cell interface {
 	// giveBack gives back cost units counted at at (window.Returner;
 	// other states are left alone).
 	giveBack(l *ratelimit.Limit, at, cost int64)
+	// settle gives back cost units a reservation counted at at, as seen
+	// at now (window.Giver, every window; other states are left alone).
+	settle(l *ratelimit.Limit, now, at, cost int64)
 	// expiry is the first instant at which the state equals a fresh one.
 	expiry() int64
 	// bytes is the memory the cell holds, everything it points to
@@ -66,6 +69,11 @@ func (c *cellOf[S, P]) giveBack(l *ratelimit.Limit, at, cost int64) {
 	if r, ok := any(P(&c.w[0])).(window.Returner); ok && len(c.w) == 1 {
 		r.Return(l.ParamsOf(0), at, cost)
 	}
+}
+
+func (c *cellOf[S, P]) settle(l *ratelimit.Limit, now, at, cost int64) {
+	// The expiry stays: fewer units end no sooner.
+	window.GiveBack[S, P](l, c.w, now, at, cost)
 }
 
 func (c *cellOf[S, P]) expiry() int64 { return c.exp }

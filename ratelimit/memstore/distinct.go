@@ -78,6 +78,11 @@ func (c *distinctCell) release(int64) bool { return false }
 
 func (c *distinctCell) giveBack(*ratelimit.Limit, int64, int64) {}
 
+// settle does nothing: a distinct limit counts values, not units, so a
+// token budget's settlement (refused for distinct limits at load) has
+// nothing to give back.
+func (c *distinctCell) settle(*ratelimit.Limit, int64, int64, int64) {}
+
 func (c *distinctCell) expiry() int64 { return c.exp }
 
 func (c *distinctCell) bytes() int64 { return 8 + c.st.Bytes() }

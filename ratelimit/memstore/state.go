@@ -77,6 +77,7 @@ const (
 	opMark   // a.d.Mark = the state's time mark (delayable states)
 	opCancel // give back a reservation of a.cost that left a.mark
 	opReturn // give back a.cost units counted at a.now (batched states)
+	opSettle // give back a.cost units a reservation counted at a.at, seen at a.now
 )
 
 // args are an operation's inputs and outputs. For opReport, cost is the
@@ -85,6 +86,7 @@ const (
 type args struct {
 	now, cost int64
 	value     uint64 // a distinct hit's value (ratelimit.Hit.Value)
+	at        int64  // opSettle: the instant the units were counted at
 	mark      float64
 	d         *ratelimit.Decision
 	out       []ratelimit.WindowUsage
@@ -119,6 +121,8 @@ func apply[S any, P window.StatePtr[S]](o op, l *ratelimit.Limit, ws []S, a *arg
 		if r, ok := any(P(&ws[0])).(window.Returner); ok {
 			r.Return(l.ParamsOf(0), a.now, a.cost)
 		}
+	case opSettle:
+		window.GiveBack[S, P](l, ws, a.now, a.at, a.cost)
 	}
 	return 0
 }
@@ -150,6 +154,8 @@ func (t *table) apply(s *state, o op, l *ratelimit.Limit, a *args) int64 {
 			return s.c.expiry()
 		case opReturn:
 			s.c.giveBack(l, a.now, a.cost)
+		case opSettle:
+			s.c.settle(l, a.now, a.at, a.cost)
 		}
 		return 0
 	}

@@ -22,6 +22,12 @@ var _ ratelimit.Returner = (*Store)(nil)
 // retried: it may have given the units back. A failed slot's error is
 // returned after the other slots have been given back.
 func (s *Store) Return(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time) error {
+	return s.giveUnits(ctx, now, hits, at, modeCancel, ratelimit.Algorithm.Batchable)
+}
+
+// giveUnits runs script mode (modeCancel: Return's, modeSettle:
+// GiveBack's) for the hits whose algorithm takes it, batched per slot.
+func (s *Store) giveUnits(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time, mode int, takes func(ratelimit.Algorithm) bool) error {
 	if len(at) < len(hits) {
 		return fmt.Errorf("redisstore: %d instants for %d hits", len(at), len(hits))
 	}
@@ -30,7 +36,7 @@ func (s *Store) Return(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 		if err := h.Check(); err != nil {
 			return fmt.Errorf("redisstore: hit %d: %w", i, err)
 		}
-		if h.Limit.Algorithm.Batchable() && h.Cost > 0 {
+		if takes(h.Limit.Algorithm) && h.Cost > 0 {
 			back = append(back, i)
 		}
 	}
@@ -57,7 +63,7 @@ func (s *Store) Return(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 	for _, g := range groups {
 		for len(g) > 0 {
 			n := min(len(g), slotBatch)
-			if err := s.returnBatch(ctx, now, hits, at, back, keys, g[:n]); err != nil {
+			if err := s.returnBatch(ctx, now, mode, hits, at, back, keys, g[:n]); err != nil {
 				errs = append(errs, err)
 				break
 			}
@@ -68,7 +74,7 @@ func (s *Store) Return(ctx context.Context, now time.Time, hits []ratelimit.Hit,
 }
 
 // returnBatch gives back hits[back[j]] for j in g in one call.
-func (s *Store) returnBatch(ctx context.Context, now time.Time, hits []ratelimit.Hit, at []time.Time, back []int, keys []string, g []int) error {
+func (s *Store) returnBatch(ctx context.Context, now time.Time, mode int, hits []ratelimit.Hit, at []time.Time, back []int, keys []string, g []int) error {
 	sub := make([]ratelimit.Hit, len(g))
 	ks := make([]string, len(g))
 	var marks []byte
@@ -77,7 +83,7 @@ func (s *Store) returnBatch(ctx context.Context, now time.Time, hits []ratelimit
 		marks = appendF64(marks, float64(at[back[j]].UnixMicro()))
 	}
 	args := make([]any, 0, 2+len(g))
-	args = append(args, &bytesArg{s.header(nil, modeCancel, now, false, sub)})
+	args = append(args, &bytesArg{s.header(nil, mode, now, false, sub)})
 	for _, h := range sub {
 		args = append(args, s.limitArg(h.Limit))
 	}

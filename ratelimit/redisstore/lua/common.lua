@@ -48,6 +48,8 @@
 --                   (ARCHITECTURE.md "Cluster refunds"), then check only
 --                 3 cancel: give back delayed hits' reservations, or
 --                   batched hits' unused lease units (modes.lua)
+--                 4 settle: give back reserved units a request did not
+--                   use (settle.lua)
 --           then, when any hit is not an ordinary count, the mode of each
 --           hit: 0 count, 1 peek (check, never count), 2 take (count
 --           without a check), 3 count but never reserve a slot (no wait)

@@ -241,7 +241,7 @@ local function decide(KEYS, ARGV)
   if #hdr == 64 then
     now, usetime, mode, wantold, lease, margin, nhits, cost1 = sunpack('<dddddddd', hdr)
     local la = ARGV[2]
-    if mode ~= 2 and mode ~= 3 and wantold == 0 and #la == 64 then
+    if mode ~= 2 and mode ~= 3 and mode ~= 4 and wantold == 0 and #la == 64 then
       local f = ONE[la]
       if f == nil then f = one1(la) end
       if f then
@@ -309,6 +309,7 @@ local function decide(KEYS, ARGV)
   end
 
   if mode == 3 then return cancel(HIT, KEYS, ARGV[2 + nhits], decode, store) end
+  if mode == 4 then return settle(HIT, KEYS, ARGV, decode, store) end
 
   -- Refund: per key, the units every counted hit on it took, given back.
   if mode == 2 then
