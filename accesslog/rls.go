@@ -19,6 +19,11 @@ const (
 	// MaxRLSValue is the longest value written as it is; a longer one is
 	// written hashed.
 	MaxRLSValue = 128
+	// MaxRLSDomain is the longest domain written as it is; a longer one
+	// (no configuration names one: a caller's own) is written hashed
+	// (kind "rls_domain"), so a call of a huge domain still makes a line
+	// the parser reads, answered as any unknown domain is.
+	MaxRLSDomain = 256
 	// maxRLSText bounds the descriptors' text of one line; the
 	// descriptors past it are left out and counted (RLSCall.Dropped).
 	maxRLSText = 32 << 10
@@ -90,6 +95,22 @@ func (lw *Writer) rlsValue(dst []byte, v string, raw bool, max int, kind string)
 	return appendHash(append(dst, '~'), lw.opts.Salt, kind, v)
 }
 
+// appendRLSDomain writes a call's domain, as a JSON string or a token:
+// as it is up to MaxRLSDomain bytes, hashed past it.
+func (lw *Writer) appendRLSDomain(b []byte, d string, jsonl bool) []byte {
+	if len(d) > MaxRLSDomain {
+		h := appendHash([]byte{'~'}, lw.opts.Salt, "rls_domain", d)
+		if jsonl {
+			return appendJSONString(b, h)
+		}
+		return appendToken(b, h)
+	}
+	if jsonl {
+		return appendJSONString(b, d)
+	}
+	return appendToken(b, d)
+}
+
 // appendRLSDescriptors writes the combined format's rls= value:
 // DESC;DESC;... with DESC = CODE[+ADDEND]:KEY=VALUE,KEY=VALUE, every key
 // and value %-escaped (',', ';', '=' too). It returns the number of
@@ -147,7 +168,11 @@ func (lw *Writer) appendRLSDescriptors(b []byte, c *RLSCall, jsonl bool) ([]byte
 		if jsonl {
 			b = append(b, "]}"...)
 		}
-		if len(b)-start > maxRLSText {
+		// The first descriptor always stays, so that the line says what
+		// was asked (a line of none is malformed): alone it is at most 32
+		// entries of a key and a value each escaped at most 6 bytes a
+		// byte (a JSON \u00XX), well under MaxLineBytes.
+		if len(b)-start > maxRLSText && i > 0 {
 			return b[:mark], len(c.Descriptors) - i
 		}
 	}
@@ -187,7 +212,7 @@ func (lw *Writer) appendRLS(b []byte, e *Entry) []byte {
 		b = appendField(b, "outcome", e.Outcome)
 		b = appendField(b, "decision", e.Decision)
 		b = append(b, `,"rls":{"domain":`...)
-		b = appendJSONString(b, c.Domain)
+		b = lw.appendRLSDomain(b, c.Domain, true)
 		b = append(b, `,"hits_addend":`...)
 		b = strconv.AppendUint(b, uint64(c.HitsAddend), 10)
 		b = append(b, `,"store_latency":`...)
@@ -207,7 +232,7 @@ func (lw *Writer) appendRLS(b []byte, e *Entry) []byte {
 	b = append(b, "- - - ["...)
 	b = e.Time.AppendFormat(b, combinedTime)
 	b = append(b, "] \"RLS "...)
-	b = appendToken(b, c.Domain)
+	b = lw.appendRLSDomain(b, c.Domain, false)
 	b = append(b, " gRPC\" "...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	b = append(b, ` - "-" "-" outcome=`...)

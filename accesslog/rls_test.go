@@ -159,3 +159,71 @@ func BenchmarkAppendRLS(b *testing.B) {
 		})
 	}
 }
+
+// TestRLSHostileValues: keys, values and domains a caller chooses come
+// back from the line as they were written (raw_client: as sent; hashed
+// past the bounds), one line each, in both formats: the rls= value's own
+// separators, line breaks, quotes, escapes, the hash mark, "-" and empty
+// strings. A call of one descriptor whose keys and values escape to 6
+// bytes a byte in JSON keeps that descriptor (a line of none is
+// malformed), and a domain past MaxRLSDomain is hashed (the line stays
+// under MaxLineBytes).
+func TestRLSHostileValues(t *testing.T) {
+	ctl := func(n int) string { return strings.Repeat("\x01", n) }
+	deep := RLSDescriptor{Code: "no_limit"}
+	for j := range 32 {
+		deep.Entries = append(deep.Entries, RLSEntry{Key: ctl(63) + string(rune('a'+j%26)), Value: ctl(128)})
+	}
+	huge := strings.Repeat("d", 100<<10)
+	for _, tc := range []struct {
+		name   string
+		domain string
+		descs  []RLSDescriptor
+		// wantDomain is the domain read back ("" means the one sent).
+		wantDomain string
+	}{
+		{"separators", "d", []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: "k=,;:+", Value: "a=b,c;d:e+f"}}}}, ""},
+		{"line breaks", "d\nx", []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: "k\n", Value: "a\r\nb\u2028c"}}}}, ""},
+		{"quotes and escapes", `d"`, []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: `k"\`, Value: `%41"\"%zz`}}}}, ""},
+		{"a forged line", "d", []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: "k", Value: "v\n- - - [02/Jan/2006:15:04:05 +0000] \"RLS d gRPC\" 200 - \"-\" \"-\" outcome=ok decision=allowed rls=ok:k=v"}}}}, ""},
+		{"hash mark, dash and empty", "-", []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: "-", Value: "~x"}, {Key: "", Value: "-"}, {Key: "e", Value: ""}}}}, ""},
+		{"tabs and spaces", "a b", []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: "k\t", Value: " a\tb "}}}}, ""},
+		{"non-ASCII", "dü", []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: "ключ", Value: "值"}}}}, ""},
+		{"one descriptor of 32 escaped entries", "d", []RLSDescriptor{deep}, ""},
+		{"a huge domain", huge, []RLSDescriptor{{Code: "no_limit", Entries: []RLSEntry{{Key: "k", Value: "v"}}}}, "~" + Hash([]byte("s"), "rls_domain", huge)},
+	} {
+		for _, f := range []Format{Combined, JSONL} {
+			c := &RLSCall{Domain: tc.domain, Code: "ok", Descriptors: tc.descs}
+			var buf bytes.Buffer
+			w, _ := NewWriter(&buf, Options{Format: f, RawClient: true, Salt: []byte("s")})
+			w.Log(&Entry{Time: time.Unix(1, 0), Status: 200, Outcome: "ok", Decision: "allowed", RLS: c})
+			w.Close()
+			line := buf.String()
+			if strings.Count(line, "\n") != 1 || len(line) >= MaxLineBytes {
+				t.Fatalf("%s %v: %d bytes, %d line breaks", tc.name, f, len(line), strings.Count(line, "\n"))
+			}
+			p := NewParser(&buf, Auto)
+			if !p.Next() {
+				t.Fatalf("%s %v: %v\n%.300s", tc.name, f, p.Malformed(), line)
+			}
+			got := p.Entry().RLS
+			want := tc.wantDomain
+			if want == "" {
+				want = tc.domain
+			}
+			if got.Domain != want || got.Dropped != 0 || len(got.Descriptors) != len(tc.descs) {
+				t.Fatalf("%s %v: domain %.40q, %d descriptors, %d dropped", tc.name, f, got.Domain, len(got.Descriptors), got.Dropped)
+			}
+			for i, d := range tc.descs {
+				for j, e := range d.Entries {
+					if g := got.Descriptors[i].Entries[j]; g.Key != e.Key || g.Value != e.Value {
+						t.Fatalf("%s %v: entry %d.%d read back as %q=%q, written %q=%q", tc.name, f, i, j, g.Key, g.Value, e.Key, e.Value)
+					}
+				}
+			}
+			if p.Next() {
+				t.Fatalf("%s %v: a second line", tc.name, f)
+			}
+		}
+	}
+}
