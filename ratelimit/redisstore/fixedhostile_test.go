@@ -3,11 +3,13 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/tollgate/gateway/ratelimit"
 	"github.com/tollgate/gateway/ratelimit/memstore"
+	"github.com/tollgate/gateway/ratelimit/redisstore"
 )
 
 // TestFixedHitsHostile drives the fixed-window path and memstore through
@@ -75,5 +77,62 @@ func TestFixedHitsHostile(t *testing.T) {
 				t.Errorf("script=%v step %d at +%v: %v: got %v %+v, memstore %v %+v", script, i, s.at, hitNames(s.hits), ga, got[:len(s.hits)], wa, want[:len(s.hits)])
 			}
 		}
+	}
+}
+
+// TestFixedHitsClusterParity: on Redis Cluster a call's hits are decided
+// slot by slot (a later slot's denial refunds the earlier ones and only
+// checks the rest), so hits sharing a hash tag checked after a denial
+// take the fixed-window path in check mode. The decisions must still be
+// memstore's, with the clock stepping back now and then.
+func TestFixedHitsClusterParity(t *testing.T) {
+	ctx := context.Background()
+	c := newClusterClient(t, sharedCluster().Addrs())
+	forms := &replyForms{}
+	c.AddHook(forms)
+	rs := newStore(t, c, redisstore.Options{DenyCacheSize: -1, TTLMargin: time.Hour})
+	if err := rs.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ms := memstore.New(memstore.Options{})
+	fixed, _ := fixedLimits(t)
+	keys := []string{"{fx}k0", "{fx}k1", "{fx}k2", "{fy}k0", "{fy}k1", "p", "q"}
+	rng := rand.New(rand.NewPCG(21, 22))
+	now := time.Date(2031, 3, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(rng.Int64N(1e6)) * time.Microsecond)
+	got, want := make([]ratelimit.Decision, 4), make([]ratelimit.Decision, 4)
+	for step := range 800 {
+		switch r := rng.IntN(100); {
+		case r < 3:
+			now = now.Add(-time.Duration(rng.Int64N(300_000)) * time.Microsecond)
+		case r < 85:
+			now = now.Add(time.Duration(rng.Int64N(40_000)) * time.Microsecond)
+		default:
+			now = now.Add(time.Duration(rng.Int64N(1_500_000)) * time.Microsecond)
+		}
+		hits := make([]ratelimit.Hit, 2+rng.IntN(3))
+		for i := range hits {
+			l := fixed[rng.IntN(len(fixed))]
+			cost := int64(1)
+			if rng.IntN(5) == 0 {
+				cost = 1 + rng.Int64N(2*l.Params(0).Capacity)
+			}
+			hits[i] = ratelimit.Hit{Limit: l, Key: keys[rng.IntN(len(keys))], Cost: cost}
+		}
+		wa, ga := decideBoth(t, ctx, ms, rs, now, hits, want, got, step)
+		if ga != wa || fmt.Sprint(got[:len(hits)]) != fmt.Sprint(want[:len(hits)]) {
+			t.Fatalf("step %d at %s: %v: got %v %+v, memstore %v %+v",
+				step, now.Format(time.RFC3339Nano), hitNames(hits), ga, got[:len(hits)], wa, want[:len(hits)])
+		}
+	}
+	// Decide mode on a cluster wants the old values (for a refund) and
+	// takes the general path; the slots checked after a denial take the
+	// fixed-window path in check mode, answered with the full reply of
+	// 2 + 7H doubles (two hits: 128 bytes).
+	seen := map[string]int{}
+	for _, f := range forms.forms {
+		seen[f]++
+	}
+	if seen["str128"] == 0 {
+		t.Fatalf("no slot of two hits checked: %v", seen)
 	}
 }
