@@ -19,6 +19,11 @@ const (
 	// MaxRLSValue is the longest value written as it is; a longer one is
 	// written hashed.
 	MaxRLSValue = 128
+	// MaxRLSNamed is the longest key or value written as it is when the
+	// configuration names it (RLSEntry.Named, RLSEntry.Matched): the
+	// operator's text, such as Envoy Gateway's route names used as keys
+	// and values, which a replay must match again; longer is hashed.
+	MaxRLSNamed = 512
 	// MaxRLSDomain is the longest domain written as it is; a longer one
 	// (no configuration names one: a caller's own) is written hashed
 	// (kind "rls_domain"), so a call of a huge domain still makes a line
@@ -27,6 +32,10 @@ const (
 	// maxRLSText bounds the descriptors' text of one line; the
 	// descriptors past it are left out and counted (RLSCall.Dropped).
 	maxRLSText = 32 << 10
+	// maxRLSFirst bounds the first descriptor's text, which always
+	// stays: past it the descriptor is written again with keys and values
+	// hashed past MaxRLSKey and MaxRLSValue (at most about 38 KiB).
+	maxRLSFirst = MaxLineBytes - 8<<10
 	// maxRLSDescriptors and maxRLSEntries bound what a parsed line may
 	// hold: the service's own bounds.
 	maxRLSDescriptors = 64
@@ -45,7 +54,9 @@ const (
 // naming a value can no longer match it (a value a rule named was
 // written as it is). A key or value longer than MaxRLSKey or
 // MaxRLSValue is hashed too (kind "descriptor_key" for a key), so a line
-// stays bounded.
+// stays bounded, unless the configuration names it (RLSEntry.Named,
+// RLSEntry.Matched): then up to MaxRLSNamed, so that a replay matches
+// long rule keys and values (Envoy Gateway's route names) again.
 type RLSCall struct {
 	// Domain is the call's domain.
 	Domain string
@@ -81,6 +92,10 @@ type RLSEntry struct {
 	// Matched, given to Writer.Log, says that the configuration matched
 	// the value by value; it is not read back.
 	Matched bool
+	// Named, given to Writer.Log, says that the configuration names the
+	// key (a rule applied to the descriptor), so the key is written as it
+	// is up to MaxRLSNamed bytes, not MaxRLSKey; it is not read back.
+	Named bool
 }
 
 // rlsCodes are the codes a line may carry.
@@ -118,7 +133,8 @@ func (lw *Writer) appendRLSDomain(b []byte, d string, jsonl bool) []byte {
 func (lw *Writer) appendRLSDescriptors(b []byte, c *RLSCall, jsonl bool) ([]byte, int) {
 	start := len(b)
 	var scratch []byte
-	for i := range c.Descriptors {
+	strict := false
+	for i := 0; i < len(c.Descriptors); i++ {
 		d := &c.Descriptors[i]
 		mark := len(b)
 		if jsonl {
@@ -144,14 +160,21 @@ func (lw *Writer) appendRLSDescriptors(b []byte, c *RLSCall, jsonl bool) ([]byte
 			b = append(b, ':')
 		}
 		for j, e := range d.Entries {
-			scratch = lw.rlsValue(scratch[:0], e.Key, true, MaxRLSKey, "descriptor_key")
+			kmax, vmax := MaxRLSKey, MaxRLSValue
+			if !strict && e.Named {
+				kmax = MaxRLSNamed
+			}
+			if !strict && e.Matched {
+				vmax = MaxRLSNamed
+			}
+			scratch = lw.rlsValue(scratch[:0], e.Key, true, kmax, "descriptor_key")
 			if jsonl {
 				if j > 0 {
 					b = append(b, ',')
 				}
 				b = append(b, `{"key":`...)
 				b = appendJSONString(b, scratch)
-				scratch = lw.rlsValue(scratch[:0], e.Value, e.Matched, MaxRLSValue, "descriptor")
+				scratch = lw.rlsValue(scratch[:0], e.Value, e.Matched, vmax, "descriptor")
 				b = append(b, `,"value":`...)
 				b = appendJSONString(b, scratch)
 				b = append(b, '}')
@@ -162,16 +185,23 @@ func (lw *Writer) appendRLSDescriptors(b []byte, c *RLSCall, jsonl bool) ([]byte
 			}
 			b = appendRLSToken(b, scratch)
 			b = append(b, '=')
-			scratch = lw.rlsValue(scratch[:0], e.Value, e.Matched, MaxRLSValue, "descriptor")
+			scratch = lw.rlsValue(scratch[:0], e.Value, e.Matched, vmax, "descriptor")
 			b = appendRLSToken(b, scratch)
 		}
 		if jsonl {
 			b = append(b, "]}"...)
 		}
 		// The first descriptor always stays, so that the line says what
-		// was asked (a line of none is malformed): alone it is at most 32
-		// entries of a key and a value each escaped at most 6 bytes a
-		// byte (a JSON \u00XX), well under MaxLineBytes.
+		// was asked (a line of none is malformed). Past maxRLSFirst it is
+		// written again strictly: 32 entries of a key and a value of at
+		// most MaxRLSKey and MaxRLSValue bytes, each escaped at most 6
+		// bytes a byte (a JSON \u00XX), well under MaxLineBytes.
+		if i == 0 && !strict && len(b)-start > maxRLSFirst {
+			b, strict = b[:mark], true
+			i--
+			continue
+		}
+		strict = false
 		if len(b)-start > maxRLSText && i > 0 {
 			return b[:mark], len(c.Descriptors) - i
 		}

@@ -227,3 +227,50 @@ func TestRLSHostileValues(t *testing.T) {
 		}
 	}
 }
+
+// TestRLSNamedBounds: a key or value the configuration names is written
+// as it is up to MaxRLSNamed bytes (hashed past it, and a caller's key or
+// value past MaxRLSKey / MaxRLSValue as before); a first descriptor of
+// named entries past maxRLSFirst is written again with the caller's
+// bounds, so the line still holds it and stays under MaxLineBytes.
+func TestRLSNamedBounds(t *testing.T) {
+	salt := []byte("s")
+	k300, v300, k600 := strings.Repeat("k", 300), strings.Repeat("v", 300), strings.Repeat("k", 600)
+	ctl := strings.Repeat("\x01", MaxRLSNamed)
+	huge := RLSDescriptor{Code: "ok"}
+	for j := range 32 {
+		huge.Entries = append(huge.Entries, RLSEntry{Key: ctl[:MaxRLSNamed-1] + string(rune('a'+j%26)), Value: ctl, Named: true, Matched: true})
+	}
+	for _, f := range []Format{Combined, JSONL} {
+		c := &RLSCall{Domain: "d", Code: "ok", Descriptors: []RLSDescriptor{
+			{Code: "ok", Entries: []RLSEntry{{Key: k300, Value: v300, Named: true, Matched: true}, {Key: k600, Value: v300, Named: true}}},
+			{Code: "no_limit", Entries: []RLSEntry{{Key: k300, Value: "x"}}},
+		}}
+		var buf bytes.Buffer
+		w, _ := NewWriter(&buf, Options{Format: f, Salt: salt})
+		w.Log(&Entry{Time: time.Unix(1, 0), Status: 200, Outcome: "ok", Decision: "allowed", RLS: c})
+		w.Log(&Entry{Time: time.Unix(2, 0), Status: 200, Outcome: "ok", Decision: "allowed", RLS: &RLSCall{Domain: "d", Descriptors: []RLSDescriptor{huge}}})
+		w.Close()
+		p := NewParser(&buf, Auto)
+		if !p.Next() {
+			t.Fatalf("%v: %v", f, p.Malformed())
+		}
+		got := p.Entry().RLS.Descriptors
+		want := [][2]string{{k300, v300}, {"~" + Hash(salt, "descriptor_key", k600), "~" + Hash(salt, "descriptor", v300)}}
+		for j, kv := range want {
+			if e := got[0].Entries[j]; e.Key != kv[0] || e.Value != kv[1] {
+				t.Fatalf("%v: named entry %d read back as %.40q=%.40q", f, j, e.Key, e.Value)
+			}
+		}
+		if e := got[1].Entries[0]; e.Key != "~"+Hash(salt, "descriptor_key", k300) {
+			t.Fatalf("%v: a caller's long key read back as %.40q", f, e.Key)
+		}
+		if !p.Next() {
+			t.Fatalf("%v: the huge named descriptor's line: %v", f, p.Malformed())
+		}
+		hd := p.Entry().RLS.Descriptors
+		if len(hd) != 1 || len(hd[0].Entries) != 32 || hd[0].Entries[0].Key != "~"+Hash(salt, "descriptor_key", huge.Entries[0].Key) {
+			t.Fatalf("%v: huge named descriptor read back as %d descriptors", f, len(hd))
+		}
+	}
+}

@@ -71,3 +71,65 @@ func TestRLSHostileLogReplay(t *testing.T) {
 		})
 	}
 }
+
+// TestRLSLongRuleKeysReplay: Envoy Gateway names descriptor keys and
+// values after routes ("httproute/NAMESPACE/NAME/rule/0/match/0/HOST"),
+// often past 64 bytes. Keys and values a rule names are logged as they
+// are (up to 512 bytes), so `gateway replay` matches the rule again and
+// decides every call as it was decided live; before, such a key over 64
+// bytes (a value over 128) was logged hashed, the replay matched no rule
+// and reported the denied calls as allowed. A caller's value under a
+// key-only rule is still hashed.
+func TestRLSLongRuleKeysReplay(t *testing.T) {
+	t.Parallel()
+	route := "httproute/payments-production/checkout-api-ratelimited/rule/0/match/0/checkout_payments_example_com"
+	long := strings.Repeat("v", 200)
+	yaml := "domain: default/eg/http\ndescriptors:\n" +
+		"  - key: " + route + "\n    value: " + route + "\n    descriptors:\n" +
+		"      - key: rule-0-match-0\n        value: rule-0-match-0\n        rate_limit: {unit: day, requests_per_unit: 2}\n" +
+		"  - key: " + route + "-by-client\n    descriptors:\n" +
+		"      - key: x-user\n        rate_limit: {unit: day, requests_per_unit: 1}\n" +
+		"  - key: long\n    value: " + long + "\n    rate_limit: {unit: day, requests_per_unit: 1}\n"
+	for _, f := range []string{"combined", "jsonl"} {
+		t.Run(f, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			writeFileAtomic(t, filepath.Join(dir, "eg.yaml"), []byte(yaml))
+			logPath := filepath.Join(dir, "access.log")
+			g := startRLSRest(t, dir, "", fmt.Sprintf("[access_log]\npath = %q\nformat = %q\nflush_interval = \"50ms\"\n", logPath, f))
+			c := dialRLS(t, g.Port("RLS"))
+			var want []rlpb.RateLimitResponse_Code
+			for range 3 {
+				want = append(want, c.one("default/eg/http", desc(route, route, "rule-0-match-0", "rule-0-match-0")).GetOverallCode())
+			}
+			for range 2 {
+				want = append(want, c.one("default/eg/http", desc(route+"-by-client", "", "x-user", "alice")).GetOverallCode())
+			}
+			for range 2 {
+				want = append(want, c.one("default/eg/http", desc("long", long)).GetOverallCode())
+			}
+			over := 0
+			for _, code := range want {
+				if code == rlpb.RateLimitResponse_OVER_LIMIT {
+					over++
+				}
+			}
+			if over != 3 {
+				t.Fatalf("live: %v, want 3 over the limit", want)
+			}
+			g.stop(t)
+			data, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(data), "checkout_payments_example_com") || strings.Contains(string(data), "alice") {
+				t.Fatalf("a rule's key hashed or a caller's value raw:\n%s", data)
+			}
+			rep := runReplay(t, g.Config, logPath)
+			line := fmt.Sprintf("rate limit service: %d calls, %d decided as logged, 0 otherwise", len(want), len(want))
+			if !strings.Contains(rep, line) {
+				t.Fatalf("replay report lacks %q:\n%s", line, rep)
+			}
+		})
+	}
+}
