@@ -19,7 +19,8 @@ import (
 // window and forward again, costs of exactly the limit, one past it and
 // ratelimit.MaxLimit, a key counted by a one-hit call and by a call of
 // five hits (the general path) between calls of the fixed-window path,
-// and a key named twice in one call (the general path's shared state).
+// a key named twice in one call (the general path's shared state), and a
+// peek (an Envoy hits_addend of 0) beside counted hits.
 // On a limit of 2^53 a count and a cost summed in doubles rounded down to
 // the limit and were admitted past it (a count of 2^53 − 1 plus 2, or
 // 2^53 plus 1) on every path of the decide code; the scripts compare the
@@ -37,6 +38,9 @@ func TestFixedHitsHostile(t *testing.T) {
 		base := time.Date(2031, 1, 1, 0, 0, 10, 0, time.UTC) // a 10 s window's start
 		hit := func(l *ratelimit.Limit, k string, c int64) ratelimit.Hit {
 			return ratelimit.Hit{Limit: l, Key: k, Cost: c}
+		}
+		peek := func(l *ratelimit.Limit, k string) ratelimit.Hit {
+			return ratelimit.Hit{Limit: l, Key: k, Cost: 1, Mode: ratelimit.HitPeek}
 		}
 		tick := time.Microsecond
 		steps := []struct {
@@ -68,6 +72,9 @@ func TestFixedHitsHostile(t *testing.T) {
 			{13 * time.Second, []ratelimit.Hit{hit(big, "o", 2)}},
 			{13 * time.Second, []ratelimit.Hit{hit(big, "p", ratelimit.MaxLimit-1), hit(a, "r", 1), hit(a, "r2", 1), hit(a, "r3", 1), hit(a, "r4", 1)}},
 			{13 * time.Second, []ratelimit.Hit{hit(big, "p", 2), hit(a, "r", 1), hit(a, "r2", 1), hit(a, "r3", 1), hit(a, "r4", 1)}}, // the general path
+			{14 * time.Second, []ratelimit.Hit{peek(a, "pk"), hit(a, "pk", 3), hit(b, "y2", 1)}},                                     // a peek (hits_addend 0) before a count of one key
+			{14 * time.Second, []ratelimit.Hit{peek(a, "pk"), hit(b, "y2", 1)}},                                                      // the peek of a full window
+			{14 * time.Second, []ratelimit.Hit{hit(b, "y2", 1), peek(a, "pk2")}},
 		}
 		got, want := make([]ratelimit.Decision, 5), make([]ratelimit.Decision, 5)
 		for i, s := range steps {
