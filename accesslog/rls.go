@@ -19,9 +19,23 @@ const (
 	// MaxRLSValue is the longest value written as it is; a longer one is
 	// written hashed.
 	MaxRLSValue = 128
+	// MaxRLSNamed is the longest key or value written as it is when the
+	// configuration names it (RLSEntry.Named, RLSEntry.Matched): the
+	// operator's text, such as Envoy Gateway's route names used as keys
+	// and values, which a replay must match again; longer is hashed.
+	MaxRLSNamed = 512
+	// MaxRLSDomain is the longest domain written as it is; a longer one
+	// (no configuration names one: a caller's own) is written hashed
+	// (kind "rls_domain"), so a call of a huge domain still makes a line
+	// the parser reads, answered as any unknown domain is.
+	MaxRLSDomain = 256
 	// maxRLSText bounds the descriptors' text of one line; the
 	// descriptors past it are left out and counted (RLSCall.Dropped).
 	maxRLSText = 32 << 10
+	// maxRLSFirst bounds the first descriptor's text, which always
+	// stays: past it the descriptor is written again with keys and values
+	// hashed past MaxRLSKey and MaxRLSValue (at most about 38 KiB).
+	maxRLSFirst = MaxLineBytes - 8<<10
 	// maxRLSDescriptors and maxRLSEntries bound what a parsed line may
 	// hold: the service's own bounds.
 	maxRLSDescriptors = 64
@@ -40,7 +54,9 @@ const (
 // naming a value can no longer match it (a value a rule named was
 // written as it is). A key or value longer than MaxRLSKey or
 // MaxRLSValue is hashed too (kind "descriptor_key" for a key), so a line
-// stays bounded.
+// stays bounded, unless the configuration names it (RLSEntry.Named,
+// RLSEntry.Matched): then up to MaxRLSNamed, so that a replay matches
+// long rule keys and values (Envoy Gateway's route names) again.
 type RLSCall struct {
 	// Domain is the call's domain.
 	Domain string
@@ -76,6 +92,10 @@ type RLSEntry struct {
 	// Matched, given to Writer.Log, says that the configuration matched
 	// the value by value; it is not read back.
 	Matched bool
+	// Named, given to Writer.Log, says that the configuration names the
+	// key (a rule applied to the descriptor), so the key is written as it
+	// is up to MaxRLSNamed bytes, not MaxRLSKey; it is not read back.
+	Named bool
 }
 
 // rlsCodes are the codes a line may carry.
@@ -90,6 +110,22 @@ func (lw *Writer) rlsValue(dst []byte, v string, raw bool, max int, kind string)
 	return appendHash(append(dst, '~'), lw.opts.Salt, kind, v)
 }
 
+// appendRLSDomain writes a call's domain, as a JSON string or a token:
+// as it is up to MaxRLSDomain bytes, hashed past it.
+func (lw *Writer) appendRLSDomain(b []byte, d string, jsonl bool) []byte {
+	if len(d) > MaxRLSDomain {
+		h := appendHash([]byte{'~'}, lw.opts.Salt, "rls_domain", d)
+		if jsonl {
+			return appendJSONString(b, h)
+		}
+		return appendToken(b, h)
+	}
+	if jsonl {
+		return appendJSONString(b, d)
+	}
+	return appendToken(b, d)
+}
+
 // appendRLSDescriptors writes the combined format's rls= value:
 // DESC;DESC;... with DESC = CODE[+ADDEND]:KEY=VALUE,KEY=VALUE, every key
 // and value %-escaped (',', ';', '=' too). It returns the number of
@@ -97,7 +133,8 @@ func (lw *Writer) rlsValue(dst []byte, v string, raw bool, max int, kind string)
 func (lw *Writer) appendRLSDescriptors(b []byte, c *RLSCall, jsonl bool) ([]byte, int) {
 	start := len(b)
 	var scratch []byte
-	for i := range c.Descriptors {
+	strict := false
+	for i := 0; i < len(c.Descriptors); i++ {
 		d := &c.Descriptors[i]
 		mark := len(b)
 		if jsonl {
@@ -123,14 +160,21 @@ func (lw *Writer) appendRLSDescriptors(b []byte, c *RLSCall, jsonl bool) ([]byte
 			b = append(b, ':')
 		}
 		for j, e := range d.Entries {
-			scratch = lw.rlsValue(scratch[:0], e.Key, true, MaxRLSKey, "descriptor_key")
+			kmax, vmax := MaxRLSKey, MaxRLSValue
+			if !strict && e.Named {
+				kmax = MaxRLSNamed
+			}
+			if !strict && e.Matched {
+				vmax = MaxRLSNamed
+			}
+			scratch = lw.rlsValue(scratch[:0], e.Key, true, kmax, "descriptor_key")
 			if jsonl {
 				if j > 0 {
 					b = append(b, ',')
 				}
 				b = append(b, `{"key":`...)
 				b = appendJSONString(b, scratch)
-				scratch = lw.rlsValue(scratch[:0], e.Value, e.Matched, MaxRLSValue, "descriptor")
+				scratch = lw.rlsValue(scratch[:0], e.Value, e.Matched, vmax, "descriptor")
 				b = append(b, `,"value":`...)
 				b = appendJSONString(b, scratch)
 				b = append(b, '}')
@@ -141,13 +185,24 @@ func (lw *Writer) appendRLSDescriptors(b []byte, c *RLSCall, jsonl bool) ([]byte
 			}
 			b = appendRLSToken(b, scratch)
 			b = append(b, '=')
-			scratch = lw.rlsValue(scratch[:0], e.Value, e.Matched, MaxRLSValue, "descriptor")
+			scratch = lw.rlsValue(scratch[:0], e.Value, e.Matched, vmax, "descriptor")
 			b = appendRLSToken(b, scratch)
 		}
 		if jsonl {
 			b = append(b, "]}"...)
 		}
-		if len(b)-start > maxRLSText {
+		// The first descriptor always stays, so that the line says what
+		// was asked (a line of none is malformed). Past maxRLSFirst it is
+		// written again strictly: 32 entries of a key and a value of at
+		// most MaxRLSKey and MaxRLSValue bytes, each escaped at most 6
+		// bytes a byte (a JSON \u00XX), well under MaxLineBytes.
+		if i == 0 && !strict && len(b)-start > maxRLSFirst {
+			b, strict = b[:mark], true
+			i--
+			continue
+		}
+		strict = false
+		if len(b)-start > maxRLSText && i > 0 {
 			return b[:mark], len(c.Descriptors) - i
 		}
 	}
@@ -187,7 +242,7 @@ func (lw *Writer) appendRLS(b []byte, e *Entry) []byte {
 		b = appendField(b, "outcome", e.Outcome)
 		b = appendField(b, "decision", e.Decision)
 		b = append(b, `,"rls":{"domain":`...)
-		b = appendJSONString(b, c.Domain)
+		b = lw.appendRLSDomain(b, c.Domain, true)
 		b = append(b, `,"hits_addend":`...)
 		b = strconv.AppendUint(b, uint64(c.HitsAddend), 10)
 		b = append(b, `,"store_latency":`...)
@@ -207,7 +262,7 @@ func (lw *Writer) appendRLS(b []byte, e *Entry) []byte {
 	b = append(b, "- - - ["...)
 	b = e.Time.AppendFormat(b, combinedTime)
 	b = append(b, "] \"RLS "...)
-	b = appendToken(b, c.Domain)
+	b = lw.appendRLSDomain(b, c.Domain, false)
 	b = append(b, " gRPC\" "...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	b = append(b, ` - "-" "-" outcome=`...)

@@ -159,3 +159,118 @@ func BenchmarkAppendRLS(b *testing.B) {
 		})
 	}
 }
+
+// TestRLSHostileValues: keys, values and domains a caller chooses come
+// back from the line as they were written (raw_client: as sent; hashed
+// past the bounds), one line each, in both formats: the rls= value's own
+// separators, line breaks, quotes, escapes, the hash mark, "-" and empty
+// strings. A call of one descriptor whose keys and values escape to 6
+// bytes a byte in JSON keeps that descriptor (a line of none is
+// malformed), and a domain past MaxRLSDomain is hashed (the line stays
+// under MaxLineBytes).
+func TestRLSHostileValues(t *testing.T) {
+	ctl := func(n int) string { return strings.Repeat("\x01", n) }
+	deep := RLSDescriptor{Code: "no_limit"}
+	for j := range 32 {
+		deep.Entries = append(deep.Entries, RLSEntry{Key: ctl(63) + string(rune('a'+j%26)), Value: ctl(128)})
+	}
+	huge := strings.Repeat("d", 100<<10)
+	for _, tc := range []struct {
+		name   string
+		domain string
+		descs  []RLSDescriptor
+		// wantDomain is the domain read back ("" means the one sent).
+		wantDomain string
+	}{
+		{"separators", "d", []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: "k=,;:+", Value: "a=b,c;d:e+f"}}}}, ""},
+		{"line breaks", "d\nx", []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: "k\n", Value: "a\r\nb\u2028c"}}}}, ""},
+		{"quotes and escapes", `d"`, []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: `k"\`, Value: `%41"\"%zz`}}}}, ""},
+		{"a forged line", "d", []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: "k", Value: "v\n- - - [02/Jan/2006:15:04:05 +0000] \"RLS d gRPC\" 200 - \"-\" \"-\" outcome=ok decision=allowed rls=ok:k=v"}}}}, ""},
+		{"hash mark, dash and empty", "-", []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: "-", Value: "~x"}, {Key: "", Value: "-"}, {Key: "e", Value: ""}}}}, ""},
+		{"tabs and spaces", "a b", []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: "k\t", Value: " a\tb "}}}}, ""},
+		{"non-ASCII", "dü", []RLSDescriptor{{Code: "ok", Entries: []RLSEntry{{Key: "ключ", Value: "值"}}}}, ""},
+		{"one descriptor of 32 escaped entries", "d", []RLSDescriptor{deep}, ""},
+		{"a huge domain", huge, []RLSDescriptor{{Code: "no_limit", Entries: []RLSEntry{{Key: "k", Value: "v"}}}}, "~" + Hash([]byte("s"), "rls_domain", huge)},
+	} {
+		for _, f := range []Format{Combined, JSONL} {
+			c := &RLSCall{Domain: tc.domain, Code: "ok", Descriptors: tc.descs}
+			var buf bytes.Buffer
+			w, _ := NewWriter(&buf, Options{Format: f, RawClient: true, Salt: []byte("s")})
+			w.Log(&Entry{Time: time.Unix(1, 0), Status: 200, Outcome: "ok", Decision: "allowed", RLS: c})
+			w.Close()
+			line := buf.String()
+			if strings.Count(line, "\n") != 1 || len(line) >= MaxLineBytes {
+				t.Fatalf("%s %v: %d bytes, %d line breaks", tc.name, f, len(line), strings.Count(line, "\n"))
+			}
+			p := NewParser(&buf, Auto)
+			if !p.Next() {
+				t.Fatalf("%s %v: %v\n%.300s", tc.name, f, p.Malformed(), line)
+			}
+			got := p.Entry().RLS
+			want := tc.wantDomain
+			if want == "" {
+				want = tc.domain
+			}
+			if got.Domain != want || got.Dropped != 0 || len(got.Descriptors) != len(tc.descs) {
+				t.Fatalf("%s %v: domain %.40q, %d descriptors, %d dropped", tc.name, f, got.Domain, len(got.Descriptors), got.Dropped)
+			}
+			for i, d := range tc.descs {
+				for j, e := range d.Entries {
+					if g := got.Descriptors[i].Entries[j]; g.Key != e.Key || g.Value != e.Value {
+						t.Fatalf("%s %v: entry %d.%d read back as %q=%q, written %q=%q", tc.name, f, i, j, g.Key, g.Value, e.Key, e.Value)
+					}
+				}
+			}
+			if p.Next() {
+				t.Fatalf("%s %v: a second line", tc.name, f)
+			}
+		}
+	}
+}
+
+// TestRLSNamedBounds: a key or value the configuration names is written
+// as it is up to MaxRLSNamed bytes (hashed past it, and a caller's key or
+// value past MaxRLSKey / MaxRLSValue as before); a first descriptor of
+// named entries past maxRLSFirst is written again with the caller's
+// bounds, so the line still holds it and stays under MaxLineBytes.
+func TestRLSNamedBounds(t *testing.T) {
+	salt := []byte("s")
+	k300, v300, k600 := strings.Repeat("k", 300), strings.Repeat("v", 300), strings.Repeat("k", 600)
+	ctl := strings.Repeat("\x01", MaxRLSNamed)
+	huge := RLSDescriptor{Code: "ok"}
+	for j := range 32 {
+		huge.Entries = append(huge.Entries, RLSEntry{Key: ctl[:MaxRLSNamed-1] + string(rune('a'+j%26)), Value: ctl, Named: true, Matched: true})
+	}
+	for _, f := range []Format{Combined, JSONL} {
+		c := &RLSCall{Domain: "d", Code: "ok", Descriptors: []RLSDescriptor{
+			{Code: "ok", Entries: []RLSEntry{{Key: k300, Value: v300, Named: true, Matched: true}, {Key: k600, Value: v300, Named: true}}},
+			{Code: "no_limit", Entries: []RLSEntry{{Key: k300, Value: "x"}}},
+		}}
+		var buf bytes.Buffer
+		w, _ := NewWriter(&buf, Options{Format: f, Salt: salt})
+		w.Log(&Entry{Time: time.Unix(1, 0), Status: 200, Outcome: "ok", Decision: "allowed", RLS: c})
+		w.Log(&Entry{Time: time.Unix(2, 0), Status: 200, Outcome: "ok", Decision: "allowed", RLS: &RLSCall{Domain: "d", Descriptors: []RLSDescriptor{huge}}})
+		w.Close()
+		p := NewParser(&buf, Auto)
+		if !p.Next() {
+			t.Fatalf("%v: %v", f, p.Malformed())
+		}
+		got := p.Entry().RLS.Descriptors
+		want := [][2]string{{k300, v300}, {"~" + Hash(salt, "descriptor_key", k600), "~" + Hash(salt, "descriptor", v300)}}
+		for j, kv := range want {
+			if e := got[0].Entries[j]; e.Key != kv[0] || e.Value != kv[1] {
+				t.Fatalf("%v: named entry %d read back as %.40q=%.40q", f, j, e.Key, e.Value)
+			}
+		}
+		if e := got[1].Entries[0]; e.Key != "~"+Hash(salt, "descriptor_key", k300) {
+			t.Fatalf("%v: a caller's long key read back as %.40q", f, e.Key)
+		}
+		if !p.Next() {
+			t.Fatalf("%v: the huge named descriptor's line: %v", f, p.Malformed())
+		}
+		hd := p.Entry().RLS.Descriptors
+		if len(hd) != 1 || len(hd[0].Entries) != 32 || hd[0].Entries[0].Key != "~"+Hash(salt, "descriptor_key", huge.Entries[0].Key) {
+			t.Fatalf("%v: huge named descriptor read back as %d descriptors", f, len(hd))
+		}
+	}
+}

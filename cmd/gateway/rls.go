@@ -109,8 +109,11 @@ func (l rlsAccessLog) LogCall(c *rls.Call) {
 			ld.HasAddend, ld.Addend = true, a.GetValue()
 		}
 		ld.Entries = make([]accesslog.RLSEntry, len(d.GetEntries()))
+		// A rule applied (any code but no_limit): the configuration
+		// names every key of the descriptor.
+		named := ld.Code != "no_limit"
 		for j, e := range d.GetEntries() {
-			ld.Entries[j] = accesslog.RLSEntry{Key: e.GetKey(), Value: e.GetValue(), Matched: c.ByValue(i, j)}
+			ld.Entries[j] = accesslog.RLSEntry{Key: e.GetKey(), Value: e.GetValue(), Matched: c.ByValue(i, j), Named: named}
 		}
 	}
 	e := accesslog.Entry{Time: c.At, Latency: c.Latency, Status: 200, Outcome: "ok", Decision: "allowed", RLS: &call}

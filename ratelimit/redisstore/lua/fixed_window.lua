@@ -11,7 +11,11 @@ DEF[1] = function()
     init = function(p) return { floordiv(now, p[2]) * p[2], 0 } end,
     allow = function(s, p, cost)
       local start, count = at(s, p)
-      if count + cost <= p[1] then return true, 0 end
+      -- cost <= L - count, not count + cost <= L: the difference is
+      -- exact, while the sum of a count and a cost near 2^53
+      -- (ratelimit.MaxLimit) rounds down to the limit and would admit
+      -- past it. Every comparison with the limit below is written so.
+      if cost <= p[1] - count then return true, 0 end
       return false, start + p[2] - now
     end,
     take = function(s, p, cost)
@@ -57,7 +61,7 @@ DEF[1] = function()
           -- The common case first: a count within the window the key
           -- holds, which is now's (what the lines below do, in fewer
           -- steps; s2 >= 0 also rules out NaN and -inf).
-          if s1 == nw and mode == 0 and cost <= C and s2 + cost <= L and s2 >= 0
+          if s1 == nw and mode == 0 and cost <= C and cost <= L - s2 and s2 >= 0
             and s2 + cost < 4503599627370496 then
             count = s2 + cost
             rcall('SETRANGE', k, '8', spack('<d', count))
@@ -70,7 +74,7 @@ DEF[1] = function()
         local ok, ra, never, counted = false, 0, 0, false
         if cost > C then
           never = 1
-        elseif count + cost <= L then
+        elseif cost <= L - count then
           ok, counted = true, mode == 0
         else
           ra = ws + W - now
@@ -98,7 +102,7 @@ DEF[1] = function()
           end
         end
         local r, reset = clamp(L - count, 0, C), 0
-        if r < C and not (count + r + 1 <= L) then reset = ws + W - now end
+        if r < C and not (r + 1 <= L - count) then reset = ws + W - now end
         -- the full reply, packed inline (common.lua "Reply")
         return spack('<ddddddddd', (ok or shadow) and 1 or 0, now, counted and 1 or 0, never, raw and 1 or 0,
           ok and 1 or 0, ra, r, reset)
@@ -114,7 +118,7 @@ DEF[2] = function()
     allow = function(s, p, cost)
       local count = s[2]
       if now >= s[1] then count = 0 end
-      if count + cost <= p[1] then return true, 0 end
+      if cost <= p[1] - count then return true, 0 end
       return false, s[1] - now
     end,
     take = function(s, p, cost)
@@ -226,7 +230,7 @@ local function fixedn(KEYS, ARGV, hdr, t)
     local ok, ra, never = false, 0, 0
     if cost > C then
       never = 1
-    elseif count + cost <= L then
+    elseif cost <= L - count then
       ok = true
     else
       ra = ws + W - now
@@ -281,7 +285,7 @@ local function fixedn(KEYS, ARGV, hdr, t)
     local L, W, C, ws, count, ok = S[b + 1], S[b + 2], S[b + 3], S[b + 6], S[b + 7], S[b + 8]
     local counted = mode == 0 and allowed and ok
     local r, reset = clamp(L - count, 0, C), 0
-    if r < C and not (count + r + 1 <= L) then reset = ws + W - now end
+    if r < C and not (r + 1 <= L - count) then reset = ws + W - now end
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6], out[n + 7] =
       counted and 1 or 0, S[b - 1], S[b + 5] and 1 or 0, ok and 1 or 0, S[b + 9], r, reset
     n = n + 7
@@ -348,12 +352,12 @@ local function fixed2(KEYS, ARGV, hdr)
   local W1, W2 = p1[2], p2[2]
   local ws1, n1, o1, nw1 = fwat(R[1], W1)
   local ws2, n2, o2, nw2 = fwat(R[2], W2)
-  n1, n2 = n1 + c1, n2 + c2
-  if ws1 ~= nw1 or ws2 ~= nw2 or c1 > p1[3] or c2 > p2[3] or n1 > p1[1] or n2 > p2[1]
-    or n1 >= 4503599627370496 or n2 >= 4503599627370496 then
+  if ws1 ~= nw1 or ws2 ~= nw2 or c1 > p1[3] or c2 > p2[3] or c1 > p1[1] - n1 or c2 > p2[1] - n2
+    or n1 + c1 >= 4503599627370496 or n2 + c2 >= 4503599627370496 then
     if usetime == 1 then return fixedn(KEYS, ARGV, hdr, now) end
     return fixedn(KEYS, ARGV, hdr)
   end
+  n1, n2 = n1 + c1, n2 + c2
   fwcount(KEYS[1], ws1, n1, o1, W1)
   fwcount(KEYS[2], ws2, n2, o2, W2)
   if usetime == 0 then return spack('<dd', n1, n2) end

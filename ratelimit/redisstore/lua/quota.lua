@@ -32,7 +32,7 @@ DEF[8] = function()
     end,
     allow = function(s, p, cost)
       local _, e, count = at(s, p)
-      if count + cost <= p[1] then return true, 0 end
+      if cost <= p[1] - count then return true, 0 end -- exact (fixed_window.lua)
       return false, e - now
     end,
     take = function(s, p, cost)
