@@ -138,6 +138,11 @@ type Event struct {
 	// allowed, nothing for a peek). Observers that report usage (the
 	// usage export, the access log's units) read it before the cost.
 	Counted []int64
+	// CountedAt is when the units of the hits counted by response
+	// (Hits[i].Mode is a peek) were counted, by the store's clock when
+	// it reports one: the period they belong to. Zero when Counted is
+	// nil.
+	CountedAt time.Time
 	// StoreErr is the store's error when it failed.
 	StoreErr error
 	// StoreLatency is the time spent in the store call (0 for a

@@ -268,6 +268,11 @@ func (e *Exporter) Observe(ev *proxy.Event) {
 		if d != nil && d.At != 0 {
 			at = time.UnixMicro(d.At) // the store's own clock decided
 		}
+		if h.Mode == ratelimit.HitPeek && !ev.CountedAt.IsZero() {
+			// Counted by response: its units belong to the period the
+			// response was counted in, as the store counted them.
+			at = ev.CountedAt
+		}
 		units := countedUnits(ev, i, d)
 		if units > 0 {
 			e.add(ev.Consumer, ev.Plan, l, at, units)

@@ -1,0 +1,148 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// respCountUpstream answers every request 200 with the units it says it
+// used in X-Used (the request's X-Want, default 7), as a metered API
+// reports its usage, after the request's X-Sleep.
+func respCountUpstream(t *testing.T) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		used := r.Header.Get("X-Want")
+		if used == "" {
+			used = "7"
+		}
+		if d, err := time.ParseDuration(r.Header.Get("X-Sleep")); err == nil {
+			time.Sleep(d)
+		}
+		w.Header().Set("X-Used", used)
+		w.WriteHeader(200)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestUsageExportCountsByResponse: a limit with count = "response" and
+// cost_response_header counts what the upstream reported once it
+// answered; the export must hold those units, not the request's peek
+// (which counts nothing) — the units a metered API bills by.
+func TestUsageExportCountsByResponse(t *testing.T) {
+	sink := startSink(t, mustListen(t), nil)
+	up := newUpstream(t)
+	meter := respCountUpstream(t)
+	extra := fmt.Sprintf(`
+[[limits]]
+name = "metered"
+by = ["consumer"]
+rates = ["100000/hour"]
+count = "response"
+cost_response_header = "X-Used"
+
+[[routes]]
+name = "llm"
+path_prefix = "/llm"
+upstream = "%s"
+limits = ["metered"]
+`, meter.URL)
+	g := startGateway(t, "usage.toml.tmpl", gwOpts{Data: usageData(t, "http://"+sink.addr+"/", up, "Extra", extra)})
+	c := &http.Client{Timeout: 10 * time.Second}
+	var want int64
+	for i := range 5 {
+		used := int64(10 + i)
+		r := get(t, c, g.url("/llm/chat"), map[string]string{"X-API-Key": "acme-key", "X-Want": strconv.FormatInt(used, 10)})
+		if r.Status != 200 {
+			t.Fatalf("request %d: %s", i, r)
+		}
+		want += used
+	}
+	g.stop(t)
+	if got := sink.totals()["acme/metered"]; got != want {
+		t.Errorf("receiver holds %d units of the response-counted limit, the upstream reported %d", got, want)
+	}
+}
+
+// TestUsageExportResponseCountedPeriod: a monthly quota in New York
+// counted by response; a request decided seconds before local midnight
+// of March 1 is answered after it, so the store counts its units in
+// March (the quota endpoint shows them there). The export must put them
+// in March too: a bill that put them in February would disagree with
+// the quota the consumer was held to.
+func TestUsageExportResponseCountedPeriod(t *testing.T) {
+	stores(t, func(t *testing.T, redis string) {
+		ny, err := time.LoadLocation("America/New_York")
+		if err != nil {
+			t.Fatal(err)
+		}
+		midnight := time.Date(2025, 3, 1, 0, 0, 0, 0, ny)
+		off := time.Until(midnight.Add(-4 * time.Second))
+		fake := func() time.Time { return time.Now().Add(off) }
+		sink := startSink(t, mustListen(t), nil)
+		up := newUpstream(t)
+		meter := respCountUpstream(t)
+		extra := fmt.Sprintf(`
+[[limits]]
+name = "metered"
+by = ["consumer"]
+algorithm = "quota"
+rates = ["1000/month"]
+timezone = "America/New_York"
+count = "response"
+cost_response_header = "X-Used"
+
+[[routes]]
+name = "llm"
+path_prefix = "/llm"
+upstream = "%s"
+limits = ["metered"]
+
+[[routes]]
+name = "budget"
+path_prefix = "/rate_limit"
+respond = { quota = true, routes = ["llm"] }
+`, meter.URL)
+		g := startGateway(t, "usage.toml.tmpl", gwOpts{Data: usageData(t, "http://"+sink.addr+"/", up, "Extra", extra, "Redis", redis,
+			"Clock", "local"),
+			Env: []string{clockSkewEnv + "=" + off.String()}})
+		c := &http.Client{Timeout: 30 * time.Second}
+		key := "acme-key"
+		left := midnight.Sub(fake())
+		if left < time.Second {
+			t.Fatalf("the gateway took until %s before midnight to start (machine overloaded)", left)
+		}
+		r := get(t, c, g.url("/llm/chat"), map[string]string{"X-API-Key": key, "X-Want": "40",
+			"X-Sleep": (left + 500*time.Millisecond).String()})
+		if r.Status != 200 {
+			t.Fatalf("request: %s", r)
+		}
+		if fake().Before(midnight) {
+			t.Fatalf("answered before midnight")
+		}
+		qa := get(t, c, g.url("/rate_limit"), map[string]string{"X-API-Key": key})
+		if !strings.Contains(string(qa.Body), `"remaining":960`) {
+			t.Errorf("quota endpoint after midnight: %s; want the 40 units counted in March", qa)
+		}
+		g.stop(t)
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		var units int64
+		for _, ev := range sink.byID {
+			if ev.Type != "dev.tollgate.usage.v1" || ev.Data["limit"] != "metered" {
+				continue
+			}
+			units += int64(ev.Data["units"].(float64))
+			if ev.Data["period_start"] != "2025-03-01T05:00:00Z" {
+				t.Errorf("record %v: want the units in March (New York), where the quota counted them", ev.Data)
+			}
+		}
+		if units != 40 {
+			t.Errorf("exported %d units, want 40", units)
+		}
+	})
+}
