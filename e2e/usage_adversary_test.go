@@ -146,3 +146,51 @@ respond = { quota = true, routes = ["llm"] }
 		}
 	})
 }
+
+// TestUsageExportDelayGivenBack: a delay limit (1/s) reserves a slot for
+// a request that must wait; its client gives up during the wait, so the
+// gateway gives the slot back (499, never forwarded). The export must
+// hold the forwarded request's unit only: the store no longer counts the
+// given-back one.
+func TestUsageExportDelayGivenBack(t *testing.T) {
+	stores(t, func(t *testing.T, redis string) {
+		sink := startSink(t, mustListen(t), nil)
+		up := newUpstream(t)
+		extra := `
+[[limits]]
+name = "paced"
+by = ["consumer"]
+algorithm = "token_bucket"
+rates = ["1/2s"]
+on_limit = "delay"
+max_delay = "30s"
+
+[[routes]]
+name = "slow"
+path_prefix = "/slow"
+upstream = "` + up.URL + `"
+limits = ["paced"]
+`
+		g := startGateway(t, "usage.toml.tmpl", gwOpts{Data: usageData(t, "http://"+sink.addr+"/", up, "Extra", extra, "Redis", redis)})
+		c := &http.Client{Timeout: 10 * time.Second}
+		if r := get(t, c, g.url("/slow/a"), map[string]string{"X-API-Key": "acme-key"}); r.Status != 200 {
+			t.Fatalf("first request: %s", r)
+		}
+		impatient := &http.Client{Timeout: 300 * time.Millisecond}
+		req, _ := http.NewRequest("GET", g.url("/slow/b"), nil)
+		req.Header.Set("X-API-Key", "acme-key")
+		if resp, err := impatient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("the second request was answered %d at once; want it to wait", resp.StatusCode)
+		}
+		// The given-back slot is free again: the next request waits no
+		// longer than the first slot's refill (a hang guard, not a timing).
+		if r := get(t, c, g.url("/slow/c"), map[string]string{"X-API-Key": "acme-key"}); r.Status != 200 {
+			t.Fatalf("third request: %s", r)
+		}
+		g.stop(t)
+		if got := sink.totals()["acme/paced"]; got != 2 {
+			t.Errorf("receiver holds %d units of the delay limit; want 2 (two requests forwarded, one slot given back)", got)
+		}
+	})
+}

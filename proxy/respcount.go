@@ -138,14 +138,7 @@ func (h *Handler) reportCounted(q *request, ok bool, now time.Time) {
 		return
 	}
 	c := &q.resp
-	c.counted = c.counted[:0]
-	for i := range q.hits {
-		var n int64
-		if q.hits[i].Mode != ratelimit.HitPeek && i < len(q.ds) && q.ds[i].Counted {
-			n = q.hits[i].Cost
-		}
-		c.counted = append(c.counted, n)
-	}
+	q.fillCounted()
 	j := 0
 	for k, l := range c.lims {
 		if !l.Response.Counts(c.status) {
@@ -184,4 +177,20 @@ func countsResponse(rt *policy.Route) bool {
 		}
 	}
 	return false
+}
+
+// fillCounted sets Event.Counted to what each hit's decision counted
+// (its cost when counted, nothing for a peek), for a caller to correct
+// where the request later counted otherwise.
+func (q *request) fillCounted() {
+	c := &q.resp
+	c.counted = c.counted[:0]
+	for i := range q.hits {
+		var n int64
+		if q.hits[i].Mode != ratelimit.HitPeek && i < len(q.ds) && q.ds[i].Counted {
+			n = q.hits[i].Cost
+		}
+		c.counted = append(c.counted, n)
+	}
+	q.ev.Counted = c.counted
 }
