@@ -169,7 +169,7 @@ func (e *Exporter) claimNotices(ctx context.Context) {
 		}
 		ttl := time.Until(time.UnixMicro(n.end)) + time.Minute
 		cctx, cancel := context.WithTimeout(ctx, e.o.Timeout)
-		ok, err := e.o.Claimer.Claim(cctx, e.o.ClaimPrefix+"usage:notice:"+n.k.id(), max(ttl, time.Second))
+		ok, err := e.o.Claimer.Claim(cctx, e.o.ClaimPrefix+"usage:notice:"+n.k.id(), e.instance, max(ttl, time.Second))
 		cancel()
 		switch {
 		case err != nil:

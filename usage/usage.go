@@ -55,11 +55,14 @@ const rejectAttempts = 3
 const initialBackoff = 100 * time.Millisecond
 
 // Claimer decides, across every gateway sharing a store, which one posts a
-// threshold notice: Claim returns true for exactly one caller per key
-// until ttl has passed (Redis: SET key NX PX ttl). A nil Claimer makes
-// each process decide for itself.
+// threshold notice: Claim returns true for exactly one owner per key
+// until ttl has passed, and true again when that owner claims the key
+// again: a claim whose answer was lost (a timeout after the store set
+// the key) is retried, and must not then find the key taken by nobody
+// who will post (Redis: SET key owner NX PX ttl, or the key's value is
+// owner). A nil Claimer makes each process decide for itself.
 type Claimer interface {
-	Claim(ctx context.Context, key string, ttl time.Duration) (bool, error)
+	Claim(ctx context.Context, key, owner string, ttl time.Duration) (bool, error)
 }
 
 // Options configures an Exporter.
