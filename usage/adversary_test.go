@@ -1,0 +1,123 @@
+package usage
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tollgate/gateway/proxy"
+	"github.com/tollgate/gateway/ratelimit"
+)
+
+// held returns what the aggregate holds, "consumer/limit/period/start"
+// (start in RFC 3339, UTC) to units.
+func (e *Exporter) held() map[string]int64 {
+	out := map[string]int64{}
+	for i := range e.agg.s {
+		sh := &e.agg.s[i]
+		sh.mu.Lock()
+		for k, en := range sh.m {
+			out[fmt.Sprintf("%s/%s/%s/%s", k.consumer, k.limit, k.period, stamp(k.start))] += en.units
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+// TestAdversaryObserve is the table of what a reviewer tried to make the
+// export lose, double or misattribute, and what the aggregate holds
+// afterwards. The expected periods are written out by hand (calendar
+// dates), not computed by the code under test.
+func TestAdversaryObserve(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quota := func(tz *time.Location, startsOn int) *ratelimit.Limit {
+		l := &ratelimit.Limit{Name: "tokens", Algorithm: ratelimit.Quota, Location: tz, MonthStartsOn: startsOn}
+		r, err := ratelimit.ParseRate("1000/month")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Rates = []ratelimit.Rate{r}
+		if err := l.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	fixed := limit(t, "calls", ratelimit.FixedWindow, ratelimit.Rate{Limit: 10, Window: time.Hour})
+	conc := &ratelimit.Limit{Name: "inflight", Algorithm: ratelimit.Concurrency, MaxInFlight: 4}
+	_ = conc.Finish()
+	nyQuota := quota(ny, 0)
+	nyQuota15 := quota(ny, 15)
+	// 2025-03-01 04:59:59 UTC is still February 28 in New York.
+	lateFeb := time.Date(2025, 3, 1, 4, 59, 59, 0, time.UTC)
+	earlyMar := time.Date(2025, 3, 1, 5, 0, 1, 0, time.UTC)
+	allowed := ratelimit.Decision{Allowed: true, Counted: true, Limit: 1000, Remaining: 900}
+	for _, tc := range []struct {
+		name string
+		ev   proxy.Event
+		want map[string]int64
+	}{
+		{"anonymous client (no consumer): not a billing key", proxy.Event{Start: lateFeb,
+			Hits: []ratelimit.Hit{{Limit: fixed, Cost: 3}}, Decisions: []ratelimit.Decision{allowed}}, map[string]int64{}},
+		{"denied request", proxy.Event{Start: lateFeb, Consumer: "acme",
+			Hits: []ratelimit.Hit{{Limit: fixed, Cost: 3}}, Decisions: []ratelimit.Decision{{Limit: 10}}}, map[string]int64{}},
+		{"concurrency limit", proxy.Event{Start: lateFeb, Consumer: "acme",
+			Hits: []ratelimit.Hit{{Limit: conc, Cost: 1}}, Decisions: []ratelimit.Decision{allowed}}, map[string]int64{}},
+		{"peek never answered (no Counted)", proxy.Event{Start: lateFeb, Consumer: "acme",
+			Hits: []ratelimit.Hit{{Limit: nyQuota, Cost: 5, Mode: ratelimit.HitPeek}}, Decisions: []ratelimit.Decision{{Allowed: true, Limit: 1000, Remaining: 1000}}},
+			map[string]int64{}},
+		{"quota in New York, a second before its midnight", proxy.Event{Start: lateFeb, Consumer: "acme",
+			Hits: []ratelimit.Hit{{Limit: nyQuota, Cost: 4}}, Decisions: []ratelimit.Decision{allowed}},
+			map[string]int64{"acme/tokens/month/2025-02-01T05:00:00Z": 4}},
+		{"quota in New York, a second after", proxy.Event{Start: earlyMar, Consumer: "acme",
+			Hits: []ratelimit.Hit{{Limit: nyQuota, Cost: 4}}, Decisions: []ratelimit.Decision{allowed}},
+			map[string]int64{"acme/tokens/month/2025-03-01T05:00:00Z": 4}},
+		{"month_starts_on 15, New York, March 15 04:30 UTC (still the 14th there)", proxy.Event{
+			Start: time.Date(2025, 3, 15, 3, 30, 0, 0, time.UTC), Consumer: "acme",
+			Hits: []ratelimit.Hit{{Limit: nyQuota15, Cost: 2}}, Decisions: []ratelimit.Decision{allowed}},
+			map[string]int64{"acme/tokens/month/2025-02-15T05:00:00Z": 2}},
+		{"the store's clock decided across the boundary (Decision.At)", proxy.Event{Start: lateFeb, Consumer: "acme",
+			Hits: []ratelimit.Hit{{Limit: nyQuota, Cost: 4}},
+			Decisions: []ratelimit.Decision{{Allowed: true, Counted: true, Limit: 1000, Remaining: 900, At: earlyMar.UnixMicro()}}},
+			map[string]int64{"acme/tokens/month/2025-03-01T05:00:00Z": 4}},
+		{"counted by response after the boundary (CountedAt)", proxy.Event{Start: lateFeb, Consumer: "acme",
+			Hits:      []ratelimit.Hit{{Limit: nyQuota, Cost: 1, Mode: ratelimit.HitPeek}},
+			Decisions: []ratelimit.Decision{{Allowed: true, Limit: 1000, Remaining: 1000, At: lateFeb.UnixMicro()}},
+			Counted:   []int64{40}, CountedAt: earlyMar},
+			map[string]int64{"acme/tokens/month/2025-03-01T05:00:00Z": 40}},
+		{"a request-counted hit beside a response-counted one keeps its own instant", proxy.Event{Start: lateFeb, Consumer: "acme",
+			Hits: []ratelimit.Hit{{Limit: fixed, Cost: 2}, {Limit: nyQuota, Cost: 1, Mode: ratelimit.HitPeek}},
+			Decisions: []ratelimit.Decision{{Allowed: true, Counted: true, Limit: 10, Remaining: 8},
+				{Allowed: true, Limit: 1000, Remaining: 1000}},
+			Counted: []int64{2, 40}, CountedAt: earlyMar},
+			map[string]int64{"acme/calls/1h0m0s/2025-03-01T04:00:00Z": 2, "acme/tokens/month/2025-03-01T05:00:00Z": 40}},
+		{"a delay slot given back (Counted 0)", proxy.Event{Start: lateFeb, Consumer: "acme",
+			Hits: []ratelimit.Hit{{Limit: fixed, Cost: 1}}, Decisions: []ratelimit.Decision{{Allowed: true, Counted: true, Limit: 10, Remaining: 9, Delay: time.Second}},
+			Counted: []int64{0}}, map[string]int64{}},
+		{"an upstream reporting a negative usage", proxy.Event{Start: lateFeb, Consumer: "acme",
+			Hits:      []ratelimit.Hit{{Limit: nyQuota, Cost: 1, Mode: ratelimit.HitPeek}},
+			Decisions: []ratelimit.Decision{{Allowed: true, Limit: 1000, Remaining: 1000}}, Counted: []int64{-40}, CountedAt: lateFeb},
+			map[string]int64{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := New(Options{Sink: "http://127.0.0.1:1/", FlushInterval: time.Hour, StopTimeout: time.Millisecond, Logger: quiet()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close(t.Context())
+			e.Observe(&tc.ev)
+			e.Observe(&tc.ev) // twice: units add, never a second key
+			got := e.held()
+			for k, v := range tc.want {
+				if got[k] != 2*v {
+					t.Errorf("%s: %d units, want %d (all held: %v)", k, got[k], 2*v, got)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("held %v, want %v (twice)", got, tc.want)
+			}
+		})
+	}
+}
