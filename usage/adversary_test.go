@@ -79,7 +79,7 @@ func TestAdversaryObserve(t *testing.T) {
 			Hits: []ratelimit.Hit{{Limit: nyQuota15, Cost: 2}}, Decisions: []ratelimit.Decision{allowed}},
 			map[string]int64{"acme/tokens/month/2025-02-15T05:00:00Z": 2}},
 		{"the store's clock decided across the boundary (Decision.At)", proxy.Event{Start: lateFeb, Consumer: "acme",
-			Hits: []ratelimit.Hit{{Limit: nyQuota, Cost: 4}},
+			Hits:      []ratelimit.Hit{{Limit: nyQuota, Cost: 4}},
 			Decisions: []ratelimit.Decision{{Allowed: true, Counted: true, Limit: 1000, Remaining: 900, At: earlyMar.UnixMicro()}}},
 			map[string]int64{"acme/tokens/month/2025-03-01T05:00:00Z": 4}},
 		{"counted by response after the boundary (CountedAt)", proxy.Event{Start: lateFeb, Consumer: "acme",
@@ -119,5 +119,31 @@ func TestAdversaryObserve(t *testing.T) {
 				t.Errorf("held %v, want %v (twice)", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestNoticePerWindowNotIndex: a consumer on a plan of 10/hour crosses
+// 0.8 in the hour from midnight, then moves to a plan of 100/day (other
+// windows: a fresh counter) and crosses 0.8 of its day. Both windows are
+// index 0 of their rates and both periods start at midnight, but they
+// are two budgets: two notices (a key by window index made them one).
+func TestNoticePerWindowNotIndex(t *testing.T) {
+	rc := newReceiver(t)
+	e, err := New(Options{Sink: rc.URL, FlushInterval: time.Hour, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetNotify(map[string][]float64{"calls": {0.8}})
+	hourly := limit(t, "calls", ratelimit.FixedWindow, ratelimit.Rate{Limit: 10, Window: time.Hour})
+	daily := limit(t, "calls", ratelimit.FixedWindow, ratelimit.Rate{Limit: 100, Window: 24 * time.Hour})
+	at := time.Date(2026, 5, 4, 0, 30, 0, 0, time.UTC)
+	e.Observe(hitEvent("acme", hourly, at, 1, true, 2))                  // 8 of 10
+	e.Observe(hitEvent("acme", daily, at.Add(time.Minute), 1, true, 20)) // 80 of 100
+	if err := e.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ns := rc.notices()
+	if len(ns) != 2 {
+		t.Fatalf("%d notices %v, want one per window", len(ns), ns)
 	}
 }

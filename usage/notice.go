@@ -12,10 +12,13 @@ import (
 )
 
 // noticeKey names one threshold of one consumer's limit window in one
-// period: at most one notice each.
+// period: at most one notice each. The window is named by its period
+// ("month", "1h0m0s"), not its index: a plan or a reload with other
+// rates has other windows at the same index, and another window is
+// another budget.
 type noticeKey struct {
 	consumer, limit string
-	window          int
+	period          string
 	start           int64
 	threshold       float64
 }
@@ -37,7 +40,7 @@ type notice struct {
 // posted (a claim that failed open cannot double it).
 func (k noticeKey) id() string {
 	h := sha256.New()
-	for _, s := range []string{k.consumer, k.limit, strconv.Itoa(k.window), strconv.FormatInt(k.start, 10),
+	for _, s := range []string{k.consumer, k.limit, k.period, strconv.FormatInt(k.start, 10),
 		strconv.FormatFloat(k.threshold, 'g', -1, 64)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
@@ -135,7 +138,7 @@ func (e *Exporter) checkThresholds(consumer, plan string, h *ratelimit.Hit, d *r
 		if name == "" {
 			name, start, end = e.periods.of(l, d.Window, at)
 		}
-		k := noticeKey{consumer: consumer, limit: l.Name, window: d.Window, start: start, threshold: f}
+		k := noticeKey{consumer: consumer, limit: l.Name, period: name, start: start, threshold: f}
 		if e.notices.seenAlready(k) {
 			continue // the common case past a threshold: one lookup
 		}
