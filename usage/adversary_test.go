@@ -1,7 +1,9 @@
 package usage
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,5 +147,47 @@ func TestNoticePerWindowNotIndex(t *testing.T) {
 	ns := rc.notices()
 	if len(ns) != 2 {
 		t.Fatalf("%d notices %v, want one per window", len(ns), ns)
+	}
+}
+
+// ttlClaims is a Claimer that records the ttl of every claim.
+type ttlClaims struct {
+	mu   sync.Mutex
+	ttls []time.Duration
+}
+
+func (c *ttlClaims) Claim(_ context.Context, _, _ string, ttl time.Duration) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ttls = append(c.ttls, ttl)
+	return true, nil
+}
+
+// TestNoticeClaimTTLStoreClock: the store's clock (store.clock =
+// "redis") decided a crossing at 10:15 of a 1h window; this gateway's
+// own clock is years ahead of it. The claim must outlive the rest of
+// the period as the store counts it (45 min): a ttl from the gateway's
+// clock expired at once, and a second gateway crossing later in the
+// same period found no claim and posted the notice again.
+func TestNoticeClaimTTLStoreClock(t *testing.T) {
+	rc := newReceiver(t)
+	cl := &ttlClaims{}
+	e, err := New(Options{Sink: rc.URL, FlushInterval: time.Hour, Claimer: cl, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetNotify(map[string][]float64{"calls": {0.5}})
+	l := limit(t, "calls", ratelimit.FixedWindow, ratelimit.Rate{Limit: 10, Window: time.Hour})
+	at := time.Date(2020, 1, 1, 10, 15, 0, 0, time.UTC)
+	ev := hitEvent("acme", l, at, 1, true, 4)
+	ev.Decisions[0].At = at.UnixMicro()
+	e.Observe(ev)
+	if err := e.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if len(cl.ttls) != 1 || cl.ttls[0] < 45*time.Minute {
+		t.Errorf("claim ttls %v, want one of at least the 45 min left in the store's period", cl.ttls)
 	}
 }

@@ -170,7 +170,11 @@ func (e *Exporter) claimNotices(ctx context.Context) {
 			won = append(won, n)
 			continue
 		}
-		ttl := time.Until(time.UnixMicro(n.end)) + time.Minute
+		// The rest of the period by the clock that decided the crossing
+		// (the store's, with store.clock = "redis"), not this process's:
+		// a gateway clock ahead of it would let the claim expire while
+		// the period still runs, and another gateway notice again.
+		ttl := time.UnixMicro(n.end).Sub(n.at) + time.Minute
 		cctx, cancel := context.WithTimeout(ctx, e.o.Timeout)
 		ok, err := e.o.Claimer.Claim(cctx, e.o.ClaimPrefix+"usage:notice:"+n.k.id(), e.instance, max(ttl, time.Second))
 		cancel()
