@@ -191,3 +191,41 @@ func TestNoticeClaimTTLStoreClock(t *testing.T) {
 		t.Errorf("claim ttls %v, want one of at least the 45 min left in the store's period", cl.ttls)
 	}
 }
+
+// TestNoticeResponseCountedAcrossPeriods: a consumer at 900 of its
+// 1000/month (New York) sends a request decided on February 28 there
+// and answered on March 1 with 40 units. March holds 40: no 0.8 notice
+// for March (its usage was judged from February's window plus the 40).
+func TestNoticeResponseCountedAcrossPeriods(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := newReceiver(t)
+	e, err := New(Options{Sink: rc.URL, FlushInterval: time.Hour, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetNotify(map[string][]float64{"tokens": {0.8}})
+	r, err := ratelimit.ParseRate("1000/month")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &ratelimit.Limit{Name: "tokens", Algorithm: ratelimit.Quota, Location: ny, Rates: []ratelimit.Rate{r}}
+	if err := l.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	lateFeb := time.Date(2025, 3, 1, 4, 59, 59, 0, time.UTC)
+	e.Observe(&proxy.Event{Start: lateFeb, Consumer: "acme",
+		Hits:      []ratelimit.Hit{{Limit: l, Cost: 1, Mode: ratelimit.HitPeek}},
+		Decisions: []ratelimit.Decision{{Allowed: true, Limit: 1000, Remaining: 100, At: lateFeb.UnixMicro()}},
+		Counted:   []int64{40}, CountedAt: lateFeb.Add(2 * time.Second)})
+	if err := e.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range rc.notices() {
+		if n["period_start"] == "2025-03-01T05:00:00Z" {
+			t.Errorf("notice for March, which holds 40 of 1000: %v", n)
+		}
+	}
+}

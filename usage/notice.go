@@ -113,7 +113,10 @@ func (b *noticeBook) sweep(now time.Time) {
 // checkThresholds looks at a hit's decision: the window it reports (the
 // one closest to its limit) and its usage after the request; a fraction
 // of notify_at first reached in the window's period is a notice.
-func (e *Exporter) checkThresholds(consumer, plan string, h *ratelimit.Hit, d *ratelimit.Decision, at time.Time, units int64, fs []float64) {
+//
+// decided is the decision's instant, at the units' (later for a hit
+// counted by response).
+func (e *Exporter) checkThresholds(consumer, plan string, h *ratelimit.Hit, d *ratelimit.Decision, decided, at time.Time, units int64, fs []float64) {
 	l := h.Limit
 	if d.Limit <= 0 || d.Window < 0 || d.Window >= len(l.Rates) || (d.Penalty && !d.Counted) {
 		// A penalty box's denial checked no window: its Remaining says
@@ -125,6 +128,16 @@ func (e *Exporter) checkThresholds(consumer, plan string, h *ratelimit.Hit, d *r
 		// Counted by response: the decision saw the window before the
 		// units were taken.
 		used += units
+		if !decided.Equal(at) {
+			_, was, _ := e.periods.of(l, d.Window, decided)
+			if _, is, _ := e.periods.of(l, d.Window, at); was != is {
+				// Answered in a later period than it was decided in:
+				// the decision's window is not the one the units went
+				// to, whose usage is unknown here (a later request's
+				// decision will show it).
+				return
+			}
+		}
 	}
 	if used <= 0 {
 		return

@@ -271,6 +271,7 @@ func (e *Exporter) Observe(ev *proxy.Event) {
 		if d != nil && d.At != 0 {
 			at = time.UnixMicro(d.At) // the store's own clock decided
 		}
+		decided := at
 		if h.Mode == ratelimit.HitPeek && !ev.CountedAt.IsZero() {
 			// Counted by response: its units belong to the period the
 			// response was counted in, as the store counted them.
@@ -281,7 +282,7 @@ func (e *Exporter) Observe(ev *proxy.Event) {
 			e.add(ev.Consumer, ev.Plan, l, at, units)
 		}
 		if fs := notify[l.Name]; len(fs) > 0 && d != nil {
-			e.checkThresholds(ev.Consumer, ev.Plan, h, d, at, units, fs)
+			e.checkThresholds(ev.Consumer, ev.Plan, h, d, decided, at, units, fs)
 		}
 	}
 }
