@@ -194,3 +194,29 @@ limits = ["paced"]
 		}
 	})
 }
+
+// TestUsageExportIDsAcrossRestart: a gateway posts, stops, starts again
+// with the same configuration and posts again. Every record id is new
+// (a restarted process numbering its records from 1 again must not
+// reuse the ids of its previous life, or a receiver deduplicating by id
+// would throw the new units away): the receiver holds both lives' units.
+func TestUsageExportIDsAcrossRestart(t *testing.T) {
+	sink := startSink(t, mustListen(t), nil)
+	up := newUpstream(t)
+	data := usageData(t, "http://"+sink.addr+"/", up, "Limits", `"calls"`)
+	c := &http.Client{Timeout: 10 * time.Second}
+	book := ledger{}
+	for range 2 {
+		g := startGateway(t, "usage.toml.tmpl", gwOpts{Data: data})
+		book.send(t, c, g, "acme", "acme-key", 4)
+		g.stop(t)
+	}
+	if got := sink.totals()["acme/calls"]; got != book["acme/calls"] {
+		t.Errorf("receiver holds %d units, the two gateways admitted %d", got, book["acme/calls"])
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if sink.dups != 0 {
+		t.Errorf("%d events arrived with an id already seen", sink.dups)
+	}
+}
