@@ -136,7 +136,7 @@ api_keys_sha256 = ["%s"]
 func usageData(t *testing.T, sink string, up *upstream, kv ...any) map[string]any {
 	d := map[string]any{"Redis": "", "Prefix": "tollgate:", "Registry": usageRegistry(t), "Sink": sink,
 		"Upstream": up.URL, "Rate": "40/hour", "Notify": false, "MaxPending": 100000,
-		"Limits": `"calls", "monthly", "watch"`, "Extra": ""}
+		"Limits": `"calls", "monthly", "watch"`, "Extra": "", "Clock": ""}
 	for i := 0; i+1 < len(kv); i += 2 {
 		d[kv[i].(string)] = kv[i+1]
 	}

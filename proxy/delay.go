@@ -228,6 +228,17 @@ func (h *Handler) cancelReservations(q *request, p *policy.Policy) {
 	now := h.now()
 	if err := c.Cancel(ctx, now, q.hits, q.ds); err != nil {
 		h.logStoreError(err, p.Store.OnError, now)
+		return // it may not have landed: the decisions stand
+	}
+	if h.observer != nil {
+		// The reserved slots no longer count: observers that report
+		// usage (the usage export) must not bill them.
+		q.fillCounted()
+		for i := range q.hits {
+			if i < len(q.ds) && q.ds[i].Counted && q.ds[i].Delay > 0 {
+				q.ev.Counted[i] = 0
+			}
+		}
 	}
 }
 

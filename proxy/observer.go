@@ -137,11 +137,17 @@ type Event struct {
 	// Counted is, per hit (same order as Hits), the units the limit
 	// finally counted for the request when that is known only after the
 	// response: a limit that counts by response, or a reserved estimate
-	// settled to the usage the upstream reported. nil when every hit
+	// settled to the usage the upstream reported; and 0 for a delay
+	// slot given back (the client left while it waited). nil when every hit
 	// counted what its decision took (Hits[i].Cost when the request was
 	// allowed, nothing for a peek). Observers that report usage (the
 	// usage export, the access log's units) read it before the cost.
 	Counted []int64
+	// CountedAt is when the units of the hits counted by response
+	// (Hits[i].Mode is a peek) were counted, by the store's clock when
+	// it reports one: the period they belong to. Zero when Counted is
+	// nil.
+	CountedAt time.Time
 	// StoreErr is the store's error when it failed.
 	StoreErr error
 	// StoreLatency is the time spent in the store call (0 for a

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/ratelimit"
@@ -23,6 +24,9 @@ type respCount struct {
 	// takes and tds are the scratch space of the counting call.
 	takes []ratelimit.Hit
 	tds   []ratelimit.Decision
+	// counted is the scratch space of Event.Counted: per hit, the units
+	// it finally counted.
+	counted []int64
 	// clientDone is the client's own context's Done, kept when the
 	// request's context was detached from it (a wait for a delay slot
 	// still ends when the client goes).
@@ -35,6 +39,7 @@ func (c *respCount) reset() {
 	c.idx, c.lims, c.costs = c.idx[:0], c.lims[:0], c.costs[:0]
 	clear(c.takes)
 	c.takes, c.tds = c.takes[:0], c.tds[:0]
+	c.counted = c.counted[:0]
 	c.status = 0
 	c.clientDone = nil
 	c.usage.reset()
@@ -126,8 +131,44 @@ func (h *Handler) countResponse(q *request, p *policy.Policy) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.Store.Timeout)
 	defer cancel()
 	now := h.now()
-	if _, err := q.decider.Decide(ctx, now, c.takes, c.tds); err != nil {
+	_, err := q.decider.Decide(ctx, now, c.takes, c.tds)
+	if err != nil {
 		h.logStoreError(err, p.Store.OnError, now)
+	}
+	h.reportCounted(q, err == nil, now)
+}
+
+// reportCounted tells the observers what each hit finally counted
+// (Event.Counted) and when the response's units were counted
+// (Event.CountedAt): the usage export bills by them, and a peek's
+// decision counted nothing. ok is false when the counting call failed:
+// its units are unknown (it may have counted) and reported as none. It
+// corrects only the hits countResponse took; the token budgets' were
+// set by settleUsage, which ran first.
+func (h *Handler) reportCounted(q *request, ok bool, now time.Time) {
+	if h.observer == nil {
+		return
+	}
+	c := &q.resp
+	if len(q.ev.Counted) != len(q.hits) {
+		q.fillCounted()
+	}
+	j := 0
+	for k, l := range c.lims {
+		// The same selection as countResponse's takes, so j walks them.
+		if l.Response.Usage != nil || !l.Response.Counts(c.status) {
+			continue
+		}
+		var n int64
+		if ok && c.tds[j].Counted {
+			n = c.takes[j].Cost
+		}
+		q.ev.Counted[c.idx[k]] = n
+		j++
+	}
+	q.ev.CountedAt = now
+	if len(c.tds) > 0 && c.tds[0].At != 0 {
+		q.ev.CountedAt = time.UnixMicro(c.tds[0].At) // the store's own clock
 	}
 }
 
@@ -152,4 +193,20 @@ func countsResponse(rt *policy.Route) bool {
 		}
 	}
 	return false
+}
+
+// fillCounted sets Event.Counted to what each hit's decision counted
+// (its cost when counted, nothing for a peek), for a caller to correct
+// where the request later counted otherwise.
+func (q *request) fillCounted() {
+	c := &q.resp
+	c.counted = c.counted[:0]
+	for i := range q.hits {
+		var n int64
+		if q.hits[i].Mode != ratelimit.HitPeek && i < len(q.ds) && q.ds[i].Counted {
+			n = q.hits[i].Cost
+		}
+		c.counted = append(c.counted, n)
+	}
+	q.ev.Counted = c.counted
 }

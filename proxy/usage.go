@@ -367,6 +367,12 @@ func (h *Handler) settleUsage(q *request, p *policy.Policy) {
 		if _, err := q.decider.Decide(ctx, now, u.takes, u.tds); err != nil {
 			h.logStoreError(err, p.Store.OnError, now)
 		}
+		// A peeked budget's units belong to the period they were
+		// taken in (Event.CountedAt), by the store's clock when it has one.
+		q.ev.CountedAt = now
+		if u.tds[0].At != 0 {
+			q.ev.CountedAt = time.UnixMicro(u.tds[0].At)
+		}
 	}
 	if len(u.gives) > 0 {
 		g, ok := q.decider.(ratelimit.Settler)

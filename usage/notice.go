@@ -12,10 +12,13 @@ import (
 )
 
 // noticeKey names one threshold of one consumer's limit window in one
-// period: at most one notice each.
+// period: at most one notice each. The window is named by its period
+// ("month", "1h0m0s"), not its index: a plan or a reload with other
+// rates has other windows at the same index, and another window is
+// another budget.
 type noticeKey struct {
 	consumer, limit string
-	window          int
+	period          string
 	start           int64
 	threshold       float64
 }
@@ -37,7 +40,7 @@ type notice struct {
 // posted (a claim that failed open cannot double it).
 func (k noticeKey) id() string {
 	h := sha256.New()
-	for _, s := range []string{k.consumer, k.limit, strconv.Itoa(k.window), strconv.FormatInt(k.start, 10),
+	for _, s := range []string{k.consumer, k.limit, k.period, strconv.FormatInt(k.start, 10),
 		strconv.FormatFloat(k.threshold, 'g', -1, 64)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
@@ -110,7 +113,10 @@ func (b *noticeBook) sweep(now time.Time) {
 // checkThresholds looks at a hit's decision: the window it reports (the
 // one closest to its limit) and its usage after the request; a fraction
 // of notify_at first reached in the window's period is a notice.
-func (e *Exporter) checkThresholds(consumer, plan string, h *ratelimit.Hit, d *ratelimit.Decision, at time.Time, units int64, fs []float64) {
+//
+// decided is the decision's instant, at the units' (later for a hit
+// counted by response).
+func (e *Exporter) checkThresholds(consumer, plan string, h *ratelimit.Hit, d *ratelimit.Decision, decided, at time.Time, units int64, fs []float64) {
 	l := h.Limit
 	if d.Limit <= 0 || d.Window < 0 || d.Window >= len(l.Rates) || (d.Penalty && !d.Counted) {
 		// A penalty box's denial checked no window: its Remaining says
@@ -122,6 +128,16 @@ func (e *Exporter) checkThresholds(consumer, plan string, h *ratelimit.Hit, d *r
 		// Counted by response: the decision saw the window before the
 		// units were taken.
 		used += units
+		if !decided.Equal(at) {
+			_, was, _ := e.periods.of(l, d.Window, decided)
+			if _, is, _ := e.periods.of(l, d.Window, at); was != is {
+				// Answered in a later period than it was decided in:
+				// the decision's window is not the one the units went
+				// to, whose usage is unknown here (a later request's
+				// decision will show it).
+				return
+			}
+		}
 	}
 	if used <= 0 {
 		return
@@ -135,7 +151,7 @@ func (e *Exporter) checkThresholds(consumer, plan string, h *ratelimit.Hit, d *r
 		if name == "" {
 			name, start, end = e.periods.of(l, d.Window, at)
 		}
-		k := noticeKey{consumer: consumer, limit: l.Name, window: d.Window, start: start, threshold: f}
+		k := noticeKey{consumer: consumer, limit: l.Name, period: name, start: start, threshold: f}
 		if e.notices.seenAlready(k) {
 			continue // the common case past a threshold: one lookup
 		}
@@ -167,9 +183,13 @@ func (e *Exporter) claimNotices(ctx context.Context) {
 			won = append(won, n)
 			continue
 		}
-		ttl := time.Until(time.UnixMicro(n.end)) + time.Minute
+		// The rest of the period by the clock that decided the crossing
+		// (the store's, with store.clock = "redis"), not this process's:
+		// a gateway clock ahead of it would let the claim expire while
+		// the period still runs, and another gateway notice again.
+		ttl := time.UnixMicro(n.end).Sub(n.at) + time.Minute
 		cctx, cancel := context.WithTimeout(ctx, e.o.Timeout)
-		ok, err := e.o.Claimer.Claim(cctx, e.o.ClaimPrefix+"usage:notice:"+n.k.id(), max(ttl, time.Second))
+		ok, err := e.o.Claimer.Claim(cctx, e.o.ClaimPrefix+"usage:notice:"+n.k.id(), e.instance, max(ttl, time.Second))
 		cancel()
 		switch {
 		case err != nil:

@@ -55,11 +55,14 @@ const rejectAttempts = 3
 const initialBackoff = 100 * time.Millisecond
 
 // Claimer decides, across every gateway sharing a store, which one posts a
-// threshold notice: Claim returns true for exactly one caller per key
-// until ttl has passed (Redis: SET key NX PX ttl). A nil Claimer makes
-// each process decide for itself.
+// threshold notice: Claim returns true for exactly one owner per key
+// until ttl has passed, and true again when that owner claims the key
+// again: a claim whose answer was lost (a timeout after the store set
+// the key) is retried, and must not then find the key taken by nobody
+// who will post (Redis: SET key owner NX PX ttl, or the key's value is
+// owner). A nil Claimer makes each process decide for itself.
 type Claimer interface {
-	Claim(ctx context.Context, key string, ttl time.Duration) (bool, error)
+	Claim(ctx context.Context, key, owner string, ttl time.Duration) (bool, error)
 }
 
 // Options configures an Exporter.
@@ -268,12 +271,18 @@ func (e *Exporter) Observe(ev *proxy.Event) {
 		if d != nil && d.At != 0 {
 			at = time.UnixMicro(d.At) // the store's own clock decided
 		}
+		decided := at
+		if h.Mode == ratelimit.HitPeek && !ev.CountedAt.IsZero() {
+			// Counted by response: its units belong to the period the
+			// response was counted in, as the store counted them.
+			at = ev.CountedAt
+		}
 		units := countedUnits(ev, i, d)
 		if units > 0 {
 			e.add(ev.Consumer, ev.Plan, l, at, units)
 		}
 		if fs := notify[l.Name]; len(fs) > 0 && d != nil {
-			e.checkThresholds(ev.Consumer, ev.Plan, h, d, at, units, fs)
+			e.checkThresholds(ev.Consumer, ev.Plan, h, d, decided, at, units, fs)
 		}
 	}
 }

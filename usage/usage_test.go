@@ -575,32 +575,64 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
-// claims is a Claimer over a map (the fleet's Redis in the e2e tests):
-// down fails every claim.
+// claims is a Claimer over a map of owners (the fleet's Redis in the e2e
+// tests): down fails every claim; lose > 0 sets the next claims' keys
+// but loses their answers (a timeout after Redis wrote).
 type claims struct {
 	mu   sync.Mutex
-	m    map[string]bool
+	m    map[string]string
 	down bool
+	lose int
 }
 
-func (c *claims) Claim(_ context.Context, key string, ttl time.Duration) (bool, error) {
+func (c *claims) Claim(_ context.Context, key, owner string, ttl time.Duration) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.down {
 		return false, context.DeadlineExceeded
 	}
-	if ttl <= 0 || c.m[key] {
+	if ttl <= 0 {
 		return false, nil
 	}
-	c.m[key] = true
+	if o, ok := c.m[key]; ok {
+		return o == owner, nil
+	}
+	c.m[key] = owner
+	if c.lose > 0 {
+		c.lose--
+		return false, context.DeadlineExceeded
+	}
 	return true, nil
+}
+
+// TestNoticeClaimAnswerLost: the claim store sets the claim but its
+// answer is lost; the retry next flush must find the claim this
+// exporter's own and post the notice (it found the key taken, and no
+// gateway ever posted it).
+func TestNoticeClaimAnswerLost(t *testing.T) {
+	rc := newReceiver(t)
+	cl := &claims{m: map[string]string{}, lose: 1}
+	e, err := New(Options{Sink: rc.URL, FlushInterval: 10 * time.Millisecond, Claimer: cl, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetNotify(map[string][]float64{"q": {0.5}})
+	l := limit(t, "q", ratelimit.Quota, ratelimit.Rate{Limit: 10, Window: 24 * time.Hour})
+	e.Observe(hitEvent("acme", l, time.Now(), 1, true, 4)) // 6 of 10 used: past 0.5
+	waitFor(t, "the lost claim retried", func() bool { return e.pendingNotices() == 0 && e.agg.cycle.Load() > 2 })
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rc.notices()); n != 1 {
+		t.Errorf("%d notices posted, want 1: the claim was won, its answer lost", n)
+	}
 }
 
 // TestNoticeClaims: of two exporters sharing a claimer, one posts each
 // notice; a claim store that is down holds the notices until it is back.
 func TestNoticeClaims(t *testing.T) {
 	rc := newReceiver(t)
-	cl := &claims{m: map[string]bool{}, down: true}
+	cl := &claims{m: map[string]string{}, down: true}
 	var es []*Exporter
 	for range 2 {
 		e, err := New(Options{Sink: rc.URL, FlushInterval: 10 * time.Millisecond, Claimer: cl, ClaimPrefix: "p:", Logger: quiet()})
@@ -641,7 +673,7 @@ func TestNoticeClaims(t *testing.T) {
 // notices waiting never exceed MaxPending; the rest are counted.
 func TestNoticesBounded(t *testing.T) {
 	rc := newReceiver(t)
-	cl := &claims{m: map[string]bool{}, down: true}
+	cl := &claims{m: map[string]string{}, down: true}
 	e, err := New(Options{Sink: rc.URL, FlushInterval: time.Hour, MaxPending: 3, Claimer: cl, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)

@@ -67,9 +67,23 @@ func usageSource() string {
 }
 
 // redisClaimer claims a threshold notice for one gateway of the fleet:
-// SET key 1 NX PX ttl.
+// the key is set to the claiming gateway's owner id unless set, and the
+// claim is won when the key holds that id, so a claim retried after its
+// answer was lost (Redis set the key, the reply timed out) is still won.
 type redisClaimer struct{ c redis.UniversalClient }
 
-func (r redisClaimer) Claim(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	return r.c.SetNX(ctx, key, "1", ttl).Result()
+// claimScript is SET key owner NX PX ttl, answering 1 also when the key
+// already holds owner.
+var claimScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if v == ARGV[1] then return 1 end
+return 0`)
+
+func (r redisClaimer) Claim(ctx context.Context, key, owner string, ttl time.Duration) (bool, error) {
+	n, err := claimScript.Run(ctx, r.c, []string{key}, owner, ttl.Milliseconds()).Int()
+	return n == 1, err
 }
