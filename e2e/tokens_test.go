@@ -310,8 +310,15 @@ func TestTokenBudget(t *testing.T) {
 					time.Sleep(50 * time.Millisecond)
 					r = chat(t, c, g.url("/v1/chat/completions"), int(1000-u), h("X-Usage", "1"))
 				}
-				if r.Status != 200 || !strings.Contains(r.Header.Get("RateLimit"), "r=0") {
-					t.Fatalf("a reservation of the rest (%d): %s, want 200 with r=0", 1000-u, r)
+				// Batched: the store's count also held the lease's units
+				// not yet admitted (fewer than its size, 10), so "the
+				// rest" read from it may leave up to 9 of them.
+				rem := "r=0;"
+				for n := 1; a.sync != "" && n <= 9 && !strings.Contains(r.Header.Get("RateLimit"), rem); n++ {
+					rem = "r=" + strconv.Itoa(n) + ";"
+				}
+				if r.Status != 200 || !strings.Contains(r.Header.Get("RateLimit"), rem) {
+					t.Fatalf("a reservation of the rest (%d): %s, want 200 with r=0 (up to r=9 when batched)", 1000-u, r)
 				}
 			})
 		})
