@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/tollgate/gateway/internal/testupstream"
 )
 
 // heldOrShed sends n held requests at once and sorts them as the gateway
@@ -69,5 +75,67 @@ max_in_flight = 4`)}})
 	}
 	if s := adaptiveState(t, g); s.InFlight != 0 {
 		t.Errorf("after every request ended: %d in flight, want 0", s.InFlight)
+	}
+}
+
+// TestAdaptiveUpgradeSampleIsTimeTo101: an upgraded (WebSocket) exchange
+// is answered when the upstream's 101 arrives; the tunnel after it lasts
+// as long as its ends like. The limiter's sample is the time to the 101,
+// as it is the time to the response header of any other answer: sixteen
+// tunnels open for 3s, then eight quick requests, must not teach the limit
+// a base latency of seconds (it took the tunnels' whole lives before).
+func TestAdaptiveUpgradeSampleIsTimeTo101(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "" {
+			testupstream.EchoTunnel(w)
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(func() {
+		up.CloseClientConnections()
+		up.Close()
+	})
+	g := startGateway(t, "adaptive.toml.tmpl", gwOpts{Data: map[string]any{
+		"Body": adaptiveBody(up.URL, `min_in_flight = 32
+max_in_flight = 32`) + "upgrades = [\"websocket\"]\n"}})
+	const tunnels = 16
+	var conns []net.Conn
+	for i := range tunnels {
+		conn := rawConn(t, g.Listen)
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+		fmt.Fprintf(conn, "GET /chat HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", g.Listen)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("tunnel %d: %v %v, want 101", i, resp, err)
+		}
+		conns = append(conns, conn)
+	}
+	if s := adaptiveState(t, g); s.InFlight != tunnels {
+		t.Fatalf("with %d tunnels open: %+v, want each holding its slot", tunnels, s)
+	}
+	time.Sleep(3 * time.Second) // the tunnels' life, which is no latency
+	for _, c := range conns {
+		c.Close()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for adaptiveState(t, g).InFlight != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("tunnels closed 20s ago still hold slots: %+v", adaptiveState(t, g))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(150 * time.Millisecond) // past the sample window's least length
+	for i := range 8 {
+		if r := do(t, http.DefaultClient, "GET", g.url("/x"), nil); r.Status != 200 {
+			t.Fatalf("request %d: %s", i, r)
+		}
+	}
+	s := adaptiveState(t, g)
+	if s.SampleMS == 0 {
+		t.Fatalf("%+v: no window closed", s)
+	}
+	if s.SampleMS >= 1500 || s.MinLatencyMS >= 1500 {
+		t.Errorf("base %vms, sample %vms: the tunnels' 3s lives were taken for the upstream's latency", s.MinLatencyMS, s.SampleMS)
 	}
 }

@@ -1,11 +1,16 @@
 package proxy
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/policy/config"
+	"github.com/tollgate/gateway/ratelimit/memstore"
 )
 
 func adaptivePolicy(t *testing.T, max int64, by []string) *policy.Policy {
@@ -55,5 +60,74 @@ func TestAdaptiveKeptAcrossSwaps(t *testing.T) {
 	}
 	if len(set.m) != 2 {
 		t.Fatalf("%d limiters kept, want the current policy's 2", len(set.m))
+	}
+}
+
+// slowClient takes 10s (on the handler's clock) to read each piece of a
+// response body.
+type slowClient struct {
+	*httptest.ResponseRecorder
+	clock *atomic.Int64
+}
+
+func (s slowClient) Write(b []byte) (int, error) {
+	s.clock.Add(int64(10 * time.Second))
+	return s.ResponseRecorder.Write(b)
+}
+
+// TestCandidateAdaptiveSampleIsUpstreamTime: a candidate configuration's
+// adaptive limiter learns from the same sample as a live one, the
+// upstream's time to its response header. It took the whole exchange, a
+// slow client's reading included, so a candidate reported sheddings the
+// live limit would never make.
+func TestCandidateAdaptiveSampleIsUpstreamTime(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(strings.Repeat("x", 1024)))
+	}))
+	defer up.Close()
+	build := func(adaptive bool) *policy.Policy {
+		c := config.Default()
+		r := config.DefaultRoute()
+		r.Name, r.PathPrefix, r.Upstream = "all", "/", up.URL
+		if adaptive {
+			l := config.DefaultLimit()
+			l.Name, l.Algorithm, l.By = "up", policy.AlgorithmAdaptive, nil
+			c.Limits = []config.LimitConfig{l}
+			r.Limits = []string{"up"}
+		}
+		c.Routes = []config.RouteConfig{r}
+		p, err := policy.Compile(c, func(string) string { return "" }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	var clock atomic.Int64
+	base := time.Unix(1_000_000, 0)
+	h, err := New(build(false), Options{Store: memstore.New(memstore.Options{}),
+		Now: func() time.Time { return base.Add(time.Duration(clock.Load())) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.SetCandidate(&Candidate{Policy: build(true), Store: memstore.New(memstore.Options{}), Record: func(*CandidateOutcome) {}})
+	for i := range 24 {
+		rw := slowClient{httptest.NewRecorder(), &clock}
+		h.ServeHTTP(rw, httptest.NewRequest("GET", "/x", nil))
+		if rw.Code != 200 {
+			t.Fatalf("request %d: %d %s", i, rw.Code, rw.Body)
+		}
+	}
+	a := h.cand.ad.Load()
+	if a == nil || len(a.lims) != 1 {
+		t.Fatal("the candidate's adaptive limiter was not made")
+	}
+	for _, ls := range a.lims {
+		st := ls[0].Stats()
+		if st.Windows < 2 {
+			t.Fatalf("candidate limiter %+v: want its windows closed", st)
+		}
+		if st.MinLatency >= time.Second || st.SampleLatency >= time.Second {
+			t.Fatalf("candidate base %v, sample %v: the client's 10s reads were taken for the upstream's time", st.MinLatency, st.SampleLatency)
+		}
 	}
 }
