@@ -228,23 +228,39 @@ func (h *Handler) releaseAdaptive(q *request) {
 
 // sample is what q's exchange says of the upstream, for the adaptive
 // limiters, the live and the candidate's alike: its time to the response
-// header (to the 101 of an upgrade) when it answered below 500; a failure
-// (error, timeout, 5xx) with no latency, which must not look like spare
-// capacity; nothing when the upstream was not asked or the client left
-// first.
+// header (to the 101 of an upgrade), from when the request's body had
+// arrived if that was later (a slow upload is the client's pace), when it
+// answered below 400; a failure (error, timeout, 5xx, 429) with no
+// latency, which must not look like spare capacity; nothing for another
+// 4xx, when the upstream was not asked or when the client left first.
 func (h *Handler) sample(q *request) (adaptive.Outcome, time.Duration) {
 	ev := &q.ev
 	switch {
 	case ev.Upstream <= 0 || q.rt == nil || q.rt.Respond != nil:
 		// Not forwarded (limited, canceled, answered by the gateway).
-	case ev.Outcome == OutcomeUpstreamError || q.w.status >= 500:
+	case ev.Outcome == OutcomeUpstreamError || q.w.status >= 500 || q.w.status == http.StatusTooManyRequests:
+		// A 429 is the upstream's own refusal: no room, as a 5xx says.
 		return adaptive.Failure, 0
+	case q.w.status >= 400:
+		// A client's error (a path that does not exist, a missing
+		// credential) is the client's choice and usually answered at
+		// once: as a sample it would teach a base latency a flood of
+		// them sets, after which every real answer looks like a queue.
 	case ev.Outcome == OutcomeForwarded:
 		lat := ev.Upstream
 		if !q.ad.headerAt.IsZero() {
 			// The forward began ev.Upstream before it ended, which is
 			// about now.
 			lat = max(0, ev.Upstream-h.now().Sub(q.ad.headerAt))
+			if q.body != nil {
+				// A body that arrived slowly: the upstream's time starts
+				// once it had all of it.
+				if e := q.body.eofAt.Load(); e != 0 {
+					if d := q.ad.headerAt.Sub(time.Unix(0, e)); d >= 0 && d < lat {
+						lat = d
+					}
+				}
+			}
 		}
 		return adaptive.Success, lat
 	}

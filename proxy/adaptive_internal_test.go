@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/gateway/adaptive"
 	"github.com/tollgate/gateway/policy"
 	"github.com/tollgate/gateway/policy/config"
 	"github.com/tollgate/gateway/ratelimit/memstore"
@@ -128,6 +129,55 @@ func TestCandidateAdaptiveSampleIsUpstreamTime(t *testing.T) {
 		}
 		if st.MinLatency >= time.Second || st.SampleLatency >= time.Second {
 			t.Fatalf("candidate base %v, sample %v: the client's 10s reads were taken for the upstream's time", st.MinLatency, st.SampleLatency)
+		}
+	}
+}
+
+// TestAdaptiveSampleTable: what an exchange teaches an adaptive limit,
+// by how it went. The instants are on one clock: the forward began at 0
+// and ended at 10s; the header came at headerAt (0: never written); the
+// request's body had all arrived at eofAt (0: no body).
+func TestAdaptiveSampleTable(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	h := &Handler{now: func() time.Time { return at(10) }}
+	ok := &policy.Route{}
+	for _, tc := range []struct {
+		name            string
+		rt              *policy.Route
+		outcome         Outcome
+		status          int
+		upstream        float64 // seconds
+		headerAt, eofAt float64
+		want            adaptive.Outcome
+		wantLat         float64
+	}{
+		{"answered at 2s, the response read until 10s", ok, OutcomeForwarded, 200, 10, 2, 0, adaptive.Success, 2},
+		{"no header recorded: the whole exchange", ok, OutcomeForwarded, 200, 10, 0, 0, adaptive.Success, 10},
+		{"an upgrade whose 101 came at 0.5s", ok, OutcomeForwarded, 101, 10, 0.5, 0, adaptive.Success, 0.5},
+		{"a body trickled until 7s, answered at 7.25s", ok, OutcomeForwarded, 200, 10, 7.25, 7, adaptive.Success, 0.25},
+		{"answered at 1s before the body ended at 3s", ok, OutcomeForwarded, 200, 10, 1, 3, adaptive.Success, 1},
+		{"5xx", ok, OutcomeForwarded, 503, 10, 1, 0, adaptive.Failure, 0},
+		{"the upstream's 429", ok, OutcomeForwarded, 429, 10, 0.01, 0, adaptive.Failure, 0},
+		{"a 404 answered at once", ok, OutcomeForwarded, 404, 10, 0.001, 0, adaptive.Ignore, 0},
+		{"a 408 (upload cut at the timeout)", ok, OutcomeForwarded, 408, 10, 10, 0, adaptive.Ignore, 0},
+		{"an upstream error", ok, OutcomeUpstreamError, 502, 10, 0, 0, adaptive.Failure, 0},
+		{"the client left", ok, OutcomeCanceled, 0, 10, 0, 0, adaptive.Ignore, 0},
+		{"never forwarded", ok, OutcomeForwarded, 200, 0, 0, 0, adaptive.Ignore, 0},
+		{"a respond route", &policy.Route{Respond: &policy.Respond{}}, OutcomeForwarded, 200, 10, 1, 0, adaptive.Ignore, 0},
+	} {
+		q := &request{rt: tc.rt}
+		q.ev.Outcome, q.ev.Upstream = tc.outcome, time.Duration(tc.upstream*float64(time.Second))
+		q.w.status = tc.status
+		if tc.headerAt > 0 {
+			q.ad.headerAt = at(tc.headerAt)
+		}
+		if tc.eofAt > 0 {
+			q.body = &bodyReader{}
+			q.body.eofAt.Store(at(tc.eofAt).UnixNano())
+		}
+		o, lat := h.sample(q)
+		if o != tc.want || lat != time.Duration(tc.wantLat*float64(time.Second)) {
+			t.Errorf("%s: %v %v, want %v %vs", tc.name, o, lat, tc.want, tc.wantLat)
 		}
 	}
 }
