@@ -338,3 +338,32 @@ max_delay = "30s"`))
 		t.Fatalf("after the reloads: %s", r)
 	}
 }
+
+// TestAdaptivePriorityForwardedFor: priority_trusted_from is matched
+// against the direct peer only. A client on loopback naming a trusted
+// address in X-Forwarded-For, Forwarded or X-Real-IP is still an
+// untrusted peer: its "critical" is not believed and, with the normal
+// share of the limit taken, it is shed.
+func TestAdaptivePriorityForwardedFor(t *testing.T) {
+	gt := newGate(t)
+	g := startGateway(t, "adaptive.toml.tmpl", gwOpts{Data: map[string]any{
+		"Body": adaptiveBody(gt.URL, `min_in_flight = 2
+max_in_flight = 2
+reserve = 0.5
+priority_header = "X-Priority"
+priority_trusted_from = ["10.0.0.0/8"]`)}})
+	url := g.url("/x")
+	h := holdAdmitted(t, gt, url, "xff-held", nil)
+	defer finish(t, gt, h)
+	for _, hdr := range []map[string]string{
+		{"X-Forwarded-For": "10.0.0.1"},
+		{"X-Forwarded-For": "10.0.0.1, 10.0.0.2"},
+		{"Forwarded": "for=10.0.0.1"},
+		{"X-Real-IP": "10.0.0.1"},
+	} {
+		hdr["X-Priority"] = "critical"
+		if r := do(t, http.DefaultClient, "GET", url, hdr); r.Status != 503 {
+			t.Errorf("critical with %v from loopback: %s, want 503 (normal, shed)", hdr, r)
+		}
+	}
+}
