@@ -108,7 +108,8 @@ const (
 	Admit Verdict = iota
 	// Probe: the limit is lowered while the base latency is measured, and
 	// the request is within the limit it would have had: it waits (Wait
-	// with probe set) and is admitted when the probe ends, at the latest.
+	// with probe set) and is admitted when the probe ends, or at the
+	// end of its wait if the learned limit has room then.
 	Probe
 	// Full: the limit is reached for the request's priority; it may wait
 	// for a slot (Wait) or be shed.

@@ -298,3 +298,38 @@ func TestConcurrentNeverOverLimit(t *testing.T) {
 		t.Fatalf("after every request ended: %+v, want nothing held or waiting", st)
 	}
 }
+
+// TestProbeWaitWithinLimit: every request that comes while a probe holds
+// the threshold low waits, since the in-flight count is below the learned
+// limit when it comes; if they all wait the probe out (nothing in flight
+// ends, so the measure never closes), only those the learned limit has
+// room for are admitted, not every one of them.
+func TestProbeWaitWithinLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := adaptive.New(adaptive.Config{InitialLimit: 10, MaxWaiting: 100, ProbeInterval: time.Hour}, time.Now())
+		held := 0
+		for l.TryAcquire(adaptive.Normal) == adaptive.Admit {
+			held++
+		}
+		const n = 20
+		done := make(chan bool, n)
+		for range n {
+			if v := l.TryAcquire(adaptive.Normal); v != adaptive.Probe {
+				t.Fatalf("verdict %v during the first measure with %d in flight, want Probe", v, held)
+			}
+			go func() { done <- l.Wait(adaptive.Normal, l.ProbeWait(), true, nil) }()
+		}
+		in := 0
+		for range n {
+			if <-done {
+				in++
+			}
+		}
+		if held+in != 10 {
+			t.Fatalf("%d held and %d admitted after waiting out the probe: want 10 in all, the learned limit", held, in)
+		}
+		if st := l.Stats(); st.InFlight != 10 || st.Waiting != 0 {
+			t.Fatalf("stats %+v: want 10 in flight, none waiting", st)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package adaptive
 
 import (
 	"container/list"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,8 +20,11 @@ type waiter struct {
 // passes, or done closes (false: it holds none). Slots go to critical
 // waiters first, then normal, then sheddable, each in arrival order, and
 // only within the waiter's own threshold. With probe set (the verdict was
-// Probe), running out of d admits the request anyway: a probe of the base
-// latency never refuses a request it would otherwise have taken. A full
+// Probe), running out of d admits the request if the learned limit (not
+// the probe's lower one) has room for it then: a probe of the base latency
+// refuses no request the limit would have taken, and lets no more in than
+// the limit would have (all the requests held back by it may time out
+// together). A full
 // waiting room (MaxWaiting) returns false at once.
 func (l *Limiter) Wait(p Priority, d time.Duration, probe bool, done <-chan struct{}) bool {
 	if p >= Priorities {
@@ -72,10 +76,26 @@ func (l *Limiter) Wait(p Priority, d time.Duration, probe bool, done <-chan stru
 	l.waiting.Add(-1)
 	l.mu.Unlock()
 	if timedOut && probe {
-		l.inflight.Add(1)
-		return true
+		// The measure outlasted the wait: admitted within the learned
+		// limit, as the request would have been without a probe. Not
+		// past it: every request that came while the threshold was
+		// lowered waits, and all of them may time out together.
+		return l.acquireWithin(&l.full[p])
 	}
 	return false
+}
+
+// acquireWithin takes a slot if fewer than the threshold t are held.
+func (l *Limiter) acquireWithin(t *atomic.Int64) bool {
+	for {
+		n := l.inflight.Load()
+		if n >= t.Load() {
+			return false
+		}
+		if l.inflight.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 // firstFitting returns the first waiter, by priority then arrival, that a

@@ -123,9 +123,10 @@ func (a *adaptiveReq) reset() {
 	a.now, a.headerAt = nil, time.Time{}
 }
 
-// header records when the final response header was written.
+// header records when the final response header was written, when an
+// adaptive limiter (live or candidate) is to learn from it (now is set).
 func (a *adaptiveReq) header() {
-	if len(a.held) > 0 && a.headerAt.IsZero() {
+	if a.now != nil && a.headerAt.IsZero() {
 		a.headerAt = a.now()
 	}
 }
@@ -216,30 +217,54 @@ func shed(w *statusWriter, ev *Event, limit string) {
 }
 
 // releaseAdaptive gives back q's slots with what the exchange says of the
-// upstream: its time to the response header when it answered below 500; a
-// failure (error, timeout, 5xx) with no latency, which must not look like
-// spare capacity; nothing when the upstream was not asked or the client
-// left first.
+// upstream (sample).
 func (h *Handler) releaseAdaptive(q *request) {
 	if len(q.ad.held) == 0 {
 		return
 	}
+	o, lat := h.sample(q)
+	h.releaseHeld(q, o, lat)
+}
+
+// sample is what q's exchange says of the upstream, for the adaptive
+// limiters, the live and the candidate's alike: its time to the response
+// header (to the 101 of an upgrade), from when the request's body had
+// arrived if that was later (a slow upload is the client's pace), when it
+// answered below 400; a failure (error, timeout, 5xx, 429) with no
+// latency, which must not look like spare capacity; nothing for another
+// 4xx, when the upstream was not asked or when the client left first.
+func (h *Handler) sample(q *request) (adaptive.Outcome, time.Duration) {
 	ev := &q.ev
-	o, lat := adaptive.Ignore, time.Duration(0)
 	switch {
-	case ev.Upstream <= 0 || q.rt.Respond != nil:
+	case ev.Upstream <= 0 || q.rt == nil || q.rt.Respond != nil:
 		// Not forwarded (limited, canceled, answered by the gateway).
-	case ev.Outcome == OutcomeUpstreamError || q.w.status >= 500:
-		o = adaptive.Failure
+	case ev.Outcome == OutcomeUpstreamError || q.w.status >= 500 || q.w.status == http.StatusTooManyRequests:
+		// A 429 is the upstream's own refusal: no room, as a 5xx says.
+		return adaptive.Failure, 0
+	case q.w.status >= 400:
+		// A client's error (a path that does not exist, a missing
+		// credential) is the client's choice and usually answered at
+		// once: as a sample it would teach a base latency a flood of
+		// them sets, after which every real answer looks like a queue.
 	case ev.Outcome == OutcomeForwarded:
-		o, lat = adaptive.Success, ev.Upstream
+		lat := ev.Upstream
 		if !q.ad.headerAt.IsZero() {
 			// The forward began ev.Upstream before it ended, which is
 			// about now.
 			lat = max(0, ev.Upstream-h.now().Sub(q.ad.headerAt))
+			if q.body != nil {
+				// A body that arrived slowly: the upstream's time starts
+				// once it had all of it.
+				if e := q.body.eofAt.Load(); e != 0 {
+					if d := q.ad.headerAt.Sub(time.Unix(0, e)); d >= 0 && d < lat {
+						lat = d
+					}
+				}
+			}
 		}
+		return adaptive.Success, lat
 	}
-	h.releaseHeld(q, o, lat)
+	return adaptive.Ignore, 0
 }
 
 func (h *Handler) releaseHeld(q *request, o adaptive.Outcome, lat time.Duration) {

@@ -66,6 +66,7 @@ func (h *Handler) acquireCandidate(c *Candidate, r *http.Request, q *request) {
 		pr := l.Adaptive.Priority(rt, &id, r.Header, r.RemoteAddr)
 		if lim.TryAcquire(pr) == adaptive.Admit {
 			q.candAd = append(q.candAd, candHold{lim: lim})
+			q.ad.now = h.now // the sample is the time to the response header
 			continue
 		}
 		lim.CountShed(pr)
@@ -80,14 +81,7 @@ func (h *Handler) settleCandidate(q *request, out *CandidateOutcome) {
 	if len(q.candAd) == 0 {
 		return
 	}
-	o, lat := adaptive.Ignore, q.ev.Upstream
-	switch {
-	case q.ev.Upstream <= 0:
-	case q.ev.Outcome == OutcomeUpstreamError || q.w.status >= 500:
-		o = adaptive.Failure
-	case q.ev.Outcome == OutcomeForwarded:
-		o = adaptive.Success
-	}
+	o, lat := h.sample(q)
 	now := h.now()
 	for _, c := range q.candAd {
 		if c.lim != nil {

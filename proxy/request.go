@@ -79,6 +79,12 @@ type bodyReader struct {
 	err atomic.Pointer[error]
 	// eof is set once the whole body has been read.
 	eof atomic.Bool
+	// clock, when an adaptive limit learns from the exchange, is the
+	// handler's clock, and eofAt the instant (Unix ns) the whole body had
+	// been read on it: the upstream's latency starts there, not while a
+	// client trickles its upload.
+	clock func() time.Time
+	eofAt atomic.Int64
 	// aborted is set when the route's timeout ran out before the body
 	// arrived: a trickled upload cannot hold the exchange open.
 	aborted atomic.Bool
@@ -103,6 +109,9 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		}
 	}
 	if err == io.EOF {
+		if b.clock != nil && !b.eof.Load() {
+			b.eofAt.Store(b.clock().UnixNano())
+		}
 		b.eof.Store(true)
 	} else if err != nil {
 		b.err.CompareAndSwap(nil, &err)

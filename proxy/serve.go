@@ -290,7 +290,7 @@ func (h *Handler) proceed(q *request) {
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		q.body = &bodyReader{ReadCloser: r.Body, rw: w.ResponseWriter, limit: rt.MaxBodyBytes}
+		q.body = &bodyReader{ReadCloser: r.Body, rw: w.ResponseWriter, limit: rt.MaxBodyBytes, clock: q.ad.now}
 		r.Body = q.body
 		if rt.Timeout > 0 {
 			// ReverseProxy hides the body from the transport behind a

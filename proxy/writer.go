@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 )
@@ -99,6 +101,19 @@ func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// Hijack hands the connection over for an upgrade the upstream accepted:
+// ReverseProxy hijacks it and writes the 101 itself, never calling
+// WriteHeader, so the instant the upstream's answer arrived is recorded
+// here, for the adaptive limits' sample (the tunnel's life after it is no
+// latency of the upstream's).
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && w.q != nil {
+		w.q.ad.header()
+	}
+	return conn, brw, err
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
