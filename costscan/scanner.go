@@ -102,8 +102,11 @@ func (s *Scanner) writeSSE(p []byte) {
 		}
 		if !s.lineOver {
 			s.sseLine(ln)
-		} else if len(bytes.TrimSuffix(ln, []byte{'\r'})) == 0 {
-			s.sseLine(nil)
+		} else {
+			// A line past the bound is not blank (it ends no event);
+			// the event it belongs to, which it may have been data of,
+			// is not read.
+			s.evOver = true
 		}
 		s.line, s.lineOver = s.line[:0], false
 	}

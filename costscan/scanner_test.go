@@ -150,6 +150,11 @@ func TestSSE(t *testing.T) {
 		{"field named datum", `datum: {"usage":{"total_tokens":9}}` + "\n\n", None, 0},
 		{"bad json event", `data: {"usage":{"total_tokens":9}` + "\n\n", None, 0},
 		{"usage then broken event", final + `data: {"usage":{"total_tokens":9` + "\n\n", Valid, 12},
+		// A line past the bound is part of its event, which is then not
+		// read; it is not a blank line (it ends no event).
+		{"usage line then an over-long line", `data: {"usage":{"total_tokens":9}}` + "\ndata: " + strings.Repeat("x", MaxEventBytes+64) + "\n\n", None, 0},
+		{"over-long line then usage line", "data: " + strings.Repeat("x", MaxEventBytes+64) + "\n" + `data: {"usage":{"total_tokens":9}}` + "\n\n", None, 0},
+		{"over-long comment, then usage", ": " + strings.Repeat("x", MaxEventBytes+64) + "\n\n" + final, Valid, 12},
 	}
 	p := mustPath(t, "usage.total_tokens")
 	for _, c := range cases {
