@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tollgate/gateway/internal/redistest"
 )
 
 // TestTokenGzipDodge: a client must not choose to leave its usage
@@ -65,4 +68,73 @@ func TestTokenUpgrade(t *testing.T) {
 	if got, err := br.ReadString('\n'); err != nil || got != "echo hello\n" {
 		t.Fatalf("through the tunnel: %q, %v", got, err)
 	}
+}
+
+// TestTokenConcurrentReservationsCluster: the reservation invariant of
+// TestTokenConcurrentReservations on a Redis Cluster (the budget's key on
+// one master, the settle a mode of the same function library loaded on
+// every master): 50 requests at once reserving 100 of 1000 tokens admit
+// at most ten, and after settling the remaining budget is the limit
+// minus the usage reported.
+func TestTokenConcurrentReservationsCluster(t *testing.T) {
+	t.Parallel()
+	cl := redistest.Cluster(t)
+	u, url := startLLM(t)
+	body := fmt.Sprintf(`
+[[limits]]
+name = "tokens"
+algorithm = "fixed_window"
+rates = ["1000/24h"]
+by = ["api_key"]
+count = "response"
+cost_request_json = "max_tokens"
+cost_response_json = "usage.total_tokens"
+
+[[routes]]
+name = "llm"
+path_prefix = "/v1"
+upstream = %q
+limits = ["tokens"]
+`, url)
+	if left := 24*time.Hour - time.Duration(time.Now().UTC().UnixNano()%int64(24*time.Hour)); left < 2*time.Minute {
+		time.Sleep(left + time.Second)
+	}
+	g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: redisData("", cl.Addrs(), "deny", "2s", body)})
+	c := newClient(t, "")
+	var wg sync.WaitGroup
+	var ok, denied atomic.Int64
+	for range 50 {
+		wg.Go(func() {
+			r := chat(t, c, g.url("/v1/chat"), 100, map[string]string{"X-API-Key": "cl", "X-Usage": "37", "X-Hold": "1"})
+			switch r.Status {
+			case 200:
+				ok.Add(1)
+			case 429:
+				denied.Add(1)
+			default:
+				t.Errorf("a reservation: %s", r)
+			}
+		})
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for denied.Load()+u.arrived.Load() < 50 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d denied, %d at the upstream: some requests never got an answer", denied.Load(), u.arrived.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := u.arrived.Load(); n > 10 {
+		t.Fatalf("%d requests reserved 100 of 1000 tokens each", n)
+	}
+	u.free()
+	wg.Wait()
+	n := ok.Load()
+	if n != u.arrived.Load() || n+denied.Load() != 50 {
+		t.Fatalf("%d admitted, %d denied, %d at the upstream", n, denied.Load(), u.arrived.Load())
+	}
+	waitTokens(t, g, "tokens", "cl", 37*n)
+	if _, rem := used(t, g, "tokens", "cl"); rem != 1000-37*n {
+		t.Errorf("remaining %d, want %d", rem, 1000-37*n)
+	}
+	t.Logf("%d admitted at once", n)
 }
