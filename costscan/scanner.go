@@ -37,11 +37,23 @@ type Scanner struct {
 	val      int64
 }
 
+// keepBytes bounds the buffer memory Reset keeps from a previous body:
+// a Scanner lives in a pooled request, and one stream of large events
+// must not leave every pooled request holding a megabyte or two.
+const keepBytes = 64 << 10
+
 // Reset readies s for a new body: a JSON document (sse false) or an
 // event stream, read at path for at most limit bytes (0: no bound). The
-// memory of a previous body's buffers is kept.
+// memory of a previous body's buffers is kept up to keepBytes each.
 func (s *Scanner) Reset(path *Path, sse bool, limit int64) {
-	*s = Scanner{path: path, sse: sse, limit: limit, line: s.line[:0], ev: s.ev[:0]}
+	line, ev := s.line[:0], s.ev[:0]
+	if cap(line) > keepBytes {
+		line = nil
+	}
+	if cap(ev) > keepBytes {
+		ev = nil
+	}
+	*s = Scanner{path: path, sse: sse, limit: limit, line: line, ev: ev}
 	s.d.reset(path)
 }
 
@@ -102,8 +114,11 @@ func (s *Scanner) writeSSE(p []byte) {
 		}
 		if !s.lineOver {
 			s.sseLine(ln)
-		} else if len(bytes.TrimSuffix(ln, []byte{'\r'})) == 0 {
-			s.sseLine(nil)
+		} else {
+			// A line past the bound is not blank (it ends no event);
+			// the event it belongs to, which it may have been data of,
+			// is not read.
+			s.evOver = true
 		}
 		s.line, s.lineOver = s.line[:0], false
 	}

@@ -150,6 +150,11 @@ func TestSSE(t *testing.T) {
 		{"field named datum", `datum: {"usage":{"total_tokens":9}}` + "\n\n", None, 0},
 		{"bad json event", `data: {"usage":{"total_tokens":9}` + "\n\n", None, 0},
 		{"usage then broken event", final + `data: {"usage":{"total_tokens":9` + "\n\n", Valid, 12},
+		// A line past the bound is part of its event, which is then not
+		// read; it is not a blank line (it ends no event).
+		{"usage line then an over-long line", `data: {"usage":{"total_tokens":9}}` + "\ndata: " + strings.Repeat("x", MaxEventBytes+64) + "\n\n", None, 0},
+		{"over-long line then usage line", "data: " + strings.Repeat("x", MaxEventBytes+64) + "\n" + `data: {"usage":{"total_tokens":9}}` + "\n\n", None, 0},
+		{"over-long comment, then usage", ": " + strings.Repeat("x", MaxEventBytes+64) + "\n\n" + final, Valid, 12},
 	}
 	p := mustPath(t, "usage.total_tokens")
 	for _, c := range cases {
@@ -252,5 +257,33 @@ func BenchmarkScan(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestResetKeepsLittle: a stream of large events (a line and an event
+// near MaxEventBytes, split across writes) does not leave the Scanner,
+// which a pooled request keeps, holding their buffers after Reset; small
+// buffers are kept for reuse.
+func TestResetKeepsLittle(t *testing.T) {
+	p := mustPath(t, "usage.total_tokens")
+	var s Scanner
+	s.Reset(p, true, 0)
+	big := []byte("data: {\"usage\":{\"total_tokens\":1},\"pad\":\"" + strings.Repeat("x", MaxEventBytes/2) + "\"}\n\n")
+	for i := 0; i < len(big); i += 4096 {
+		s.Write(big[i:min(i+4096, len(big))])
+	}
+	if r, v := s.Result(); r != Valid || v != 1 {
+		t.Fatalf("got %s %d", r, v)
+	}
+	if cap(s.line) <= keepBytes && cap(s.ev) <= keepBytes {
+		t.Fatal("the stream did not grow the buffers: the test tests nothing")
+	}
+	s.Reset(p, true, 0)
+	if cap(s.line) > keepBytes || cap(s.ev) > keepBytes {
+		t.Errorf("after Reset the Scanner keeps %d + %d bytes of buffers", cap(s.line), cap(s.ev))
+	}
+	s.Write([]byte("data: {\"usage\":{\"total_tokens\":2}}\n\n"))
+	if r, v := s.Result(); r != Valid || v != 2 {
+		t.Fatalf("after Reset: got %s %d", r, v)
 	}
 }

@@ -175,6 +175,12 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy, pool *upstrea
 	identity := p.Identity
 	owned := newOwnedHeaders(rt, identity.UserHeader(), p.Consumers.ForwardConsumer, p.Consumers.ForwardPlan)
 	msgs := h.newMessages(rt, p) // headerrules.go
+	// A client must not choose an answer its usage cannot be read from:
+	// the scanners do not decode a content-coded body, so on a route
+	// whose limits read the answer the client's Accept-Encoding is
+	// dropped, and the transport asks for gzip itself and decodes it
+	// (usage.go). The client gets the answer uncompressed.
+	dropEncoding := readsAnswerBody(rt)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			peerTrusted := identity.PeerTrusted(pr.In)
@@ -186,6 +192,9 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy, pool *upstrea
 				}
 			}
 			owned.strip(pr.Out.Header, peerTrusted)
+			if dropEncoding {
+				delete(pr.Out.Header, "Accept-Encoding")
+			}
 			setConsumerHeaders(&p.Consumers, pr.In, pr.Out.Header)
 			msgs.rewrite(pr)
 			// The path is already the one to forward (Route.ForwardPath,

@@ -234,6 +234,17 @@ func encoded(h http.Header) bool {
 	return false
 }
 
+// readsAnswerBody reports whether a limit of rt reads its usage from
+// the answer's body (cost_response_json).
+func readsAnswerBody(rt *policy.Route) bool {
+	for _, l := range rt.Limits {
+		if l.Response != nil && l.Response.Usage != nil && !l.Response.Usage.Body.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
 // recordUsage runs in ModifyResponse, before the response cost headers
 // are removed: it reads each token budget's usage header, and sets the
 // scanners on the body for those that read it there.
@@ -252,7 +263,9 @@ func (h *Handler) recordUsage(q *request, resp *http.Response) {
 			u.hdr[k], u.hdrOK[k] = l.ResponseHeaderCost(resp.Header)
 			continue
 		}
-		if resp.Body == nil || resp.Body == http.NoBody {
+		if resp.Body == nil || resp.Body == http.NoBody || resp.StatusCode == http.StatusSwitchingProtocols {
+			// (A 101's body is the tunnel, which ReverseProxy needs
+			// unwrapped: it has no usage.)
 			continue
 		}
 		if !checked {
