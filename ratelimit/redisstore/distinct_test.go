@@ -249,7 +249,8 @@ func TestDistinctEmptiedThenClockBack(t *testing.T) {
 // TestDistinctMoveParity holds the Redis store's move of an estimated key
 // to a later sub-window (only the registers a leaving slot held
 // recomputed, lua/distinct.lua moveunion) to the memory store's full
-// recomputation: keys of hundreds to thousands of values, values re-seen
+// recomputation: keys of hundreds to 7,000 values a sub-window (sparse
+// and dense slots), values re-seen
 // across sub-windows (several slots holding a union register's value)
 // and new ones, moves of one to N sub-windows and back in time. Every
 // decision and the estimate (Usage) must agree.
@@ -259,10 +260,10 @@ func TestDistinctMoveParity(t *testing.T) {
 	ms := memstore.New(memstore.Options{})
 	ctx := context.Background()
 	l := finished(t, ratelimit.Limit{Name: "dmove", Algorithm: ratelimit.Distinct, Precision: time.Second,
-		Rates: []ratelimit.Rate{rate(3000, 4*time.Second)}})
+		Rates: []ratelimit.Rate{rate(ratelimit.DistinctMaxLimit, 4*time.Second)}})
 	rng := rand.New(rand.NewPCG(11, 12))
 	now := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
-	pool := make([]uint64, 2000)
+	pool := make([]uint64, 7000)
 	for k := range pool {
 		pool[k] = rng.Uint64()
 	}
@@ -277,10 +278,18 @@ func TestDistinctMoveParity(t *testing.T) {
 		case r < 9:
 			now = now.Add(-time.Duration(rng.IntN(1500)) * time.Millisecond)
 		}
-		n := rng.IntN(600)
+		n, dense := rng.IntN(600), rng.IntN(4) == 0
+		if dense {
+			// the whole pool in this sub-window: a slot of most
+			// registers (the move's dense branch)
+			n = len(pool)
+		}
 		for k := range n {
 			v := pool[rng.IntN(len(pool))]
-			if rng.IntN(3) == 0 {
+			switch {
+			case dense:
+				v = pool[k]
+			case rng.IntN(3) == 0:
 				v = rng.Uint64()
 			}
 			hits := []ratelimit.Hit{{Limit: l, Key: "{mv}k", Cost: 1, Value: v}}

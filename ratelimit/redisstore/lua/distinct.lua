@@ -106,8 +106,8 @@ DEF[9] = function()
   end
 
   -- moveunion returns the union (nil when unchanged) and its histogram
-  -- once the ring slots gone (a set of 1-based slots; leaving, those of
-  -- them holding a register) are cleared: window.DistinctHLL.recompute's
+  -- once the ring slots gone (1-based slot → its fill before the move;
+  -- leaving, those of them holding a register) are cleared: window.DistinctHLL.recompute's
   -- result, computed where it can differ only. A register is a
   -- candidate where a leaving slot holds the union's value; it becomes
   -- the maximum of the slots kept there.
@@ -122,9 +122,20 @@ DEF[9] = function()
     local cand, seen = {}, {}
     for _, sl in ipairs(leaving) do
       local r = redis.call('GETRANGE', k, DHDR + DM * sl, DHDR + DM * (sl + 1) - 1)
+      local dense = gone[sl] * 4 > DM
       for o = 1, DM, 256 do
         local blk = r:sub(o, o + 255)
-        if blk ~= Z256 then
+        if dense then
+          -- most bytes non-zero: compare in tables, one C call a block
+          local rb, ub = { sbyte(blk, 1, 256) }, { sbyte(U, o, o + 255) }
+          for a = 1, 256 do
+            local v = rb[a]
+            if v > 0 and v == ub[a] and not seen[o + a - 1] then
+              seen[o + a - 1] = true
+              cand[#cand + 1] = o + a - 1
+            end
+          end
+        elseif blk ~= Z256 then
           local a = sfind(blk, '[^%z]')
           while a do
             local g = o + a - 1
@@ -228,7 +239,7 @@ DEF[9] = function()
     local leaving, gone = {}, {}
     for j = s.newest + 1, i do
       local sl = (j % N) + 1
-      gone[sl] = true
+      gone[sl] = s.filled[sl] -- (0 is true in Lua)
       if s.filled[sl] > 0 then leaving[#leaving + 1] = sl end
       s.filled[sl] = 0
     end
