@@ -118,3 +118,68 @@ func TestDistinctValueHostile(t *testing.T) {
 		t.Errorf("absent header with on_missing = shared: rejected")
 	}
 }
+
+// TestDistinctValueSpellings is the table of spellings a client may try
+// to make one value count as several (to dodge nothing, but to inflate
+// its own count) or several as one (to dodge the limit), and what the
+// value is: one value where the gateway treats the request alike, two
+// where the request reaches something else or is sent differently.
+func TestDistinctValueSpellings(t *testing.T) {
+	type req struct {
+		ip, path string
+		hdr      []string
+	}
+	for _, tc := range []struct {
+		distinct string
+		a, b     req
+		same     bool
+		why      string
+	}{
+		{"ip", req{ip: "192.0.2.1"}, req{ip: "::ffff:192.0.2.1"}, true, "an IPv4-mapped IPv6 address is its IPv4 address"},
+		{"ip", req{ip: "fe80::1%eth0"}, req{ip: "fe80::1"}, true, "a zone is not part of the address"},
+		{"ip", req{ip: "2001:db8::1"}, req{ip: "2001:db8::ffff:1"}, true, "IPv6 addresses of one ipv6_prefix (/64) are one client"},
+		{"ip", req{ip: "2001:db8::1"}, req{ip: "2001:db8:0:1::1"}, false, "two /64s are two clients"},
+		{"ip/24", req{ip: "198.51.100.7"}, req{ip: "::ffff:198.51.100.250"}, true, "ip/24 masks the mapped address too"},
+		{"ip/24", req{ip: "198.51.100.7"}, req{ip: "198.51.101.7"}, false, "two networks"},
+		{"path", req{path: "/a/b"}, req{path: "/a//./c/../b"}, true, "dot segments and // resolve"},
+		{"path", req{path: "/a/b"}, req{path: "/%61/%62"}, true, "escaped unreserved characters decode"},
+		{"path", req{path: "/a/b"}, req{path: "/a/b?page=2"}, true, "the query is not part of the path: a scraper walking ?id=N shows one path"},
+		{"path", req{path: "/a/b"}, req{path: "/a/b/"}, false, "a trailing slash is another path (counts the client twice, dodges nothing)"},
+		{"path", req{path: "/a/b"}, req{path: "/A/b"}, false, "paths are case-sensitive"},
+		{"header:X-Username", req{hdr: []string{"alice"}}, req{hdr: []string{"Alice"}}, false, "values as sent: case variants are more values (the client's own count grows)"},
+		{"header:X-Username", req{hdr: []string{"alice"}}, req{hdr: []string{"alice", "bob"}}, true, "only the first header value counts"},
+		{"header:X-Username", req{hdr: []string{"-"}}, req{}, false, "a literal \"-\" is not the missing value"},
+		{"header:X-Username", req{hdr: []string{""}}, req{}, true, "an empty header is the missing value"},
+	} {
+		t.Run(tc.distinct+" "+tc.why, func(t *testing.T) {
+			p, err := Compile(distinctConfig(tc.distinct, "5/10m"), noEnv, os.ReadFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := p.Limits[1]
+			val := func(r req) uint64 {
+				if r.ip == "" {
+					r.ip = "192.0.2.200"
+				}
+				raw, _, _ := strings.Cut(r.path, "?")
+				if raw == "" {
+					raw = "/"
+				}
+				path, err := NormalizePath(raw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h := http.Header{}
+				if r.hdr != nil {
+					h["X-Username"] = r.hdr
+				}
+				id := &keys.Identity{IP: netip.MustParseAddr(r.ip)}
+				v, _ := l.DistinctValue(p.Identity, id, &keys.Values{Header: h}, path)
+				return v
+			}
+			if got := val(tc.a) == val(tc.b); got != tc.same {
+				t.Errorf("same value = %v, want %v (%s)", got, tc.same, tc.why)
+			}
+		})
+	}
+}

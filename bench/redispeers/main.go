@@ -4,6 +4,8 @@
 //
 //	go run . -cost             Redis cost per decision of our script, per algorithm
 //	go run . -cost -callgrind  the same with redis-server under callgrind (instructions)
+//	go run . -distinct -n 20  Redis's time for an estimated distinct key's move to a new sub-window
+//	                           (-callgrind: instructions)
 //	go run . -micro            what single commands and Lua operations cost inside a Function (callgrind)
 //	go run . -peers            decisions/s and p99: ours (Function library and EVALSHA) vs redis_rate vs
 //	                           ulule/limiter, the floor (a Function and a script that only return, paced
@@ -37,10 +39,18 @@ func main() {
 	flag.BoolVar(&keepDumps, "keep", false, "with -callgrind: keep the dumps for callgrind_annotate")
 	workers := flag.Int("workers", 8, "with -peers: goroutines per contender")
 	dur := flag.Duration("d", 3*time.Second, "with -peers: duration per contender")
+	distinctMove := flag.Bool("distinct", false, "Redis's time (-callgrind: instructions) of the call moving an estimated distinct key to a new sub-window")
 	logSize := flag.Bool("logsize", false, "measure Redis's time per decision on sliding_window_log keys of growing length")
 	flag.Parse()
 	peerWorkers, peerDur = *workers, *dur
 	redis.SetLogger(quiet{})
+	if *distinctMove {
+		if err := runDistinctServer(*n, *callgrind); err != nil {
+			fmt.Fprintln(os.Stderr, "redispeers:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *logSize {
 		if err := runLogSizeServer(*n); err != nil {
 			fmt.Fprintln(os.Stderr, "redispeers:", err)

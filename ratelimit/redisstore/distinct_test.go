@@ -245,3 +245,69 @@ func TestDistinctEmptiedThenClockBack(t *testing.T) {
 	both(t0.Add(1500*time.Millisecond), 3, ratelimit.HitCount) // the clock steps back
 	both(t0.Add(3200*time.Millisecond), 4, ratelimit.HitPeek)
 }
+
+// TestDistinctMoveParity holds the Redis store's move of an estimated key
+// to a later sub-window (only the registers a leaving slot held
+// recomputed, lua/distinct.lua moveunion) to the memory store's full
+// recomputation: keys of hundreds to 7,000 values a sub-window (sparse
+// and dense slots), values re-seen
+// across sub-windows (several slots holding a union register's value)
+// and new ones, moves of one to N sub-windows and back in time. Every
+// decision and the estimate (Usage) must agree.
+func TestDistinctMoveParity(t *testing.T) {
+	c := newClient(t, standard.Addr)
+	rs := newStore(t, c, redisstore.Options{DenyCacheSize: -1})
+	ms := memstore.New(memstore.Options{})
+	ctx := context.Background()
+	l := finished(t, ratelimit.Limit{Name: "dmove", Algorithm: ratelimit.Distinct, Precision: time.Second,
+		Rates: []ratelimit.Rate{rate(ratelimit.DistinctMaxLimit, 4*time.Second)}})
+	rng := rand.New(rand.NewPCG(11, 12))
+	now := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+	pool := make([]uint64, 7000)
+	for k := range pool {
+		pool[k] = rng.Uint64()
+	}
+	out := make([]ratelimit.Decision, 1)
+	want := make([]ratelimit.Decision, 1)
+	for step := range 60 {
+		switch r := rng.IntN(10); {
+		case r < 6:
+			now = now.Add(time.Second)
+		case r < 8:
+			now = now.Add(time.Duration(2+rng.IntN(3)) * time.Second)
+		case r < 9:
+			now = now.Add(-time.Duration(rng.IntN(1500)) * time.Millisecond)
+		}
+		n, dense := rng.IntN(600), rng.IntN(4) == 0
+		if dense {
+			// the whole pool in this sub-window: a slot of most
+			// registers (the move's dense branch)
+			n = len(pool)
+		}
+		for k := range n {
+			v := pool[rng.IntN(len(pool))]
+			switch {
+			case dense:
+				v = pool[k]
+			case rng.IntN(3) == 0:
+				v = rng.Uint64()
+			}
+			hits := []ratelimit.Hit{{Limit: l, Key: "{mv}k", Cost: 1, Value: v}}
+			wa, ga := decideBoth(t, ctx, ms, rs, now, hits, want, out, step)
+			if wa != ga || want[0] != out[0] {
+				t.Fatalf("step %d.%d: redis %v %+v, memstore %v %+v", step, k, ga, out[0], wa, want[0])
+			}
+		}
+		mu, err := ms.Usage(ctx, now, l, "{mv}k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ru, err := rs.Usage(ctx, now, l, "{mv}k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(mu) != fmt.Sprint(ru) {
+			t.Fatalf("step %d: Usage = %v, memstore %v", step, ru, mu)
+		}
+	}
+}

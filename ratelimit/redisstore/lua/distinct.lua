@@ -14,8 +14,9 @@
 --              of DB bytes, slot j's membership bits (GETBIT order)
 -- A counted value writes a few bytes with SETRANGE (estimated) or the
 -- whole exact value; moving an estimated key to a later sub-window
--- (clearing the slots that left and recomputing the union) writes the
--- whole value, also when nothing is counted: it changes no decision.
+-- clears the slots that left and rewrites the union where one of them
+-- held its value (moveunion), written at once, also when nothing is
+-- counted: it changes no decision.
 -- s = { exact (bool), newest, vals, bks | histo, filled, u, rb, full,
 --       val (16 bytes), reg, rank, i (now's sub-window), raw (bool) }
 DEF[9] = function()
@@ -24,7 +25,8 @@ DEF[9] = function()
   local HFMT = '<' .. string.rep('d', DMAXRANK + 1)
   local FFMT = '<' .. string.rep('d', 16)
   local ZERO = string.rep('\0', DM)
-  local sbyte, schar = string.byte, string.char
+  local Z256 = string.rep('\0', 256)
+  local sbyte, schar, sfind = string.byte, string.char, string.find
 
   -- EFMT[n] unpacks n exact entries at once (one C call, not 2n).
   local EFMT = {}
@@ -93,38 +95,103 @@ DEF[9] = function()
     return f
   end
 
-  -- fromring sets s.full's union and histogram from its ring (the
-  -- fills of the slots kept do not change).
-  local function fromring(s, p)
-    local N = p[5]
-    local h = {}
-    for k = 1, DMAXRANK + 1 do h[k] = 0 end
-    local U = {}
-    local parts = {}
-    -- only the slots holding a register (an empty one adds nothing)
-    local live = {}
-    for j = 1, N do
-      if s.filled[j] > 0 then live[#live + 1] = s.ring[j] end
-    end
-    if #live == 0 then live[1] = ZERO end
-    for o = 1, DM, 1024 do
-      local acc = { sbyte(live[1], o, o + 1023) }
-      for j = 2, #live do
-        local b = { sbyte(live[j], o, o + 1023) }
-        for k = 1, 1024 do
-          if b[k] > acc[k] then acc[k] = b[k] end
-        end
-      end
-      for k = 1, 1024 do h[acc[k] + 1] = h[acc[k] + 1] + 1 end
-      parts[#parts + 1] = schar(tunpack(acc, 1, 1024))
-    end
-    s.U = table.concat(parts)
-    s.histo = h
-  end
-
   local function fresh(s, i)
     s.exact, s.newest, s.vals, s.bks = true, i, {}, {}
     s.histo, s.filled, s.ring, s.bm, s.U, s.full = nil, nil, nil, nil, nil, nil
+  end
+
+  local function encodehdr(s)
+    return 'H' .. spack('<d', s.newest) .. spack(HFMT, tunpack(s.histo, 1, DMAXRANK + 1))
+      .. spack(FFMT, tunpack(s.filled, 1, 16))
+  end
+
+  -- moveunion returns the union (nil when unchanged) and its histogram
+  -- once the ring slots gone (1-based slot → its fill before the move;
+  -- leaving, those of them holding a register) are cleared: window.DistinctHLL.recompute's
+  -- result, computed where it can differ only. A register is a
+  -- candidate where a leaving slot holds the union's value; it becomes
+  -- the maximum of the slots kept there.
+  local function moveunion(k, s, p, leaving, gone)
+    local N = p[5]
+    if redis.call('STRLEN', k) ~= DHDR + DM * (N + 1) + DB * N then error('tollgate: corrupt distinct state') end
+    local U = redis.call('GETRANGE', k, DHDR, DHDR + DM - 1)
+    local h = {}
+    for q = 1, DMAXRANK + 1 do h[q] = s.histo[q] end
+    -- the candidates, ascending: a slot's non-zero registers, found in C
+    -- (a block of zeros is skipped by one comparison of interned strings)
+    local cand, seen = {}, {}
+    for _, sl in ipairs(leaving) do
+      local r = redis.call('GETRANGE', k, DHDR + DM * sl, DHDR + DM * (sl + 1) - 1)
+      local dense = gone[sl] * 4 > DM
+      for o = 1, DM, 256 do
+        local blk = r:sub(o, o + 255)
+        if dense then
+          -- most bytes non-zero: compare in tables, one C call a block
+          local rb, ub = { sbyte(blk, 1, 256) }, { sbyte(U, o, o + 255) }
+          for a = 1, 256 do
+            local v = rb[a]
+            if v > 0 and v == ub[a] and not seen[o + a - 1] then
+              seen[o + a - 1] = true
+              cand[#cand + 1] = o + a - 1
+            end
+          end
+        elseif blk ~= Z256 then
+          local a = sfind(blk, '[^%z]')
+          while a do
+            local g = o + a - 1
+            if not seen[g] and sbyte(blk, a) == sbyte(U, g) then
+              seen[g] = true
+              cand[#cand + 1] = g
+            end
+            a = sfind(blk, '[^%z]', a + 1)
+          end
+        end
+      end
+    end
+    if #cand == 0 then return nil, h end
+    if #leaving > 1 then table.sort(cand) end
+    local kept = {}
+    for sl = 1, N do
+      if not gone[sl] and s.filled[sl] > 0 then
+        kept[#kept + 1] = redis.call('GETRANGE', k, DHDR + DM * sl, DHDR + DM * (sl + 1) - 1)
+      end
+    end
+    -- each candidate's new value, the maximum of the kept slots there
+    -- (their bytes read a 1024-register chunk at a time where many
+    -- candidates share it); the union rebuilt around the changed bytes
+    local parts, last, x = {}, 0, 1
+    local kc, kco = nil, nil
+    while cand[x] do
+      local g = cand[x]
+      local o = g - (g - 1) % 1024
+      if kco ~= o then
+        kc, kco = nil, o
+        local e = x
+        while cand[e] and cand[e] < o + 1024 do e = e + 1 end
+        if e - x > 64 then
+          kc = {}
+          for y = 1, #kept do kc[y] = { sbyte(kept[y], o, o + 1023) } end
+        end
+      end
+      local old, nv = sbyte(U, g), 0
+      for y = 1, #kept do
+        local b
+        if kc then b = kc[y][g - o + 1] else b = sbyte(kept[y], g) end
+        if b > nv then nv = b end
+      end
+      if nv ~= old then
+        h[old + 1] = h[old + 1] - 1
+        h[nv + 1] = h[nv + 1] + 1
+        parts[#parts + 1] = U:sub(last + 1, g - 1)
+        parts[#parts + 1] = schar(nv)
+        last = g
+      end
+      x = x + 1
+    end
+    local changed = last > 0
+    parts[#parts + 1] = U:sub(last + 1)
+    if not changed then return nil, h end
+    return table.concat(parts), h
   end
 
   -- read returns the state of key k at now, an estimated one moved to
@@ -164,26 +231,36 @@ DEF[9] = function()
       fresh(s, i)
       return s
     end
-    local all = redis.call('GET', k)
-    if #all ~= DHDR + DM * (N + 1) + DB * N then error('tollgate: corrupt distinct state') end
-    s.ring, s.bm = {}, {}
-    local bbase = DHDR + DM * (N + 1)
-    for j = 0, N - 1 do
-      s.ring[j + 1] = all:sub(DHDR + DM * (j + 1) + 1, DHDR + DM * (j + 2))
-      s.bm[j + 1] = all:sub(bbase + DB * j + 1, bbase + DB * (j + 1))
-    end
+    -- Only the slots that leave and hold a register change anything:
+    -- a register of the union falls only where a leaving slot holds
+    -- its value; there it becomes the maximum of the slots kept. The
+    -- rest of the value is untouched (a full recomputation here cost
+    -- milliseconds of Redis's one thread per key and sub-window).
+    local leaving, gone = {}, {}
     for j = s.newest + 1, i do
-      s.ring[(j % N) + 1] = ZERO
-      s.bm[(j % N) + 1] = ZERO
-      s.filled[(j % N) + 1] = 0
+      local sl = (j % N) + 1
+      gone[sl] = s.filled[sl] -- (0 is true in Lua)
+      if s.filled[sl] > 0 then leaving[#leaving + 1] = sl end
+      s.filled[sl] = 0
     end
     s.newest = i
-    fromring(s, p)
-    if s.histo[1] == DM then
-      fresh(s, i)
-      return s
+    if #leaving > 0 then
+      local U, h = moveunion(k, s, p, leaving, gone)
+      if h[1] == DM then
+        -- every value has left (as above)
+        fresh(s, i)
+        return s
+      end
+      for _, sl in ipairs(leaving) do
+        redis.call('SETRANGE', k, DHDR + DM * sl, ZERO)
+        redis.call('SETRANGE', k, DHDR + DM * (N + 1) + DB * (sl - 1), ZERO)
+      end
+      if U then redis.call('SETRANGE', k, DHDR, U) end
+      s.histo = h
     end
-    s.full = true
+    -- written back at once: the hit's own reads see the moved state
+    redis.call('SETRANGE', k, 0, encodehdr(s))
+    redis.call('PEXPIRE', k, px(ceilticks(((i + N) * P - now) / 1000) + margin))
     return s
   end
 
@@ -389,11 +466,6 @@ DEF[9] = function()
     end
     s.vals, s.bks = nil, nil
     hadd(s, s.reg, s.rank, s.bit, i % N)
-  end
-
-  local function encodehdr(s)
-    return 'H' .. spack('<d', s.newest) .. spack(HFMT, tunpack(s.histo, 1, DMAXRANK + 1))
-      .. spack(FFMT, tunpack(s.filled, 1, 16))
   end
 
   -- write stores what take changed (and heals a key without a TTL).
