@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,38 +99,7 @@ limits = ["tokens"]
 		time.Sleep(left + time.Second)
 	}
 	g := startGateway(t, "redis.toml.tmpl", gwOpts{Data: redisData("", cl.Addrs(), "deny", "2s", body)})
-	c := newClient(t, "")
-	var wg sync.WaitGroup
-	var ok, denied atomic.Int64
-	for range 50 {
-		wg.Go(func() {
-			r := chat(t, c, g.url("/v1/chat"), 100, map[string]string{"X-API-Key": "cl", "X-Usage": "37", "X-Hold": "1"})
-			switch r.Status {
-			case 200:
-				ok.Add(1)
-			case 429:
-				denied.Add(1)
-			default:
-				t.Errorf("a reservation: %s", r)
-			}
-		})
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for denied.Load()+u.arrived.Load() < 50 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d denied, %d at the upstream: some requests never got an answer", denied.Load(), u.arrived.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := u.arrived.Load(); n > 10 {
-		t.Fatalf("%d requests reserved 100 of 1000 tokens each", n)
-	}
-	u.free()
-	wg.Wait()
-	n := ok.Load()
-	if n != u.arrived.Load() || n+denied.Load() != 50 {
-		t.Fatalf("%d admitted, %d denied, %d at the upstream", n, denied.Load(), u.arrived.Load())
-	}
+	n := reserveAtOnce(t, g, u, "cl")
 	waitTokens(t, g, "tokens", "cl", 37*n)
 	if _, rem := used(t, g, "tokens", "cl"); rem != 1000-37*n {
 		t.Errorf("remaining %d, want %d", rem, 1000-37*n)

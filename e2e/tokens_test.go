@@ -450,42 +450,52 @@ func TestTokenConcurrentReservations(t *testing.T) {
 	}
 }
 
+// reserveAtOnce sends 50 requests of client key reserving 100 tokens
+// each at once, held at the upstream until all have been answered or
+// arrived: no more than 10 (a budget of 1000) may reach it. It frees
+// them (37 tokens used each) and returns how many were admitted.
+func reserveAtOnce(t *testing.T, g *gw, u *llmUpstream, key string) int64 {
+	t.Helper()
+	c := newClient(t, "")
+	var wg sync.WaitGroup
+	var ok, denied atomic.Int64
+	for range 50 {
+		wg.Go(func() {
+			r := chat(t, c, g.url("/v1/chat"), 100, map[string]string{"X-API-Key": key, "X-Usage": "37", "X-Hold": "1"})
+			switch r.Status {
+			case 200:
+				ok.Add(1)
+			case 429:
+				denied.Add(1)
+			default:
+				t.Errorf("a reservation: %s", r)
+			}
+		})
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for denied.Load()+u.arrived.Load() < 50 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d denied, %d at the upstream: some requests never got an answer", denied.Load(), u.arrived.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := u.arrived.Load(); n > 10 {
+		t.Fatalf("%d requests reserved 100 of 1000 tokens each", n)
+	}
+	u.free()
+	wg.Wait()
+	n := ok.Load()
+	if n != u.arrived.Load() || n+denied.Load() != 50 {
+		t.Fatalf("%d admitted, %d denied, %d at the upstream", n, denied.Load(), u.arrived.Load())
+	}
+	return n
+}
+
 func concurrentReservations(t *testing.T, mode string) {
 	t.Parallel()
 	stores(t, func(t *testing.T, redis string) {
 		g, u, _ := tokensGatewaySync(t, redis, "fixed_window", "1000/24h", mode)
-		c := newClient(t, "")
-		var wg sync.WaitGroup
-		var ok, denied atomic.Int64
-		for range 50 {
-			wg.Go(func() {
-				r := chat(t, c, g.url("/v1/chat"), 100, map[string]string{"X-API-Key": "c", "X-Usage": "37", "X-Hold": "1"})
-				switch r.Status {
-				case 200:
-					ok.Add(1)
-				case 429:
-					denied.Add(1)
-				default:
-					t.Errorf("a reservation: %s", r)
-				}
-			})
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for denied.Load()+u.arrived.Load() < 50 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d denied, %d at the upstream: some requests never got an answer", denied.Load(), u.arrived.Load())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n := u.arrived.Load(); n > 10 {
-			t.Fatalf("%d requests reserved 100 of 1000 tokens each", n)
-		}
-		u.free()
-		wg.Wait()
-		n := ok.Load()
-		if n != u.arrived.Load() || n+denied.Load() != 50 {
-			t.Fatalf("%d admitted, %d denied, %d at the upstream", n, denied.Load(), u.arrived.Load())
-		}
+		n := reserveAtOnce(t, g, u, "c")
 		if mode == "" {
 			waitTokens(t, g, "tokens", "c", 37*n)
 			if _, rem := used(t, g, "tokens", "c"); rem != 1000-37*n {
