@@ -175,6 +175,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy, pool *upstrea
 	identity := p.Identity
 	owned := newOwnedHeaders(rt, identity.UserHeader(), p.Consumers.ForwardConsumer, p.Consumers.ForwardPlan)
 	msgs := h.newMessages(rt, p) // headerrules.go
+	tags := tagNames(rt)         // limit_answer.go
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			peerTrusted := identity.PeerTrusted(pr.In)
@@ -186,6 +187,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy, pool *upstrea
 				}
 			}
 			owned.strip(pr.Out.Header, peerTrusted)
+			keepTags(tags, pr.In.Header, pr.Out.Header)
 			setConsumerHeaders(&p.Consumers, pr.In, pr.Out.Header)
 			msgs.rewrite(pr)
 			// The path is already the one to forward (Route.ForwardPath,
