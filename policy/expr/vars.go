@@ -1,11 +1,16 @@
 package expr
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/google/cel-go/common/types"
@@ -139,8 +144,7 @@ func firstValues(raw string) ref.Val {
 func claimsValue(raw map[string]json.RawMessage) ref.Val {
 	m := make(map[string]any, len(raw))
 	for k, r := range raw {
-		var x any
-		if json.Unmarshal(r, &x) == nil {
+		if x, err := decodeJSON(r); err == nil {
 			m[k] = x
 		}
 	}
@@ -153,11 +157,67 @@ func bodyValue(b []byte, err error) ref.Val {
 	if err != nil {
 		return types.NewErr("body: %v", err)
 	}
-	var x any
-	if err := json.Unmarshal(b, &x); err != nil {
+	x, err := decodeJSON(b)
+	if err != nil {
 		return types.NewErr("body is not JSON: %v", err)
 	}
 	return types.DefaultTypeAdapter.NativeToValue(x)
+}
+
+// decodeJSON decodes one JSON value as json.Unmarshal does into an any
+// (an object's repeated name: the last value, as most upstreams read
+// it), except numbers: one written without a fraction or an exponent
+// that fits 64 bits is an int (or a uint past int64), exact; any other is
+// a double. Read as doubles, integers past 2^53 (64-bit user ids) would
+// be rounded, and two users' ids would key one counter.
+func decodeJSON(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var x any
+	if err := d.Decode(&x); err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("invalid character after top-level value")
+	}
+	return jsonNumbers(x)
+}
+
+// jsonNumbers replaces, in place, the json.Numbers in x by int64, uint64
+// or float64 values (decodeJSON). A number past a double's range is an
+// error, as json.Unmarshal makes it.
+func jsonNumbers(x any) (any, error) {
+	var err error
+	switch v := x.(type) {
+	case json.Number:
+		s := string(v)
+		if !strings.ContainsAny(s, ".eE") {
+			if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+				return i, nil
+			}
+			if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+				return u, nil
+			}
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("number %s is out of range", s)
+		}
+		return f, nil
+	case map[string]any:
+		for k, e := range v {
+			if v[k], err = jsonNumbers(e); err != nil {
+				return nil, err
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if v[i], err = jsonNumbers(e); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return x, nil
 }
 
 // headerMap is request.headers: lower-case names to first values, read
