@@ -61,6 +61,7 @@ type Program struct {
 	prg     cel.Program
 	kind    Kind
 	body    bool
+	path    bool
 	tracked bool
 	// nb and ns are the Go form of a Bool or String expression in the
 	// subset native.go compiles; nil otherwise.
@@ -120,8 +121,11 @@ func Compile(text string, k Kind) (*Program, error) {
 	}
 	p := &Program{Text: text, kind: k}
 	for _, r := range ast.NativeRep().ReferenceMap() {
-		if r.Name == varBody {
+		switch r.Name {
+		case varBody:
 			p.body = true
+		case varPath:
+			p.path = true
 		}
 	}
 	est, err := env.EstimateCost(ast, sizes{})
@@ -175,6 +179,9 @@ func (k Kind) String() string {
 // UsesBody reports whether the expression reads the request body, which
 // is then read (bounded) before it is evaluated.
 func (p *Program) UsesBody() bool { return p.body }
+
+// UsesPath reports whether the expression reads request.path.
+func (p *Program) UsesPath() bool { return p.path }
 
 // Tracked reports whether the expression's cost is tracked while it runs
 // (its worst case is not proved below MaxCost).
