@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -92,6 +95,118 @@ key = 'request.headers["x-k"]'
 			if c := path.Clean("/" + p); c == "/v1/orders" || strings.HasPrefix(c, "/v1/orders/") {
 				t.Errorf("%s: %d then %d, the upstream was sent %q (%s once decoded): the when was dodged", target, a.StatusCode, b.StatusCode, seen, c)
 			}
+		}
+	}
+}
+
+// TestExprBodyPeekFraming: the body a limit's expression reads reaches
+// the upstream byte for byte and framed as the client framed it: with a
+// Content-Length of 65,536 (read whole, offered), of 65,537 (one byte past
+// the read: not offered, forwarded whole), chunked, and after
+// "Expect: 100-continue" (the gateway's read sends the 100). Each is
+// keyed by its body's user: offered bodies count per user (the second
+// request of a user is denied), the long one falls to on_error = "skip".
+func TestExprBodyPeekFraming(t *testing.T) {
+	t.Parallel()
+	body := `
+[[limits]]
+name = "login"
+rates = ["1/1h"]
+algorithm = "fixed_window"
+key = 'body.user'
+on_error = "skip"
+`
+	g := startExprGateway(t, "memory", body, `"login"`, "30s")
+	payload := func(user string, size int) string {
+		head := `{"user":"` + user + `","pad":"`
+		return head + strings.Repeat("x", size-len(head)-2) + `"}`
+	}
+	cases := []struct {
+		name, user string
+		size       int
+		chunked    bool
+		expect     bool
+		offered    bool
+	}{
+		{"65536, Content-Length", "u1", 64 << 10, false, false, true},
+		{"65537, Content-Length", "u2", 64<<10 + 1, false, false, false},
+		{"65536, chunked", "u3", 64 << 10, true, false, true},
+		{"65537, chunked", "u4", 64<<10 + 1, true, false, false},
+		{"small, Expect: 100-continue", "u5", 100, false, true, true},
+		{"65537, Expect: 100-continue, chunked", "u6", 64<<10 + 1, true, true, false},
+	}
+	for _, tc := range cases {
+		p := payload(tc.user, tc.size)
+		sum := sha256.Sum256([]byte(p))
+		wantBody := strconv.Itoa(len(p)) + ":" + hex.EncodeToString(sum[:8])
+		wantFraming := strconv.Itoa(len(p))
+		if tc.chunked {
+			wantFraming = "-1 chunked"
+		}
+		var statuses []string
+		for i := 0; i < 2; i++ {
+			conn := rawConn(t, g.Listen)
+			var b strings.Builder
+			b.WriteString("POST /login HTTP/1.1\r\nHost: gw.example\r\nConnection: close\r\nContent-Type: application/json\r\n")
+			if tc.chunked {
+				b.WriteString("Transfer-Encoding: chunked\r\n")
+			} else {
+				b.WriteString("Content-Length: " + strconv.Itoa(len(p)) + "\r\n")
+			}
+			if tc.expect {
+				b.WriteString("Expect: 100-continue\r\n")
+			}
+			b.WriteString("\r\n")
+			if _, err := conn.Write([]byte(b.String())); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(conn)
+			if tc.expect {
+				line, err := br.ReadString('\n')
+				if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+					t.Fatalf("%s: %q, %v, want a 100 Continue before the body is sent", tc.name, line, err)
+				}
+				for line != "\r\n" && err == nil {
+					line, err = br.ReadString('\n')
+				}
+			}
+			var out strings.Builder
+			if tc.chunked {
+				for rest := p; rest != ""; {
+					n := min(len(rest), 7000)
+					out.WriteString(strconv.FormatInt(int64(n), 16) + "\r\n" + rest[:n] + "\r\n")
+					rest = rest[n:]
+				}
+				out.WriteString("0\r\n\r\n")
+			} else {
+				out.WriteString(p)
+			}
+			if _, err := conn.Write([]byte(out.String())); err != nil {
+				t.Fatal(err)
+			}
+			// The upstream's own 100 Continue is relayed too (a client
+			// must take any number of 1xx answers): skipped.
+			resp, err := http.ReadResponse(br, &http.Request{Method: "POST"})
+			for err == nil && resp.StatusCode < 200 {
+				resp, err = http.ReadResponse(br, &http.Request{Method: "POST"})
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			_, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			conn.Close()
+			statuses = append(statuses, strconv.Itoa(resp.StatusCode))
+			if resp.StatusCode == 200 && (resp.Header.Get("X-Seen-Body") != wantBody || resp.Header.Get("X-Seen-Framing") != wantFraming) {
+				t.Errorf("%s: upstream saw body %q framed %q, want %q framed %q", tc.name, resp.Header.Get("X-Seen-Body"), resp.Header.Get("X-Seen-Framing"), wantBody, wantFraming)
+			}
+		}
+		want := "200,200"
+		if tc.offered {
+			want = "200,429"
+		}
+		if got := strings.Join(statuses, ","); got != want {
+			t.Errorf("%s: %s, want %s", tc.name, got, want)
 		}
 	}
 }

@@ -36,6 +36,7 @@ func echoUpstream(t *testing.T) string {
 			}
 		}
 		w.Header().Set("X-Seen-Body", strconv.Itoa(len(b))+":"+hex.EncodeToString(sum[:8]))
+		w.Header().Set("X-Seen-Framing", strconv.FormatInt(r.ContentLength, 10)+" "+strings.Join(r.TransferEncoding, ","))
 		_, _ = io.WriteString(w, "ok")
 	}))
 	t.Cleanup(srv.Close)
