@@ -45,6 +45,21 @@ mode = "tag"
 			t.Fatalf("%s: %d, upstream saw tag %q and respelled %q, want 200, \"soft\" and none", name, r.StatusCode, r.Header.Get("X-Seen-Tag"), r.Header.Get("X-Seen-Respelled"))
 		}
 	}
+	// Sent as a request trailer, the header is never one: the upstream's
+	// header holds the gateway's tag alone.
+	conn := rawConn(t, g.Listen)
+	defer conn.Close()
+	_, _ = conn.Write([]byte("POST /a HTTP/1.1\r\nHost: gw.example\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n" +
+		"Trailer: X-Ratelimit-Exceeded\r\n\r\n2\r\nhi\r\n0\r\nX-Ratelimit-Exceeded: forged\r\n\r\n"))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: "POST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Seen-Tag") != "soft" {
+		t.Fatalf("tag header as a trailer: %d, upstream saw tag %q (trailer %q), want 200 and \"soft\"", resp.StatusCode, resp.Header.Get("X-Seen-Tag"), resp.Header.Get("X-Seen-Trailer"))
+	}
+	t.Logf("the trailer reached the upstream as %q", resp.Header.Get("X-Seen-Trailer"))
 }
 
 // TestExprWhenPathDodges: a when over request.path cannot be dodged by
