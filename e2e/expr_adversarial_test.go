@@ -225,3 +225,36 @@ on_error = "skip"
 		}
 	}
 }
+
+// TestExprWhenQueryDodges: a when over request.query cannot be dodged by
+// the readings upstreams differ on: a name repeated (PHP and many
+// frameworks read the last value, the gateway the first) or pairs
+// separated by ';' (Rack before 3, old Python). Every target below names
+// bulk=1 in some reading, so the limit applies: the second request on a
+// target's own key is denied.
+func TestExprWhenQueryDodges(t *testing.T) {
+	t.Parallel()
+	body := `
+[[limits]]
+name = "bulk"
+rates = ["1/1h"]
+algorithm = "fixed_window"
+when = 'request.query[?"bulk"].orValue("") == "1"'
+key = 'request.headers["x-k"]'
+`
+	g := startExprGateway(t, "memory", body, `"bulk"`, "30s")
+	for i, target := range []string{"/a?bulk=1", "/a?bulk=0&bulk=1", "/a?bulk=1&bulk=0", "/a?bulk=1;x=2", "/a?x=2;bulk=1",
+		"/a?%62ulk=1", "/a?bulk=%31", "/a?x=1&bulk=0;bulk=1"} {
+		hdr := map[string]string{"X-K": strconv.Itoa(i)}
+		a, b := rawDo(t, g.Listen, "GET", target, hdr), rawDo(t, g.Listen, "GET", target, hdr)
+		if a.StatusCode != 200 || b.StatusCode != 429 {
+			t.Errorf("%s: %d then %d, want 200 then 429 (the limit applies)", target, a.StatusCode, b.StatusCode)
+		}
+	}
+	// A query that names bulk=1 in no reading is not limited.
+	for i := 0; i < 2; i++ {
+		if r := rawDo(t, g.Listen, "GET", "/a?bulk=0&x=1;y=2", map[string]string{"X-K": "none"}); r.StatusCode != 200 {
+			t.Fatalf("bulk=0: %d, want 200 (the limit does not apply)", r.StatusCode)
+		}
+	}
+}

@@ -100,16 +100,33 @@ func evalExprs(x *policy.Exprs, v *expr.Vars) (res exprResult, field string, err
 // "/v1/orders" applies to it. (A route is chosen in both readings and a
 // request rejected when they differ; a when is an arbitrary condition, so
 // it applies when either reading says it does.)
+//
+// One that reads request.query is likewise evaluated again on the
+// query's other reading (expr.Vars.LooseQuery: ';' separating pairs, the
+// last value of a repeated name), so "?bulk=0&bulk=1" or "?x=1;bulk=1"
+// cannot dodge a when on bulk that a PHP or Rack upstream honours.
 func whenHolds(w *expr.Program, v *expr.Vars) (bool, error) {
 	ok, err := w.Bool(v)
-	if err != nil || ok || !w.UsesPath() || !policy.NeedsLoose(v.Path) {
+	if err != nil || ok {
 		return ok, err
 	}
-	strict := v.Path
-	v.Path = policy.LoosePath(strict)
-	ok, err = w.Bool(v)
-	v.Path = strict
-	return err == nil && ok, nil
+	if w.UsesPath() && policy.NeedsLoose(v.Path) {
+		strict := v.Path
+		v.Path = policy.LoosePath(strict)
+		ok, err = w.Bool(v)
+		v.Path = strict
+		if err == nil && ok {
+			return true, nil
+		}
+	}
+	if w.UsesQuery() && v.LooseQuery() {
+		ok, err = w.Bool(v)
+		v.StrictQuery()
+		if err == nil && ok {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // maxErrDetail bounds an expression's error in an answer.

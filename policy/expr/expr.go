@@ -62,6 +62,7 @@ type Program struct {
 	kind    Kind
 	body    bool
 	path    bool
+	query   bool
 	tracked bool
 	// nb and ns are the Go form of a Bool or String expression in the
 	// subset native.go compiles; nil otherwise.
@@ -126,6 +127,8 @@ func Compile(text string, k Kind) (*Program, error) {
 			p.body = true
 		case varPath:
 			p.path = true
+		case varQuery:
+			p.query = true
 		}
 	}
 	est, err := env.EstimateCost(ast, sizes{})
@@ -182,6 +185,9 @@ func (p *Program) UsesBody() bool { return p.body }
 
 // UsesPath reports whether the expression reads request.path.
 func (p *Program) UsesPath() bool { return p.path }
+
+// UsesQuery reports whether the expression reads request.query.
+func (p *Program) UsesQuery() bool { return p.query }
 
 // Tracked reports whether the expression's cost is tracked while it runs
 // (its worst case is not proved below MaxCost).

@@ -60,3 +60,38 @@ func TestJSONNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestLooseQuery: the other reading of a query string, written out; a
+// single pair has none, and StrictQuery restores the first values.
+func TestLooseQuery(t *testing.T) {
+	p, err := Compile(`request.query[?"b"].orValue("-")`, String)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ raw, strict, loose string }{
+		{"b=1", "1", ""},
+		{"b=0&b=1", "0", "1"},
+		{"b=1;x=2", "-", "1"},
+		{"x=1;b=2&b=3", "3", "3"},
+		{"a=1&c=2", "-", "-"},
+	} {
+		v := &Vars{RawQuery: c.raw}
+		got, _ := p.String(v)
+		if got != c.strict {
+			t.Errorf("%s: %q, want %q", c.raw, got, c.strict)
+		}
+		if !v.LooseQuery() {
+			if c.loose != "" {
+				t.Errorf("%s: no loose reading, want %q", c.raw, c.loose)
+			}
+			continue
+		}
+		if got, _ := p.String(v); got != c.loose {
+			t.Errorf("%s loosely: %q, want %q", c.raw, got, c.loose)
+		}
+		v.StrictQuery()
+		if got, _ := p.String(v); got != c.strict {
+			t.Errorf("%s restored: %q, want %q", c.raw, got, c.strict)
+		}
+	}
+}

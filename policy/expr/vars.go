@@ -67,6 +67,7 @@ type Vars struct {
 	ip                 string
 	hm                 headerMap
 	query, claims, bod ref.Val
+	strictQuery        ref.Val
 }
 
 var _ interpreter.Activation = (*Vars)(nil)
@@ -125,6 +126,35 @@ func (v *Vars) ResolveName(name string) (any, bool) {
 
 // Parent implements interpreter.Activation.
 func (v *Vars) Parent() interpreter.Activation { return nil }
+
+// LooseQuery switches request.query to the other reading upstreams make
+// of the query string: ';' separating pairs as '&' does (Rack before 3,
+// old Python), and the last value of a repeated name (PHP, many
+// frameworks) rather than the first. It reports false, changing nothing,
+// when the query has a single pair, which reads one way. StrictQuery
+// switches back.
+func (v *Vars) LooseQuery() bool {
+	if !strings.ContainsAny(v.RawQuery, "&;") {
+		return false
+	}
+	v.strictQuery, v.query = v.query, lastValues(strings.ReplaceAll(v.RawQuery, ";", "&"))
+	return true
+}
+
+// StrictQuery undoes LooseQuery.
+func (v *Vars) StrictQuery() { v.query, v.strictQuery = v.strictQuery, nil }
+
+// lastValues is the query's last value of each name.
+func lastValues(raw string) ref.Val {
+	q, _ := url.ParseQuery(raw)
+	m := make(map[string]string, len(q))
+	for k, vs := range q {
+		if len(vs) > 0 {
+			m[k] = vs[len(vs)-1]
+		}
+	}
+	return types.NewStringStringMap(types.DefaultTypeAdapter, m)
+}
 
 // firstValues is the query's first value of each name. A malformed pair
 // is skipped, as url.ParseQuery skips it.
