@@ -30,7 +30,14 @@ func echoUpstream(t *testing.T) string {
 		b, _ := io.ReadAll(r.Body)
 		sum := sha256.Sum256(b)
 		w.Header().Set("X-Seen-Tag", strings.Join(r.Header.Values("X-Ratelimit-Exceeded"), ","))
+		w.Header().Set("X-Seen-Trailer", strings.Join(r.Trailer.Values("X-Ratelimit-Exceeded"), ","))
+		for name, vs := range r.Header {
+			if strings.EqualFold(strings.ReplaceAll(name, "_", "-"), "X-Ratelimit-Exceeded") && name != "X-Ratelimit-Exceeded" {
+				w.Header().Set("X-Seen-Respelled", name+"="+strings.Join(vs, ","))
+			}
+		}
 		w.Header().Set("X-Seen-Body", strconv.Itoa(len(b))+":"+hex.EncodeToString(sum[:8]))
+		w.Header().Set("X-Seen-Framing", strconv.FormatInt(r.ContentLength, 10)+" "+strings.Join(r.TransferEncoding, ","))
 		_, _ = io.WriteString(w, "ok")
 	}))
 	t.Cleanup(srv.Close)

@@ -58,6 +58,26 @@ func needsLoose(p string) bool {
 	return false
 }
 
+// NeedsLoose reports whether the normal path p could read differently
+// in the loose reading (LoosePath) than as it is.
+func NeedsLoose(p string) bool { return needsLoose(p) }
+
+// LoosePath returns the normal path p as the loose reading has it: every
+// escape decoded ("%2F" as '/'), "//" merged, each segment's ";params"
+// dropped and ASCII letters lower-cased, the path some upstream serves
+// for p. A limit's when that reads request.path is also evaluated on it,
+// so that a respelling no route check rejects cannot dodge the limit.
+func LoosePath(p string) string {
+	b := make([]byte, 0, len(p))
+	for r := (looseReader{s: p}); ; {
+		c, ok := r.next()
+		if !ok {
+			return string(b)
+		}
+		b = append(b, c)
+	}
+}
+
 // looseHasPrefix reports whether prefix is a segment-wise prefix of the
 // normal path p under the loose reading, the union of what upstreams do:
 // every escape decoded, "%2F" read as '/', "//" merged, ";params" dropped

@@ -181,6 +181,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy, pool *upstrea
 	// dropped, and the transport asks for gzip itself and decodes it
 	// (usage.go). The client gets the answer uncompressed.
 	dropEncoding := readsAnswerBody(rt)
+	tags := tagNames(rt) // limit_answer.go
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			peerTrusted := identity.PeerTrusted(pr.In)
@@ -195,6 +196,7 @@ func (h *Handler) reverseProxy(rt *policy.Route, p *policy.Policy, pool *upstrea
 			if dropEncoding {
 				delete(pr.Out.Header, "Accept-Encoding")
 			}
+			keepTags(tags, pr.In.Header, pr.Out.Header)
 			setConsumerHeaders(&p.Consumers, pr.In, pr.Out.Header)
 			msgs.rewrite(pr)
 			// The path is already the one to forward (Route.ForwardPath,

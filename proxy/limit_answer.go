@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tollgate/gateway/headers"
@@ -44,6 +46,44 @@ func tagShadowed(p *policy.Policy, r *http.Request, hits []ratelimit.Hit, ds []r
 		}
 		if l := p.Limit(hits[i].Limit.Name); l != nil && l.Tag != nil {
 			r.Header[l.Tag.Header] = append(r.Header[l.Tag.Header], l.Tag.Value)
+		}
+	}
+}
+
+// dropClientTag deletes a client's copies of the tag header name from h:
+// the canonical spelling, and any spelled with '_' (X_Ratelimit_Exceeded),
+// which CGI, WSGI, PHP and Rack read as the same header, after the
+// gateway's (Go writes names in order, '_' after '-'), so it could clear
+// or forge the tag.
+func dropClientTag(h http.Header, name string) {
+	delete(h, name)
+	for k := range h {
+		if strings.IndexByte(k, '_') >= 0 && dashedEqual(k, name) {
+			delete(h, k)
+		}
+	}
+}
+
+// tagNames are the tag headers of rt's tag limits, nil for none.
+func tagNames(rt *policy.Route) []string {
+	var names []string
+	for _, l := range rt.Limits {
+		if l.Tag != nil && !slices.Contains(names, l.Tag.Header) {
+			names = append(names, l.Tag.Header)
+		}
+	}
+	return names
+}
+
+// keepTags copies the gateway's tags (tagShadowed, on in) to the upstream
+// request out once ReverseProxy has dropped the headers that the
+// client's Connection header names: a client naming the tag header there
+// would otherwise have the tag removed on its way up, and pass a soft
+// limit untagged.
+func keepTags(names []string, in, out http.Header) {
+	for _, n := range names {
+		if v := in[n]; len(v) > 0 {
+			out[n] = v
 		}
 	}
 }

@@ -35,7 +35,7 @@ func (h *Handler) limitExprs(q *request, l *policy.Limit) exprResult {
 		if x.When != nil && !x.When.UsesBody() {
 			// A request the limit does not apply to is not made to
 			// wait for its body.
-			if ok, err := x.When.Bool(v); err == nil && !ok {
+			if ok, err := whenHolds(x.When, v); err == nil && !ok {
 				return exprResult{skip: true}
 			}
 		}
@@ -63,7 +63,7 @@ func evalExprs(x *policy.Exprs, v *expr.Vars) (res exprResult, field string, err
 	field = "when"
 	if x.When != nil {
 		var ok bool
-		if ok, err = x.When.Bool(v); err == nil && !ok {
+		if ok, err = whenHolds(x.When, v); err == nil && !ok {
 			return exprResult{skip: true}, "", nil
 		}
 	}
@@ -90,6 +90,43 @@ func evalExprs(x *policy.Exprs, v *expr.Vars) (res exprResult, field string, err
 	}
 	// shared: one counter for every request whose expressions failed.
 	return exprResult{keyed: true}, "", nil
+}
+
+// whenHolds evaluates a limit's when. One that reads request.path and is
+// false on the normal path is evaluated again on the path's loose reading
+// (policy.LoosePath: escapes decoded, "%2F" as '/', ";params" dropped,
+// lower case), and holds if it holds there: an upstream that reads the
+// path so serves "/v1%2Forders" as "/v1/orders", so the limit on
+// "/v1/orders" applies to it. (A route is chosen in both readings and a
+// request rejected when they differ; a when is an arbitrary condition, so
+// it applies when either reading says it does.)
+//
+// One that reads request.query is likewise evaluated again on the
+// query's other reading (expr.Vars.LooseQuery: ';' separating pairs, the
+// last value of a repeated name), so "?bulk=0&bulk=1" or "?x=1;bulk=1"
+// cannot dodge a when on bulk that a PHP or Rack upstream honours.
+func whenHolds(w *expr.Program, v *expr.Vars) (bool, error) {
+	ok, err := w.Bool(v)
+	if err != nil || ok {
+		return ok, err
+	}
+	if w.UsesPath() && policy.NeedsLoose(v.Path) {
+		strict := v.Path
+		v.Path = policy.LoosePath(strict)
+		ok, err = w.Bool(v)
+		v.Path = strict
+		if err == nil && ok {
+			return true, nil
+		}
+	}
+	if w.UsesQuery() && v.LooseQuery() {
+		ok, err = w.Bool(v)
+		v.StrictQuery()
+		if err == nil && ok {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // maxErrDetail bounds an expression's error in an answer.

@@ -155,7 +155,7 @@ func (h *Handler) serve(q *request) {
 		for _, l := range rt.Limits {
 			if l.Tag != nil {
 				// Only the gateway tags a request (limit_answer.go).
-				delete(r.Header, l.Tag.Header)
+				dropClientTag(r.Header, l.Tag.Header)
 			}
 			if l.Exempt(id) {
 				continue

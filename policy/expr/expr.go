@@ -61,6 +61,8 @@ type Program struct {
 	prg     cel.Program
 	kind    Kind
 	body    bool
+	path    bool
+	query   bool
 	tracked bool
 	// nb and ns are the Go form of a Bool or String expression in the
 	// subset native.go compiles; nil otherwise.
@@ -120,8 +122,13 @@ func Compile(text string, k Kind) (*Program, error) {
 	}
 	p := &Program{Text: text, kind: k}
 	for _, r := range ast.NativeRep().ReferenceMap() {
-		if r.Name == varBody {
+		switch r.Name {
+		case varBody:
 			p.body = true
+		case varPath:
+			p.path = true
+		case varQuery:
+			p.query = true
 		}
 	}
 	est, err := env.EstimateCost(ast, sizes{})
@@ -175,6 +182,12 @@ func (k Kind) String() string {
 // UsesBody reports whether the expression reads the request body, which
 // is then read (bounded) before it is evaluated.
 func (p *Program) UsesBody() bool { return p.body }
+
+// UsesPath reports whether the expression reads request.path.
+func (p *Program) UsesPath() bool { return p.path }
+
+// UsesQuery reports whether the expression reads request.query.
+func (p *Program) UsesQuery() bool { return p.query }
 
 // Tracked reports whether the expression's cost is tracked while it runs
 // (its worst case is not proved below MaxCost).

@@ -1,11 +1,16 @@
 package expr
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/google/cel-go/common/types"
@@ -62,6 +67,7 @@ type Vars struct {
 	ip                 string
 	hm                 headerMap
 	query, claims, bod ref.Val
+	strictQuery        ref.Val
 }
 
 var _ interpreter.Activation = (*Vars)(nil)
@@ -121,6 +127,35 @@ func (v *Vars) ResolveName(name string) (any, bool) {
 // Parent implements interpreter.Activation.
 func (v *Vars) Parent() interpreter.Activation { return nil }
 
+// LooseQuery switches request.query to the other reading upstreams make
+// of the query string: ';' separating pairs as '&' does (Rack before 3,
+// old Python), and the last value of a repeated name (PHP, many
+// frameworks) rather than the first. It reports false, changing nothing,
+// when the query has a single pair, which reads one way. StrictQuery
+// switches back.
+func (v *Vars) LooseQuery() bool {
+	if !strings.ContainsAny(v.RawQuery, "&;") {
+		return false
+	}
+	v.strictQuery, v.query = v.query, lastValues(strings.ReplaceAll(v.RawQuery, ";", "&"))
+	return true
+}
+
+// StrictQuery undoes LooseQuery.
+func (v *Vars) StrictQuery() { v.query, v.strictQuery = v.strictQuery, nil }
+
+// lastValues is the query's last value of each name.
+func lastValues(raw string) ref.Val {
+	q, _ := url.ParseQuery(raw)
+	m := make(map[string]string, len(q))
+	for k, vs := range q {
+		if len(vs) > 0 {
+			m[k] = vs[len(vs)-1]
+		}
+	}
+	return types.NewStringStringMap(types.DefaultTypeAdapter, m)
+}
+
 // firstValues is the query's first value of each name. A malformed pair
 // is skipped, as url.ParseQuery skips it.
 func firstValues(raw string) ref.Val {
@@ -139,8 +174,7 @@ func firstValues(raw string) ref.Val {
 func claimsValue(raw map[string]json.RawMessage) ref.Val {
 	m := make(map[string]any, len(raw))
 	for k, r := range raw {
-		var x any
-		if json.Unmarshal(r, &x) == nil {
+		if x, err := decodeJSON(r); err == nil {
 			m[k] = x
 		}
 	}
@@ -153,11 +187,67 @@ func bodyValue(b []byte, err error) ref.Val {
 	if err != nil {
 		return types.NewErr("body: %v", err)
 	}
-	var x any
-	if err := json.Unmarshal(b, &x); err != nil {
+	x, err := decodeJSON(b)
+	if err != nil {
 		return types.NewErr("body is not JSON: %v", err)
 	}
 	return types.DefaultTypeAdapter.NativeToValue(x)
+}
+
+// decodeJSON decodes one JSON value as json.Unmarshal does into an any
+// (an object's repeated name: the last value, as most upstreams read
+// it), except numbers: one written without a fraction or an exponent
+// that fits 64 bits is an int (or a uint past int64), exact; any other is
+// a double. Read as doubles, integers past 2^53 (64-bit user ids) would
+// be rounded, and two users' ids would key one counter.
+func decodeJSON(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var x any
+	if err := d.Decode(&x); err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("invalid character after top-level value")
+	}
+	return jsonNumbers(x)
+}
+
+// jsonNumbers replaces, in place, the json.Numbers in x by int64, uint64
+// or float64 values (decodeJSON). A number past a double's range is an
+// error, as json.Unmarshal makes it.
+func jsonNumbers(x any) (any, error) {
+	var err error
+	switch v := x.(type) {
+	case json.Number:
+		s := string(v)
+		if !strings.ContainsAny(s, ".eE") {
+			if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+				return i, nil
+			}
+			if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+				return u, nil
+			}
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("number %s is out of range", s)
+		}
+		return f, nil
+	case map[string]any:
+		for k, e := range v {
+			if v[k], err = jsonNumbers(e); err != nil {
+				return nil, err
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if v[i], err = jsonNumbers(e); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return x, nil
 }
 
 // headerMap is request.headers: lower-case names to first values, read
