@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDistinctExpr: a distinct limit whose value is an expression reading
+// the JSON body counts credential stuffing (distinct usernames per IP) on
+// the memory store and Redis: a fourth username in the window is denied,
+// a username already tried passes, and a body that is not JSON follows
+// on_error — "shared" counts every such body of a key as one value,
+// "skip" lets it through uncounted, "deny" answers it 400 naming the
+// field.
+func TestDistinctExpr(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, backend string) {
+		body := `
+[[limits]]
+name = "stuffing"
+algorithm = "distinct"
+distinct = 'body.username'
+by = ["ip"]
+rates = ["3/10m"]
+when = 'request.path == "/login"'
+
+[[limits]]
+name = "stuffing-skip"
+algorithm = "distinct"
+distinct = 'body.username'
+by = ["ip"]
+rates = ["3/10m"]
+when = 'request.path == "/login-skip"'
+on_error = "skip"
+
+[[limits]]
+name = "stuffing-deny"
+algorithm = "distinct"
+distinct = 'body.username'
+by = ["ip"]
+rates = ["3/10m"]
+when = 'request.path == "/login-deny"'
+on_error = "deny"
+`
+		avoidWindowEdge(10 * time.Minute)
+		g := startExprGateway(t, backend, body, `"stuffing", "stuffing-skip", "stuffing-deny"`, "30s")
+		c := newClient(t, "")
+		js := map[string]string{"Content-Type": "application/json"}
+		login := func(path, user string) *response {
+			return send(t, c, "POST", g.url(path), js, `{"username":"`+user+`","password":"hunter2"}`)
+		}
+		text := func(path, b string) *response {
+			return send(t, c, "POST", g.url(path), map[string]string{"Content-Type": "text/plain"}, b)
+		}
+
+		// on_error = "skip": three usernames, the fourth denied, a tried
+		// one served; a body that is not JSON is not counted.
+		got := statusList(login("/login-skip", "alice"), login("/login-skip", "bob"), login("/login-skip", "carol"),
+			login("/login-skip", "dave"), login("/login-skip", "alice"), text("/login-skip", "username=eve"),
+			send(t, c, "POST", g.url("/login-skip"), js, `{"username":`))
+		if got != "200,200,200,429,200,200,200" {
+			t.Fatalf("skip: %s, want 200,200,200,429,200,200,200", got)
+		}
+
+		// on_error = "shared": the bodies that are not JSON count as one
+		// value together, so the third username is one too many.
+		got = statusList(login("/login", "alice"), text("/login", "username=eve"), text("/login", "username=mallory"),
+			send(t, c, "POST", g.url("/login"), js, `{"user":"trudy"}`), login("/login", "bob"),
+			login("/login", "carol"), login("/login", "alice"), text("/login", "x"))
+		if got != "200,200,200,200,200,429,200,200" {
+			t.Fatalf("shared: %s, want 200,200,200,200,200,429,200,200", got)
+		}
+
+		// on_error = "deny": 400 naming the field, counted nowhere.
+		r := text("/login-deny", "username=eve")
+		if r.Status != 400 || !strings.Contains(string(r.Body), "distinct") {
+			t.Fatalf("deny, a body that is not JSON: %s, want 400 naming distinct", r)
+		}
+		got = statusList(login("/login-deny", "alice"), login("/login-deny", "bob"), login("/login-deny", "carol"),
+			login("/login-deny", "dave"), login("/login-deny", "bob"))
+		if got != "200,200,200,429,200" {
+			t.Fatalf("deny: %s, want 200,200,200,429,200", got)
+		}
+	})
+}
