@@ -84,3 +84,27 @@ on_error = "deny"
 		}
 	})
 }
+
+// TestDistinctExprValidate: validate accepts an expression distinct and
+// prints its memory bound as for a key part, and names the field path,
+// the key parts and CEL's error for a value that is neither.
+func TestDistinctExprValidate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, distinct string) string {
+		p := dir + "/" + name
+		cfg := "[server]\nlisten = \"127.0.0.1:0\"\n\n[[limits]]\nname = \"stuffing\"\nalgorithm = \"distinct\"\ndistinct = '" + distinct + "'\nby = [\"ip\"]\nrates = [\"5/10m\"]\n\n" +
+			"[[routes]]\nname = \"login\"\npath_prefix = \"/login\"\nrespond = { status = 200, body = \"ok\" }\nlimits = [\"stuffing\"]\n"
+		writeFileAtomic(t, p, []byte(cfg))
+		return p
+	}
+	code, stdout, stderr := runGateway(t, nil, "validate", "--config", write("ok.toml", "body.username"))
+	if code != 0 || !strings.Contains(stdout, `limit "stuffing" distinct: up to`) {
+		t.Fatalf("validate: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runGateway(t, nil, "validate", "--config", write("bad.toml", "body.usrname +"))
+	out := stdout + stderr
+	if code == 0 || !strings.Contains(out, "limits[0].distinct") || !strings.Contains(out, "not a key part") || !strings.Contains(out, "Syntax error") {
+		t.Fatalf("validate of a bad expression: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+}
