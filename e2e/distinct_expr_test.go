@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -107,4 +111,60 @@ func TestDistinctExprValidate(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "limits[0].distinct") || !strings.Contains(out, "not a key part") || !strings.Contains(out, "Syntax error") {
 		t.Fatalf("validate of a bad expression: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
+}
+
+// TestDistinctExprCandidate: a candidate configuration whose distinct
+// limit is an expression (usernames from a header, 3 an hour per client)
+// evaluates it on the live traffic as the live path would: a client
+// trying 5 usernames and one again is allowed live, and the candidate
+// reports exactly 2 extra denials (the 4th and 5th usernames).
+func TestDistinctExprCandidate(t *testing.T) {
+	stores(t, func(t *testing.T, redis string) {
+		const token = "cand-secret"
+		next := filepath.Join(t.TempDir(), "next.toml")
+		cand := `[[limits]]
+name = "users-per-key"
+algorithm = "distinct"
+distinct = 'request.headers["x-user"]'
+by = ["client"]
+rates = ["3/1h"]
+
+[[routes]]
+name = "api"
+path_prefix = "/api"
+respond = { status = 200, body = "ok" }
+limits = ["users-per-key"]
+`
+		if err := os.WriteFile(next, []byte(cand), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		avoidWindowEdge(time.Hour)
+		g := startGateway(t, "candidate.toml.tmpl", gwOpts{Data: map[string]any{"Redis": redis, "Body": candidateBody(10)},
+			Env: []string{"TG_CAND_TOKEN=" + token}, Args: []string{"--candidate", next}})
+		c := &http.Client{Timeout: 10 * time.Second}
+		for _, u := range []string{"u0", "u1", "u2", "u3", "u4", "u0"} {
+			if r := get(t, c, g.url("/api/x"), map[string]string{"X-API-Key": "a", "X-User": u}); r.Status != 200 {
+				t.Fatalf("user %s: %d, want 200 live", u, r.Status)
+			}
+		}
+		var rep candidateReport
+		deadline := time.Now().Add(10 * time.Second) // hang guard: the last decision may still be counting
+		for {
+			r := adminDo(t, g, "GET", "/admin/candidate", token)
+			if r.Status != 200 {
+				t.Fatalf("GET /admin/candidate: %d %s", r.Status, r.Body)
+			}
+			rep = candidateReport{}
+			if err := json.Unmarshal(r.Body, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Requests >= 6 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if rep.Requests != 6 || rep.ExtraDenials != 2 || rep.Limits["users-per-key"].ExtraDenials != 2 || rep.StoreErrors != 0 {
+			t.Fatalf("report %+v: want 6 requests, 2 extra denials by users-per-key", rep)
+		}
+	})
 }
