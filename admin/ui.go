@@ -103,6 +103,8 @@ func (h *handler) uiData(w http.ResponseWriter, r *http.Request) {
 		row := uiLimit{Name: l.Name, Algorithm: l.Algorithm.String(), Shadow: l.Shadow, Utilisation: -1}
 		if l.Distinct != nil {
 			row.Distinct = l.Distinct.String()
+		} else if l.Exprs != nil && l.Exprs.Distinct != nil {
+			row.Distinct = l.Exprs.Distinct.Text
 		}
 		if l.Adaptive != nil {
 			row.Algorithm = policy.AlgorithmAdaptive

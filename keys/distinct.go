@@ -15,8 +15,8 @@ import (
 // the request's normal path ("path").
 //
 // An expression (a value computed from the request, a JSON body field
-// among them) is the other kind of distinct value; its compiled form
-// takes the place of Part here once limits take expressions.
+// among them) is the other kind of distinct value: the policy evaluates
+// it and DistinctExprValue hashes its result.
 type Distinct struct {
 	// Part is the key part read, when Path is false.
 	Part Part
@@ -60,8 +60,9 @@ func (d Distinct) String() string {
 
 // valPath and valIPv4Net are the kinds of the distinct-only values.
 const (
-	valPath    byte = 0x40 + iota // a normal path
-	valIPv4Net                    // prefix length byte + 4 masked address bytes
+	valPath         byte = 0x40 + iota // a normal path
+	valIPv4Net                         // prefix length byte + 4 masked address bytes
+	valDistinctExpr                    // a distinct expression's string result
 )
 
 // DistinctValue returns the 64-bit hash of d's value for the identity id,
@@ -94,4 +95,22 @@ func (e *Extractor) DistinctValue(d Distinct, id *Identity, v *Values, path stri
 		scratch.Put(bp)
 	}
 	return binary.LittleEndian.Uint64(sum[:8]), missing
+}
+
+// DistinctExprValue returns the 64-bit hash of a distinct expression's
+// result s, hashed as DistinctValue hashes a key part's value but under a
+// kind of its own, so that an expression giving "1.2.3.4" never counts as
+// the same value as the ip part 1.2.3.4. "" (an empty result, or an
+// expression that failed under on_error = "shared") is one value like any
+// other. s is hashed whole: the expression's cost limit and the bounded
+// body read bound it.
+func DistinctExprValue(s string) uint64 {
+	bp := scratch.Get().(*[]byte)
+	buf := append(appendValue((*bp)[:0], valDistinctExpr, len(s)), s...)
+	sum := sha256.Sum256(buf)
+	if cap(buf) <= maxPooled {
+		*bp = buf
+		scratch.Put(bp)
+	}
+	return binary.LittleEndian.Uint64(sum[:8])
 }

@@ -217,5 +217,9 @@ func limitScope(l *Limit) string {
 		// Another key expression keys other counters.
 		fmt.Fprintf(&b, ";key=%q", l.Exprs.Key.Text)
 	}
+	if l.Exprs != nil && l.Exprs.Distinct != nil {
+		// Another distinct expression counts other values.
+		fmt.Fprintf(&b, ";distinct_expr=%q", l.Exprs.Distinct.Text)
+	}
 	return b.String()
 }

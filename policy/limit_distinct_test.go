@@ -86,7 +86,7 @@ func TestDistinctValueHostile(t *testing.T) {
 		if v != nil {
 			h["X-Username"] = v
 		}
-		return l.DistinctValue(p.Identity, id, &keys.Values{Header: h}, "/login")
+		return l.DistinctValue(p.Identity, id, &keys.Values{Header: h}, "/login", "")
 	}
 	a, okA := val("alice")
 	b, okB := val("bob")
@@ -114,7 +114,7 @@ func TestDistinctValueHostile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := p.Limits[1].DistinctValue(p.Identity, id, &keys.Values{Header: http.Header{}}, "/login"); !ok {
+	if _, ok := p.Limits[1].DistinctValue(p.Identity, id, &keys.Values{Header: http.Header{}}, "/login", ""); !ok {
 		t.Errorf("absent header with on_missing = shared: rejected")
 	}
 }
@@ -174,7 +174,7 @@ func TestDistinctValueSpellings(t *testing.T) {
 					h["X-Username"] = r.hdr
 				}
 				id := &keys.Identity{IP: netip.MustParseAddr(r.ip)}
-				v, _ := l.DistinctValue(p.Identity, id, &keys.Values{Header: h}, path)
+				v, _ := l.DistinctValue(p.Identity, id, &keys.Values{Header: h}, path, "")
 				return v
 			}
 			if got := val(tc.a) == val(tc.b); got != tc.same {

@@ -12,6 +12,9 @@ type Exprs struct {
 	// When, Key and Cost are the when, key and cost_expr expressions; nil
 	// when not set.
 	When, Key, Cost *expr.Program
+	// Distinct is a distinct limit's distinct when it is an expression
+	// (limit_distinct.go); nil when not set or a key part.
+	Distinct *expr.Program
 	// OnError is what a request whose expression fails gets.
 	OnError ExprOnError
 	// Body is set when one of them reads the request body.
@@ -42,7 +45,8 @@ var exprParts = []keys.Part{{Kind: keys.PartExpr}}
 // with an empty Expr, the missing value.
 func (x *Exprs) KeyExprParts() []keys.Part { return exprParts }
 
-// compileExprs compiles when, key, cost_expr and on_error of c into l.
+// compileExprs compiles when, key, cost_expr, an expression distinct and
+// on_error of c into l.
 func compileExprs(l *Limit, c *config.LimitConfig, path string, e *problems) {
 	var x Exprs
 	compile := func(text, field string, k expr.Kind) *expr.Program {
@@ -60,6 +64,9 @@ func compileExprs(l *Limit, c *config.LimitConfig, path string, e *problems) {
 	x.When = compile(c.When, "when", expr.Bool)
 	x.Key = compile(c.Key, "key", expr.String)
 	x.Cost = compile(c.CostExpr, "cost_expr", expr.Int)
+	if x.Distinct = distinctExpr(c, path, e); x.Distinct != nil {
+		x.Body = x.Body || x.Distinct.UsesBody()
+	}
 	switch c.OnError {
 	case "shared", "":
 	case "skip":
@@ -78,7 +85,7 @@ func compileExprs(l *Limit, c *config.LimitConfig, path string, e *problems) {
 	if c.Key != "" && c.OnMissing != "" && c.OnMissing != "shared" {
 		e.add(path+".on_missing", "applies to by, not to a key expression (its failures follow on_error)")
 	}
-	if x.When == nil && x.Key == nil && x.Cost == nil {
+	if x.When == nil && x.Key == nil && x.Cost == nil && x.Distinct == nil {
 		return
 	}
 	if x.Key != nil {

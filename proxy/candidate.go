@@ -152,7 +152,7 @@ func (h *Handler) decideCandidate(c *Candidate, r *http.Request, q *request) {
 		if !ok {
 			continue
 		}
-		value, ok := l.DistinctValue(p.Identity, &id, &vals, q.path)
+		value, ok := l.DistinctValue(p.Identity, &id, &vals, q.path, xr.distinct)
 		if !ok {
 			continue
 		}

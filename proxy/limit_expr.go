@@ -25,6 +25,9 @@ type exprResult struct {
 	// keyed: the counter key is built from key (policy.Exprs.KeyExprParts).
 	keyed bool
 	key   string
+	// distinct is the result of a distinct expression ("" when it failed
+	// under on_error = "shared"), counted by policy.Limit.DistinctValue.
+	distinct string
 }
 
 // limitExprs evaluates l's expressions for q, l.Exprs being set, and
@@ -79,6 +82,14 @@ func evalExprs(x *policy.Exprs, v *expr.Vars) (res exprResult, field string, err
 			err = errors.New("gave " + strconv.FormatInt(res.cost, 10) + ", not a cost in 1..2^53")
 		}
 	}
+	if err == nil && x.Distinct != nil {
+		var derr error
+		if res.distinct, derr = x.Distinct.String(v); derr != nil && x.OnError != policy.ExprErrorShared {
+			field, err = "distinct", derr
+		}
+		// shared: the request keeps its key and counts the one value
+		// every failed request of that key shares, "".
+	}
 	if err == nil {
 		return res, "", nil
 	}
@@ -88,8 +99,13 @@ func evalExprs(x *policy.Exprs, v *expr.Vars) (res exprResult, field string, err
 	case policy.ExprErrorDeny:
 		return exprResult{}, field, err
 	}
-	// shared: one counter for every request whose expressions failed.
-	return exprResult{keyed: true}, "", nil
+	// shared: one counter for every request whose expressions failed,
+	// counting the distinct values they give.
+	res = exprResult{keyed: true}
+	if x.Distinct != nil {
+		res.distinct, _ = x.Distinct.String(v)
+	}
+	return res, "", nil
 }
 
 // whenHolds evaluates a limit's when. One that reads request.path and is

@@ -195,7 +195,7 @@ func (h *Handler) serve(q *request) {
 				})
 				return
 			}
-			value, ok := l.DistinctValue(p.Identity, id, &vals, q.path)
+			value, ok := l.DistinctValue(p.Identity, id, &vals, q.path, xr.distinct)
 			if !ok {
 				ev.Outcome = OutcomeUnauthorized
 				headers.WriteProblem(w, headers.Problem{

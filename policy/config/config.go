@@ -501,8 +501,10 @@ type LimitConfig struct {
 	// Distinct is what the distinct algorithm counts the distinct values
 	// of, per key: a key part (client, ip, api_key, user, mtls, route,
 	// method, consumer, header:<Name>), "ip/<bits>" (the client's IPv4
-	// network) or "path" (the normal path). Required with algorithm
-	// "distinct", refused with the others. Default "".
+	// network), "path" (the normal path), or any other value: a CEL
+	// expression giving a string (e.g. 'body.username'), whose failure
+	// follows on_error. Required with algorithm "distinct", refused with
+	// the others. Default "".
 	Distinct string `mapstructure:"distinct" json:"distinct"`
 	// MaxInFlight is the concurrency algorithm's capacity, and the
 	// ceiling of adaptive_concurrency's learned limit. Default 0 (for
