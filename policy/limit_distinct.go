@@ -59,6 +59,12 @@ func distinctExpr(c *config.LimitConfig, path string, e *problems) *expr.Program
 		e.add(path+".distinct", "distinct %q: not a key part (client, ip, api_key, user, mtls, route, method, consumer, header:<Name>), ip/<bits> or path, and as an expression: %v", c.Distinct, err)
 		return nil
 	}
+	if p.Constant() {
+		// Every request would count as one value: the limit could
+		// never deny, which no one writing it means.
+		e.add(path+".distinct", "distinct %q reads nothing of the request: every request would count as the same value", c.Distinct)
+		return nil
+	}
 	return p
 }
 

@@ -42,6 +42,8 @@ func TestDistinctExprConfig(t *testing.T) {
 		{distinct: "ip/99", want: "want ip/<1..32>"},                                   // a key part's typo stays the key part's error
 		{distinct: "header:X User", want: `distinct "header:X User": want a key part`}, // likewise
 		{distinct: strings.Repeat("a+", expr.MaxLen) + "a", want: "limits[1].distinct"},
+		{distinct: "true", want: "reads nothing of the request"}, // one value for every request: never denies
+		{distinct: `'x' + "y"`, want: "reads nothing of the request"},
 	} {
 		t.Run(tc.distinct[:min(len(tc.distinct), 40)], func(t *testing.T) {
 			p, err := Compile(distinctConfig(tc.distinct, "3/10m"), noEnv, os.ReadFile)

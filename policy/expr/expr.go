@@ -64,6 +64,8 @@ type Program struct {
 	path    bool
 	query   bool
 	tracked bool
+	// constant is set when the expression reads no variable.
+	constant bool
 	// nb and ns are the Go form of a Bool or String expression in the
 	// subset native.go compiles; nil otherwise.
 	nb nativeBool
@@ -121,7 +123,12 @@ func Compile(text string, k Kind) (*Program, error) {
 		return nil, err
 	}
 	p := &Program{Text: text, kind: k}
-	for _, r := range ast.NativeRep().ReferenceMap() {
+	refs := ast.NativeRep().ReferenceMap()
+	p.constant = true
+	for _, r := range refs {
+		if r.Name != "" {
+			p.constant = false // a variable (a call's reference has no name)
+		}
 		switch r.Name {
 		case varBody:
 			p.body = true
@@ -180,6 +187,10 @@ func (k Kind) String() string {
 }
 
 // UsesBody reports whether the expression reads the request body, which
+// Constant reports whether the expression reads no variable: its value
+// is the same for every request.
+func (p *Program) Constant() bool { return p.constant }
+
 // is then read (bounded) before it is evaluated.
 func (p *Program) UsesBody() bool { return p.body }
 
