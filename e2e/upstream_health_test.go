@@ -440,7 +440,11 @@ func TestDashboardUpstreams(t *testing.T) {
 	t.Parallel()
 	a, b := newHealthTarget(t, nil), newHealthTarget(t, nil)
 	route := fmt.Sprintf(`upstreams = ["%s", "%s"]
-health_check = { path = "/healthz", interval = "200ms", timeout = "200ms", unhealthy_after = 1, healthy_after = 1 }`, a.URL, b.URL)
+health_check = { path = "/healthz", interval = "1s", timeout = "1s", unhealthy_after = 2, healthy_after = 1 }`, a.URL, b.URL)
+	// A second's timeout and two failed probes: b, which never fails,
+	// must not be judged down by a probe the loaded machine (a browser
+	// beside the race detector) answered late; a's state still shows
+	// within the page's 15 s.
 	g := startGateway(t, "upstreams.toml.tmpl", gwOpts{Data: map[string]any{"Server": "", "Route": route}})
 	br := startBrowser(t)
 	br.navigate(g.adminURL("/admin/ui"))
